@@ -1,0 +1,100 @@
+// Package model holds the in-memory form of one gapless model file: its
+// MODEL (...) header and its query, plus the parser that produces it.
+//
+// The types here are plain data. They know nothing about a database; the SQL
+// body is kept as text and parsed by package sqlparse.
+package model
+
+import (
+	"time"
+
+	"github.com/gapless-dev/gapless/interval"
+)
+
+// Kind is how a model is materialised.
+type Kind string
+
+// The model kinds gapless supports; names match SQLMesh's.
+const (
+	KindIncrementalByTimeRange Kind = "INCREMENTAL_BY_TIME_RANGE"
+	KindIncrementalByUniqueKey Kind = "INCREMENTAL_BY_UNIQUE_KEY"
+	KindFull                   Kind = "FULL"
+	KindView                   Kind = "VIEW"
+	KindSeed                   Kind = "SEED"
+	KindExternal               Kind = "EXTERNAL"
+)
+
+// Dialect is the SQL dialect a model's query is written in.
+type Dialect string
+
+// Supported dialects.
+const (
+	DialectDuckDB   Dialect = "duckdb"
+	DialectPostgres Dialect = "postgres"
+)
+
+// Pos is a position in a model file. Line and Col are 1-based; Col counts
+// bytes, as editors and compilers conventionally do.
+type Pos struct {
+	File string
+	Line int
+	Col  int
+}
+
+// Column is a declared column: EXTERNAL models must declare theirs, other
+// kinds may.
+type Column struct {
+	Name string
+	Type string
+}
+
+// Model is one parsed model file.
+//
+// Invariants kept by the parser: Name is "schema.table" in lower case; Kind is
+// one of the Kind constants; Cron is a valid cron expression; IntervalUnit is
+// set (explicit or derived from Cron) and is never coarser than the cron
+// unless AllowPartials is set; Query is empty exactly when Kind is EXTERNAL or
+// SEED.
+type Model struct {
+	Name    string // "schema.table", lower case
+	Kind    Kind
+	Dialect Dialect
+
+	// INCREMENTAL_BY_TIME_RANGE
+	TimeColumn  string
+	Lookback    int // in interval units
+	BatchSize   int // intervals per batch; 0 means all at once
+	ForwardOnly bool
+
+	// INCREMENTAL_BY_UNIQUE_KEY
+	UniqueKey []string
+
+	// SEED: path relative to the model file's folder, as written.
+	SeedPath string
+
+	// Declared columns (required for EXTERNAL).
+	Columns []Column
+
+	Cron                 string
+	IntervalUnit         interval.Unit
+	IntervalUnitExplicit bool // true when interval_unit was written in the file
+	Start                time.Time // UTC; zero means "no start given"
+	End                  time.Time // UTC; zero means open-ended
+	AllowPartials        bool
+	Enabled              bool
+
+	Owner       string
+	Description string
+	Tags        []string
+	Grain       []string
+
+	// Query is the model's SQL body as written (macros not rendered).
+	Query string
+	// Path is the file the model was read from; QueryPos is where Query
+	// begins in it. Together they let a SQL parse error be reported at the
+	// file's line and column.
+	Path     string
+	QueryPos Pos
+	// HeaderPos is where the MODEL keyword is.
+	HeaderPos Pos
+}
