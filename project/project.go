@@ -1,0 +1,265 @@
+// Package project loads a gapless project folder: its model files, their
+// parsed SQL, the dependency graph between them and a snapshot of each.
+//
+// Loading is all-or-nothing: either every model parses, every reference
+// resolves and the graph is acyclic, or Load returns every problem it found,
+// each located at a file, line and column, and nothing else.
+package project
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/gapless-dev/gapless/dag"
+	"github.com/gapless-dev/gapless/macro"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/model/suggest"
+	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/sqlparse"
+)
+
+// ModelsDir is the folder, inside a project, that holds the model files.
+const ModelsDir = "models"
+
+// Project is a loaded, validated project.
+//
+// Invariant: every model in Models is a node of Graph and has a snapshot in
+// Snapshots; every reference in a model's SQL is a model of the project.
+type Project struct {
+	Dir       string
+	Models    map[string]*model.Model
+	Queries   map[string]*sqlparse.Query // nil for EXTERNAL and SEED models
+	Graph     *dag.Graph
+	Snapshots map[string]*snapshot.Snapshot
+}
+
+// Errors is every problem found while loading, in file order. Each element
+// is usually a *model.Error, whose text starts with file:line:col.
+type Errors []error
+
+func (e Errors) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Unwrap exposes the individual errors to errors.Is and errors.As.
+func (e Errors) Unwrap() []error { return e }
+
+// LoadModels reads every *.sql file under dir/models (recursively, in lexical
+// order), parses each with defaults, parses its query with p, resolves
+// references between models, and builds the graph and snapshots.
+func LoadModels(ctx context.Context, dir string, defaults model.Defaults, p *sqlparse.Parser) (*Project, error) {
+	files, err := modelFiles(filepath.Join(dir, ModelsDir))
+	if err != nil {
+		return nil, err
+	}
+	pr := &Project{Dir: dir, Models: map[string]*model.Model{}, Queries: map[string]*sqlparse.Query{}}
+	var errs Errors
+	for _, f := range files {
+		m, q, err := loadOne(ctx, dir, f, defaults, p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !m.Enabled {
+			continue
+		}
+		if other, dup := pr.Models[m.Name]; dup {
+			errs = append(errs, &model.Error{Pos: m.HeaderPos, Code: model.CodeInvalid,
+				Msg: fmt.Sprintf("model %s is already defined in %s", m.Name, other.HeaderPos)})
+			continue
+		}
+		pr.Models[m.Name] = m
+		if q != nil {
+			pr.Queries[m.Name] = q
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	edges, errs := pr.resolve()
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	g, err := dag.New(edges)
+	if err != nil {
+		return nil, pr.describeGraphError(err)
+	}
+	pr.Graph = g
+	inputs := map[string]snapshot.Input{}
+	for name, m := range pr.Models {
+		in := snapshot.Input{Model: m}
+		if q := pr.Queries[name]; q != nil {
+			in.Canonical = q.Canonical
+		}
+		if m.Kind == model.KindSeed {
+			h, err := seedHash(dir, m)
+			if err != nil {
+				return nil, err
+			}
+			in.SeedHash = h
+		}
+		inputs[name] = in
+	}
+	pr.Snapshots, err = snapshot.BuildAll(g, inputs)
+	if err != nil {
+		return nil, err
+	}
+	return pr, nil
+}
+
+// modelFiles lists *.sql files under root, sorted, so load order (and thus
+// error order) is the same on every machine.
+func modelFiles(root string) ([]string, error) {
+	var files []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.EqualFold(filepath.Ext(path), ".sql") {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing model files in %s: %w", root, err)
+	}
+	slices.Sort(files)
+	return files, nil
+}
+
+// loadOne parses one model file and, for kinds with a query, its SQL. SQL
+// errors are reported at the file's line and column.
+func loadOne(ctx context.Context, dir, path string, defaults model.Defaults, p *sqlparse.Parser) (*model.Model, *sqlparse.Query, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading model file: %w", err)
+	}
+	rel, err := filepath.Rel(dir, path)
+	if err != nil {
+		rel = path
+	}
+	m, err := model.ParseFile(rel, src, defaults)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m.Query == "" {
+		return m, nil, nil
+	}
+	sqlText, mapper, err := macro.ForParse(m.Query)
+	if err != nil {
+		var me *macro.Error
+		if errors.As(err, &me) {
+			return nil, nil, &model.Error{Pos: m.PosOf(me.Offset), Code: model.CodeSyntax, Msg: me.Msg, Err: err}
+		}
+		return nil, nil, &model.Error{Pos: m.QueryPos, Code: model.CodeSyntax, Msg: err.Error(), Err: err}
+	}
+	q, err := p.Parse(ctx, sqlText)
+	if err != nil {
+		var se *sqlparse.SyntaxError
+		if errors.As(err, &se) && se.Offset >= 0 {
+			return nil, nil, &model.Error{Pos: m.PosOf(mapper.Original(se.Offset)), Code: model.CodeSyntax,
+				Msg: "SQL syntax error: " + se.Message, Err: err}
+		}
+		return nil, nil, &model.Error{Pos: m.QueryPos, Code: model.CodeSyntax, Msg: "SQL: " + err.Error(), Err: err}
+	}
+	// Keep reference offsets pointing into the model's own text.
+	for i := range q.Tables {
+		if q.Tables[i].Offset >= 0 {
+			q.Tables[i].Offset = mapper.Original(q.Tables[i].Offset)
+		}
+	}
+	return m, q, nil
+}
+
+// resolve maps every table a model's query reads to a model of the project.
+// A reference that names no model (and no EXTERNAL declaration) is an error
+// at the reference's position, with a did-you-mean when a model name is
+// close.
+func (pr *Project) resolve() (map[string][]string, Errors) {
+	names := make([]string, 0, len(pr.Models))
+	for n := range pr.Models {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	edges := make(map[string][]string, len(pr.Models))
+	var errs Errors
+	for _, name := range names {
+		edges[name] = nil
+		m := pr.Models[name]
+		q := pr.Queries[name]
+		if q == nil {
+			continue
+		}
+		for _, ref := range q.Tables {
+			target := ref.Schema + "." + ref.Name
+			if _, ok := pr.Models[target]; ok && ref.Schema != "" {
+				if target != name {
+					edges[name] = append(edges[name], target)
+				}
+				continue
+			}
+			errs = append(errs, pr.unknownRef(m, ref, names))
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return cmp.Compare(a.Error(), b.Error()) })
+	return edges, errs
+}
+
+func (pr *Project) unknownRef(m *model.Model, ref sqlparse.TableRef, names []string) error {
+	pos := m.QueryPos
+	if ref.Offset >= 0 {
+		pos = m.PosOf(ref.Offset)
+	}
+	msg := fmt.Sprintf("model %s reads %s, which is neither a model nor a declared EXTERNAL table", m.Name, ref)
+	if ref.Schema == "" {
+		msg = fmt.Sprintf("model %s reads %s without a schema; write schema.table (models and EXTERNAL tables are schema-qualified)", m.Name, ref)
+	}
+	if guess, ok := suggest.Closest(strings.TrimPrefix(ref.String(), ref.Catalog+"."), names); ok {
+		msg += fmt.Sprintf("; did you mean %s?", guess)
+	}
+	return &model.Error{Pos: pos, Code: model.CodeInvalid, Msg: msg}
+}
+
+// describeGraphError adds each model's file to a cycle report.
+func (pr *Project) describeGraphError(err error) error {
+	var ce *dag.CycleError
+	if !errors.As(err, &ce) {
+		return err
+	}
+	parts := make([]string, len(ce.Cycle))
+	for i, n := range ce.Cycle {
+		parts[i] = fmt.Sprintf("%s (%s)", n, pr.Models[n].HeaderPos.File)
+	}
+	first := pr.Models[ce.Cycle[0]]
+	return Errors{&model.Error{Pos: first.HeaderPos, Code: model.CodeInvalid,
+		Msg: "dependency cycle: " + strings.Join(parts, " -> "), Err: err}}
+}
+
+// seedHash hashes a SEED model's CSV file, so that editing the CSV changes
+// the model's data hash and version.
+func seedHash(dir string, m *model.Model) (string, error) {
+	path := m.SeedPath
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, filepath.Dir(m.Path), path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", Errors{&model.Error{Pos: m.HeaderPos, Code: model.CodeInvalid,
+			Msg: fmt.Sprintf("seed %s: cannot read %s: %v", m.Name, m.SeedPath, err), Err: err}}
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}

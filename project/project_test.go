@@ -1,0 +1,231 @@
+package project
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/sqlparse"
+)
+
+var parser *sqlparse.Parser
+
+func TestMain(m *testing.M) {
+	var err error
+	parser, err = sqlparse.Open()
+	if err != nil {
+		panic(err)
+	}
+	code := m.Run()
+	if err := parser.Close(); err != nil {
+		panic(err)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			println("goroutine leak:", err.Error())
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// writeProject lays out files (path relative to the project root) in a new
+// temporary project folder and returns it.
+func writeProject(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for rel, body := range files {
+		path := filepath.Join(dir, rel)
+		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
+	}
+	return dir
+}
+
+func load(t *testing.T, dir string) (*Project, error) {
+	t.Helper()
+	return LoadModels(context.Background(), dir, model.Defaults{Start: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}, parser)
+}
+
+const external = `MODEL (name raw.events, kind EXTERNAL, columns (id INT, ts TIMESTAMP, amount DOUBLE));`
+
+func TestQuickstartExampleLoads(t *testing.T) {
+	t.Parallel()
+	p, err := load(t, filepath.Join("..", "examples", "quickstart"))
+	require.NoError(t, err)
+	require.Equal(t, []string{"demo.customers", "demo.events", "demo.daily_revenue", "demo.customer_totals", "demo.top_customers"}, p.Graph.Order())
+	require.Equal(t, []string{"demo.customers", "demo.daily_revenue"}, p.Graph.Parents("demo.customer_totals"))
+	require.Empty(t, p.Graph.Parents("demo.events"), "generate_series is a table function, not a dependency")
+	for name, s := range p.Snapshots {
+		require.NotEmpty(t, s.Version, name)
+	}
+	require.NotEmpty(t, p.Snapshots["demo.customers"].SeedHash)
+}
+
+func TestCTENamesAreNotDependencies(t *testing.T) {
+	t.Parallel()
+	dir := writeProject(t, map[string]string{
+		"models/raw.sql": external,
+		"models/stg.sql": `MODEL (name stg.events, kind FULL);
+WITH events AS (SELECT * FROM raw.events), recent AS (SELECT * FROM events WHERE ts > now() - INTERVAL 1 DAY)
+SELECT * FROM recent`,
+	})
+	p, err := load(t, dir)
+	require.NoError(t, err)
+	require.Equal(t, []string{"raw.events"}, p.Graph.Parents("stg.events"))
+}
+
+// Scenario: two copies of a project differ only in whitespace, comments and
+// keyword case. Their models get the same fingerprints and versions, so a
+// reformat never rebuilds a table.
+func TestFormattingDoesNotChangeVersions(t *testing.T) {
+	t.Parallel()
+	a := writeProject(t, map[string]string{
+		"models/raw.sql": external,
+		"models/stg.sql": "MODEL (name stg.events, kind FULL);\nSELECT id, amount * 2 AS doubled FROM raw.events WHERE amount > 0",
+	})
+	b := writeProject(t, map[string]string{
+		"models/raw.sql": external,
+		"models/stg.sql": "MODEL (name stg.events, kind FULL);\n-- doubled amounts\nselect   id,\n  amount*2 as doubled\nfrom raw.events /* only positive */ where amount>0;",
+	})
+	pa, err := load(t, a)
+	require.NoError(t, err)
+	pb, err := load(t, b)
+	require.NoError(t, err)
+	require.Equal(t, pa.Snapshots["stg.events"].Fingerprint, pb.Snapshots["stg.events"].Fingerprint)
+	require.Equal(t, pa.Snapshots["stg.events"].Version, pb.Snapshots["stg.events"].Version)
+}
+
+// Scenario: a model gains a projection (non-breaking) and, separately, a
+// filter (breaking). The real SQL parser decides, and the child follows.
+func TestChangeCategoriesWithTheRealParser(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{
+		"models/raw.sql":  external,
+		"models/stg.sql":  "MODEL (name stg.events, kind FULL);\nSELECT id, amount FROM raw.events",
+		"models/mart.sql": "MODEL (name mart.totals, kind FULL);\nSELECT sum(amount) AS total FROM stg.events",
+	}
+	prev, err := load(t, writeProject(t, base))
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		query     string
+		stg, mart snapshot.Category
+	}{
+		{"SELECT id, amount, amount * 2 AS doubled FROM raw.events", snapshot.NonBreaking, snapshot.IndirectNonBreaking},
+		{"SELECT id, amount FROM raw.events WHERE amount > 0", snapshot.Breaking, snapshot.IndirectBreaking},
+		{"SELECT id, amount + 1 AS amount FROM raw.events", snapshot.Breaking, snapshot.IndirectBreaking},
+		{"select  id,amount\n from raw.events -- same", snapshot.Unchanged, snapshot.Unchanged},
+	} {
+		files := map[string]string{}
+		for k, v := range base {
+			files[k] = v
+		}
+		files["models/stg.sql"] = "MODEL (name stg.events, kind FULL);\n" + tc.query
+		next, err := load(t, writeProject(t, files))
+		require.NoError(t, err)
+		changes, err := snapshot.Categorize(prev.Snapshots, next.Snapshots, next.Graph, Additive(context.Background(), parser), snapshot.Options{})
+		require.NoError(t, err)
+		got := map[string]snapshot.Category{}
+		for _, c := range changes {
+			got[c.Name] = c.Category
+		}
+		require.Equal(t, tc.stg, got["stg.events"], tc.query)
+		require.Equal(t, tc.mart, got["mart.totals"], tc.query)
+	}
+}
+
+func TestSeedContentIsPartOfTheVersion(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"models/seed.sql":  "MODEL (name ref.codes, kind SEED (path 'codes.csv'));",
+		"models/codes.csv": "code,label\n1,a\n",
+	}
+	a, err := load(t, writeProject(t, files))
+	require.NoError(t, err)
+	files["models/codes.csv"] = "code,label\n1,b\n"
+	b, err := load(t, writeProject(t, files))
+	require.NoError(t, err)
+	require.NotEqual(t, a.Snapshots["ref.codes"].Version, b.Snapshots["ref.codes"].Version)
+}
+
+// Bad projects: every message names the file, line and column.
+func TestLoadErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		files map[string]string
+		want  []string
+	}{
+		{
+			name: "reference to an unknown table",
+			files: map[string]string{
+				"models/raw.sql": external,
+				"models/stg.sql": "MODEL (name stg.events, kind FULL);\nSELECT *\nFROM raw.event",
+			},
+			want: []string{"models/stg.sql:3:6: model stg.events reads raw.event, which is neither a model nor a declared EXTERNAL table; did you mean raw.events?"},
+		},
+		{
+			name: "unqualified reference",
+			files: map[string]string{
+				"models/stg.sql": "MODEL (name stg.events, kind FULL);\nSELECT * FROM events",
+			},
+			want: []string{"models/stg.sql:2:15: model stg.events reads events without a schema; write schema.table (models and EXTERNAL tables are schema-qualified)"},
+		},
+		{
+			name: "cycle",
+			files: map[string]string{
+				"models/a.sql": "MODEL (name s.a, kind FULL);\nSELECT * FROM s.c",
+				"models/b.sql": "MODEL (name s.b, kind FULL);\nSELECT * FROM s.a",
+				"models/c.sql": "MODEL (name s.c, kind FULL);\nSELECT * FROM s.b",
+			},
+			want: []string{"models/a.sql:1:1: dependency cycle: s.a (models/a.sql) -> s.b (models/b.sql) -> s.c (models/c.sql) -> s.a (models/a.sql)"},
+		},
+		{
+			name: "SQL syntax error is located in the file",
+			files: map[string]string{
+				"models/raw.sql": external,
+				"models/stg.sql": "MODEL (name stg.events, kind FULL);\n\nSELECT id,\n  FROM FROM raw.events",
+			},
+			want: []string{`models/stg.sql:4:8: SQL syntax error: syntax error at or near "FROM"`},
+		},
+		{
+			name: "duplicate model name",
+			files: map[string]string{
+				"models/a.sql": external,
+				"models/b.sql": "\n" + external,
+			},
+			want: []string{"models/b.sql:2:1: model raw.events is already defined in models/a.sql:1:1"},
+		},
+		{
+			name: "header errors from several files are all reported",
+			files: map[string]string{
+				"models/a.sql": "MODEL (name s.a, kind FULLL);\nSELECT 1",
+				"models/b.sql": "MODEL (kind FULL);\nSELECT 1",
+			},
+			want: []string{"models/a.sql:1:23:", "models/b.sql:1:1:"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := load(t, writeProject(t, tc.files))
+			require.Error(t, err)
+			var errs Errors
+			require.ErrorAs(t, err, &errs)
+			require.Len(t, errs, len(tc.want), err.Error())
+			for i, w := range tc.want {
+				require.Contains(t, errs[i].Error(), w)
+				var me *model.Error
+				require.ErrorAs(t, errs[i], &me)
+			}
+		})
+	}
+}

@@ -1,0 +1,139 @@
+// Package snapshot turns a model into a snapshot: the model at a fingerprint,
+// with a version that decides which physical table it shares.
+//
+// It also categorises what changed between two sets of snapshots (breaking,
+// non-breaking, metadata-only, indirect, forward-only) and applies SQLMesh's
+// version-reuse rules to the result. It is plain Go: the SQL-aware parts
+// (canonical query text, "only projections were added") arrive as inputs.
+package snapshot
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/gapless-dev/gapless/model"
+)
+
+// hashLen is the number of hex digits kept from a SHA-256: 64 bits, ample to
+// tell the versions of one model apart, short enough for a table name.
+const hashLen = 16
+
+// Fingerprint identifies a model's content. Two snapshots with equal
+// fingerprints are the same snapshot.
+type Fingerprint struct {
+	// DataHash covers everything that decides the rows of the model's table:
+	// the canonical query, the kind and its physical parameters, declared
+	// columns, seed content, dialect and interval unit.
+	DataHash string `json:"data_hash"`
+	// MetadataHash covers what does not change rows: schedule, owner,
+	// description, tags, grain, start/end, lookback, batch size, flags.
+	MetadataHash string `json:"metadata_hash"`
+	// ParentDataHash and ParentMetadataHash combine the parents' own data
+	// (respectively metadata) hashes, transitively.
+	ParentDataHash     string `json:"parent_data_hash"`
+	ParentMetadataHash string `json:"parent_metadata_hash"`
+}
+
+// String returns one hash over the whole fingerprint.
+func (f Fingerprint) String() string {
+	return hashOf(f)
+}
+
+// dataParts is hashed into DataHash. Field order is part of the hash: append
+// new fields at the end, and only with a zero value that marshals the same
+// as before (omitempty), or every version changes.
+type dataParts struct {
+	Query        string         `json:"query"`
+	Kind         model.Kind     `json:"kind"`
+	TimeColumn   string         `json:"time_column,omitempty"`
+	UniqueKey    []string       `json:"unique_key,omitempty"`
+	Columns      []model.Column `json:"columns,omitempty"`
+	SeedHash     string         `json:"seed_hash,omitempty"`
+	Dialect      model.Dialect  `json:"dialect"`
+	IntervalUnit string         `json:"interval_unit"`
+}
+
+// metadataParts is hashed into MetadataHash; the same rule as dataParts
+// applies to its field order.
+type metadataParts struct {
+	Cron          string   `json:"cron"`
+	Start         string   `json:"start,omitempty"`
+	End           string   `json:"end,omitempty"`
+	Lookback      int      `json:"lookback,omitempty"`
+	BatchSize     int      `json:"batch_size,omitempty"`
+	ForwardOnly   bool     `json:"forward_only,omitempty"`
+	AllowPartials bool     `json:"allow_partials,omitempty"`
+	Enabled       bool     `json:"enabled"`
+	Owner         string   `json:"owner,omitempty"`
+	Description   string   `json:"description,omitempty"`
+	Tags          []string `json:"tags,omitempty"`
+	Grain         []string `json:"grain,omitempty"`
+}
+
+// Input is what a snapshot is computed from: a parsed model plus the facts
+// that need I/O or a SQL parser to obtain.
+type Input struct {
+	Model *model.Model
+	// Canonical is the query after a round trip through the dialect's
+	// parser, so whitespace, comments and keyword case do not change it.
+	// Empty for kinds without a query.
+	Canonical string
+	// SeedHash is a hash of a SEED model's CSV content; empty otherwise.
+	SeedHash string
+}
+
+func dataHash(in Input) string {
+	m := in.Model
+	key := slices.Clone(m.UniqueKey)
+	return hashOf(dataParts{
+		Query:        in.Canonical,
+		Kind:         m.Kind,
+		TimeColumn:   m.TimeColumn,
+		UniqueKey:    key,
+		Columns:      m.Columns,
+		SeedHash:     in.SeedHash,
+		Dialect:      m.Dialect,
+		IntervalUnit: string(m.IntervalUnit),
+	})
+}
+
+func metadataHash(m *model.Model) string {
+	tags := slices.Clone(m.Tags)
+	slices.Sort(tags)
+	return hashOf(metadataParts{
+		Cron:          m.Cron,
+		Start:         timeKey(m.Start),
+		End:           timeKey(m.End),
+		Lookback:      m.Lookback,
+		BatchSize:     m.BatchSize,
+		ForwardOnly:   m.ForwardOnly,
+		AllowPartials: m.AllowPartials,
+		Enabled:       m.Enabled,
+		Owner:         m.Owner,
+		Description:   m.Description,
+		Tags:          tags,
+		Grain:         m.Grain,
+	})
+}
+
+func timeKey(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// hashOf hashes the JSON encoding of v. Struct fields marshal in declaration
+// order and map keys sorted, so equal values always hash equal.
+func hashOf(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only plain data types reach here; a failure is a programming error.
+		panic("snapshot: hashing unmarshalable value: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])[:hashLen]
+}
