@@ -77,7 +77,7 @@ type Model struct {
 
 	Cron                 string
 	IntervalUnit         interval.Unit
-	IntervalUnitExplicit bool // true when interval_unit was written in the file
+	IntervalUnitExplicit bool      // true when interval_unit was written in the file
 	Start                time.Time // UTC; zero means "no start given"
 	End                  time.Time // UTC; zero means open-ended
 	AllowPartials        bool

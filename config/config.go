@@ -1,0 +1,518 @@
+// Package config reads a project's gapless.yaml.
+//
+// The file is optional: a project without one gets the defaults. When present
+// it is read strictly: an unknown key is an error that names its line and
+// column and suggests the closest known key, so a typo never silently falls
+// back to a default.
+//
+//	warehouse: duckdb://warehouse.duckdb        # or postgres://user:${PGPASSWORD}@host/db
+//	state: sqlite://.gapless/state.db           # or postgres://...
+//	model_defaults:
+//	  dialect: duckdb
+//	  cron: '@daily'
+//	  start: '2024-01-01'
+//	  owner: data-eng
+//	environments:
+//	  prod:
+//	    on_incumbent_advance: strict            # strict|trailing-gap|catch-up|replan|lock
+//	    max_trailing_gap_intervals: 0
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+
+	"github.com/gapless-dev/gapless/cron"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/model/suggest"
+)
+
+// FileName is the project configuration file, at the project's root.
+const FileName = "gapless.yaml"
+
+// Default connection strings, used when gapless.yaml does not set them.
+// Relative paths are resolved against the project directory.
+const (
+	DefaultWarehouse = "duckdb://warehouse.duckdb"
+	DefaultState     = "sqlite://.gapless/state.db"
+)
+
+// Config is a loaded project configuration with every default applied.
+type Config struct {
+	// Dir is the project directory, absolute.
+	Dir string
+	// File is the path of gapless.yaml; Found says whether it exists.
+	File  string
+	Found bool
+
+	Warehouse Conn
+	State     Conn
+
+	// ModelDefaults apply to every model where its file is silent.
+	ModelDefaults model.Defaults
+
+	// Environments holds per-environment settings by environment name. An
+	// environment not listed gets DefaultEnvironment (see Environment).
+	Environments map[string]Environment
+}
+
+// PromotionPolicy is what promotion does when the environment's incumbent
+// moved after the plan was built (see DESIGN.md).
+type PromotionPolicy string
+
+// The promotion policies.
+const (
+	PolicyStrict      PromotionPolicy = "strict"
+	PolicyTrailingGap PromotionPolicy = "trailing-gap"
+	PolicyCatchUp     PromotionPolicy = "catch-up"
+	PolicyReplan      PromotionPolicy = "replan"
+	PolicyLock        PromotionPolicy = "lock"
+)
+
+// Policies lists every promotion policy.
+var Policies = []PromotionPolicy{PolicyStrict, PolicyTrailingGap, PolicyCatchUp, PolicyReplan, PolicyLock}
+
+// Environment is the configuration of one environment.
+type Environment struct {
+	// OnIncumbentAdvance is the promotion policy; never empty after Load.
+	OnIncumbentAdvance PromotionPolicy
+	// MaxTrailingGapIntervals bounds the trailing gap the trailing-gap
+	// policy may accept, in intervals; never negative.
+	MaxTrailingGapIntervals int
+}
+
+// DefaultEnvironment is the configuration of an environment gapless.yaml
+// does not mention: fail closed.
+var DefaultEnvironment = Environment{OnIncumbentAdvance: PolicyStrict}
+
+// Environment returns the settings of the named environment, or
+// DefaultEnvironment if it is not configured.
+func (c *Config) Environment(name string) Environment {
+	if e, ok := c.Environments[name]; ok {
+		return e
+	}
+	return DefaultEnvironment
+}
+
+// Error is a problem in gapless.yaml. Its text is "file:line:col: message",
+// or "file: message" when it is not tied to a place. Err, when set, is the
+// underlying cause; its text is already part of Msg.
+type Error struct {
+	File string
+	Line int // 1-based; 0 when unknown
+	Col  int
+	// Key is the dotted path of the setting concerned, e.g.
+	// "environments.prod.on_incumbent_advance"; "" when none.
+	Key string
+	Msg string
+	Err error
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Line == 0 {
+		return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	}
+	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+}
+
+// Unwrap returns the underlying cause, if any.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Load reads <dir>/gapless.yaml, expanding ${VAR} in connection strings from
+// the process environment. A missing file yields the defaults.
+func Load(dir string) (*Config, error) {
+	return LoadEnv(dir, os.LookupEnv)
+}
+
+// LoadEnv is Load with an explicit environment lookup (os.LookupEnv in
+// production; a map in tests). A nil lookupEnv sees no variables.
+func LoadEnv(dir string, lookupEnv func(string) (string, bool)) (*Config, error) {
+	if lookupEnv == nil {
+		lookupEnv = func(string) (string, bool) { return "", false }
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("config: project directory %q: %w", dir, err)
+	}
+	file := filepath.Join(abs, FileName)
+	src, err := os.ReadFile(file)
+	found := true
+	if errors.Is(err, fs.ErrNotExist) {
+		src, found, err = nil, false, nil
+	}
+	if err != nil {
+		return nil, &Error{File: file, Msg: "cannot read: " + err.Error(), Err: err}
+	}
+	l := &loader{file: file, keyPos: map[string]pos{}, valPos: map[string]pos{}, valNode: map[string]ast.Node{}}
+	raw, err := l.decode(src)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &Config{Dir: abs, File: file, Found: found, Environments: map[string]Environment{}}
+	if err := l.build(cfg, raw, lookupEnv); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// fileConfig mirrors gapless.yaml. Its yaml tags are the one list of known
+// keys: the strict key check reads them by reflection.
+type fileConfig struct {
+	Warehouse     *string                    `yaml:"warehouse"`
+	State         *string                    `yaml:"state"`
+	ModelDefaults fileModelDefaults          `yaml:"model_defaults"`
+	Environments  map[string]fileEnvironment `yaml:"environments"`
+}
+
+type fileModelDefaults struct {
+	Dialect string `yaml:"dialect"`
+	Cron    string `yaml:"cron"`
+	Start   string `yaml:"start"`
+	Owner   string `yaml:"owner"`
+}
+
+type fileEnvironment struct {
+	OnIncumbentAdvance      string `yaml:"on_incumbent_advance"`
+	MaxTrailingGapIntervals *int   `yaml:"max_trailing_gap_intervals"`
+}
+
+// pos is a line and column in gapless.yaml.
+type pos struct{ line, col int }
+
+// loader carries the file name and the positions of keys and values, by
+// dotted path, so that errors found after decoding still point at the file.
+type loader struct {
+	file    string
+	keyPos  map[string]pos
+	valPos  map[string]pos
+	valNode map[string]ast.Node
+}
+
+func (l *loader) errAt(key string, p pos, cause error, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	if cause != nil {
+		msg += ": " + cause.Error()
+	}
+	return &Error{File: l.file, Line: p.line, Col: p.col, Key: key, Msg: msg, Err: cause}
+}
+
+// valueErr reports a problem with the value at key.
+func (l *loader) valueErr(key string, cause error, format string, args ...any) *Error {
+	return l.errAt(key, l.valPos[key], cause, format, args...)
+}
+
+// decode parses src, checks its keys strictly, and decodes it.
+func (l *loader) decode(src []byte) (*fileConfig, error) {
+	raw := &fileConfig{}
+	f, err := parser.ParseBytes(src, 0)
+	if err != nil {
+		return nil, l.yamlErr(err)
+	}
+	var body ast.Node
+	for _, doc := range f.Docs {
+		if doc == nil || doc.Body == nil {
+			continue
+		}
+		if body != nil {
+			return nil, l.errAt("", posOf(doc.Body), nil, "%s must hold a single YAML document", FileName)
+		}
+		body = doc.Body
+	}
+	if body == nil || body.Type() == ast.NullType {
+		return raw, nil
+	}
+	if err := l.checkKeys(body, reflect.TypeOf(raw).Elem(), ""); err != nil {
+		return nil, err
+	}
+	if err := yaml.NodeToValue(body, raw, yaml.Strict()); err != nil {
+		return nil, l.yamlErr(err)
+	}
+	return raw, nil
+}
+
+// yamlErr converts a go-yaml error (which carries a token) into an *Error.
+func (l *loader) yamlErr(err error) *Error {
+	var ye yaml.Error
+	if errors.As(err, &ye) && ye.GetToken() != nil && ye.GetToken().Position != nil {
+		p := ye.GetToken().Position
+		e := &Error{File: l.file, Line: p.Line, Col: p.Column, Msg: ye.GetMessage(), Err: err}
+		// go-yaml names Go types and struct fields; say it in the file's
+		// terms instead.
+		var te *yaml.TypeError
+		if errors.As(err, &te) && te.DstType != nil && te.SrcType != nil {
+			e.Key = l.keyAt(pos{line: p.Line, col: p.Column})
+			e.Msg = fmt.Sprintf("%s: want %s, got %s", e.Key, yamlKind(te.DstType), yamlKind(te.SrcType))
+		}
+		return e
+	}
+	return &Error{File: l.file, Msg: err.Error(), Err: err}
+}
+
+// keyAt returns the dotted key whose value is at p, or "value" if none is.
+func (l *loader) keyAt(p pos) string {
+	for k, v := range l.valPos {
+		if v == p {
+			return k
+		}
+	}
+	return "value"
+}
+
+// yamlKind names a Go type the way a YAML author thinks of it.
+func yamlKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "a mapping"
+	}
+	return t.Kind().String()
+}
+
+func posOf(n ast.Node) pos {
+	if n == nil || n.GetToken() == nil || n.GetToken().Position == nil {
+		return pos{}
+	}
+	p := n.GetToken().Position
+	return pos{line: p.Line, col: p.Column}
+}
+
+// mappingValues returns the key/value pairs of a mapping node (go-yaml
+// represents a one-pair mapping as a bare *ast.MappingValueNode), or false if
+// n is not a mapping.
+func mappingValues(n ast.Node) ([]*ast.MappingValueNode, bool) {
+	switch v := n.(type) {
+	case *ast.MappingNode:
+		return v.Values, true
+	case *ast.MappingValueNode:
+		return []*ast.MappingValueNode{v}, true
+	case *ast.AnchorNode:
+		return mappingValues(v.Value)
+	case *ast.TagNode:
+		return mappingValues(v.Value)
+	}
+	return nil, false
+}
+
+// checkKeys walks node against the Go type it decodes into: mappings into
+// structs may only use the struct's yaml keys (suggesting the closest on a
+// miss); mappings into map[string]T take any key and recurse into T.
+// (Duplicate keys are already refused by go-yaml's parser.) Along the way it records where every key and value is.
+// Shapes that do not match (a list where a mapping belongs, ...) are left to
+// the decoder, which reports them with a position.
+func (l *loader) checkKeys(node ast.Node, t reflect.Type, path string) error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	pairs, ok := mappingValues(node)
+	if !ok || (t.Kind() != reflect.Struct && t.Kind() != reflect.Map) {
+		return nil
+	}
+	var known []string
+	fields := map[string]reflect.Type{}
+	if t.Kind() == reflect.Struct {
+		for i := 0; i < t.NumField(); i++ {
+			name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
+			known = append(known, name)
+			fields[name] = t.Field(i).Type
+		}
+	}
+	for _, pair := range pairs {
+		if pair == nil || pair.Key == nil {
+			continue
+		}
+		key := pair.Key.GetToken().Value
+		if key == "<<" {
+			continue // merge key: resolved by the decoder
+		}
+		child := key
+		if path != "" {
+			child = path + "." + key
+		}
+		kp := posOf(pair.Key)
+		l.keyPos[child], l.valPos[child], l.valNode[child] = kp, posOf(pair.Value), pair.Value
+		if pair.Value == nil || l.valPos[child] == (pos{}) {
+			l.valPos[child] = kp
+		}
+		var next reflect.Type
+		if t.Kind() == reflect.Map {
+			next = t.Elem()
+		} else {
+			ft, ok := fields[key]
+			if !ok {
+				return l.unknownKey(child, kp, key, known, path)
+			}
+			next = ft
+		}
+		if err := l.checkKeys(pair.Value, next, child); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *loader) unknownKey(child string, kp pos, key string, known []string, parent string) *Error {
+	where := "at the top level"
+	if parent != "" {
+		where = "in " + parent
+	}
+	if s, ok := suggest.Closest(key, known); ok {
+		return l.errAt(child, kp, nil, "unknown key %s %s: did you mean %s?", key, where, s)
+	}
+	return l.errAt(child, kp, nil, "unknown key %s %s (keys: %s)", key, where, strings.Join(known, ", "))
+}
+
+// build validates the decoded file and fills cfg.
+func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (string, bool)) error {
+	conns := []struct {
+		key string
+		raw *string
+		def string
+		dst *Conn
+	}{
+		{"warehouse", raw.Warehouse, DefaultWarehouse, &cfg.Warehouse},
+		{"state", raw.State, DefaultState, &cfg.State},
+	}
+	for _, c := range conns {
+		s := c.def
+		if c.raw != nil {
+			expanded, err := Expand(*c.raw, lookupEnv)
+			if err != nil {
+				return l.valueErr(c.key, err, "%s", c.key)
+			}
+			s = expanded
+		}
+		conn, err := ParseConn(s, cfg.Dir)
+		if err != nil {
+			return l.valueErr(c.key, err, "%s", c.key)
+		}
+		*c.dst = conn
+	}
+
+	md := raw.ModelDefaults
+	if md.Dialect != "" {
+		d, err := model.ParseDialect(md.Dialect)
+		if err != nil {
+			return l.valueErr("model_defaults.dialect", err, "model_defaults.dialect")
+		}
+		cfg.ModelDefaults.Dialect = d
+	}
+	if md.Cron != "" {
+		sched, err := cron.Parse(md.Cron)
+		if err == nil {
+			_, err = sched.Unit()
+		}
+		if err != nil {
+			return l.valueErr("model_defaults.cron", err, "model_defaults.cron")
+		}
+		cfg.ModelDefaults.Cron = strings.TrimSpace(md.Cron)
+	}
+	if md.Start != "" {
+		t, err := model.ParseTime(md.Start)
+		if err != nil {
+			return l.valueErr("model_defaults.start", err, "model_defaults.start")
+		}
+		cfg.ModelDefaults.Start = t
+	}
+	cfg.ModelDefaults.Owner = md.Owner
+
+	names := make([]string, 0, len(raw.Environments))
+	for name := range raw.Environments {
+		names = append(names, name)
+	}
+	sort.Strings(names) // report problems in a stable order
+	for _, name := range names {
+		env, err := l.environment(name, raw.Environments[name])
+		if err != nil {
+			return err
+		}
+		cfg.Environments[name] = env
+	}
+	return nil
+}
+
+func (l *loader) environment(name string, raw fileEnvironment) (Environment, error) {
+	key := "environments." + name
+	if !validEnvName(name) {
+		return Environment{}, l.errAt(key, l.keyPos[key], nil,
+			"bad environment name %q: use lower-case letters, digits and single underscores, starting with a letter", name)
+	}
+	env := DefaultEnvironment
+	if raw.OnIncumbentAdvance != "" {
+		p, err := ParsePolicy(raw.OnIncumbentAdvance)
+		if err != nil {
+			return Environment{}, l.valueErr(key+".on_incumbent_advance", err, "%s.on_incumbent_advance", key)
+		}
+		env.OnIncumbentAdvance = p
+	}
+	if raw.MaxTrailingGapIntervals != nil {
+		n := *raw.MaxTrailingGapIntervals
+		mk := key + ".max_trailing_gap_intervals"
+		if node := l.valNode[mk]; node != nil && node.Type() != ast.IntegerType {
+			// go-yaml would silently truncate 1.5 to 1.
+			return Environment{}, l.valueErr(mk, nil, "%s: want a whole number, got %s", mk, node.String())
+		}
+		if n < 0 {
+			return Environment{}, l.valueErr(key+".max_trailing_gap_intervals", nil,
+				"%s.max_trailing_gap_intervals must not be negative, got %d", key, n)
+		}
+		env.MaxTrailingGapIntervals = n
+	}
+	return env, nil
+}
+
+// validEnvName: [a-z][a-z0-9_]* without "__", because environment E is
+// served from schemas named schema__E.
+func validEnvName(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' || strings.Contains(s, "__") {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrUnknownPolicy is wrapped by ParsePolicy's error.
+var ErrUnknownPolicy = errors.New("unknown promotion policy")
+
+// ParsePolicy returns the policy named s (case-insensitive).
+func ParsePolicy(s string) (PromotionPolicy, error) {
+	names := make([]string, len(Policies))
+	for i, p := range Policies {
+		if strings.EqualFold(string(p), strings.TrimSpace(s)) {
+			return p, nil
+		}
+		names[i] = string(p)
+	}
+	if hint, ok := suggest.Closest(s, names); ok {
+		return "", fmt.Errorf("%w %q: did you mean %s?", ErrUnknownPolicy, s, hint)
+	}
+	return "", fmt.Errorf("%w %q (policies: %s)", ErrUnknownPolicy, s, strings.Join(names, ", "))
+}
