@@ -229,3 +229,35 @@ func TestLoadErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestFindRootWalksUp(t *testing.T) {
+	t.Parallel()
+	dir := writeProject(t, map[string]string{
+		"gapless.yaml":        "warehouse: duckdb://w.duckdb\n",
+		"models/deep/raw.sql": external,
+	})
+	root, err := FindRoot(filepath.Join(dir, "models", "deep"))
+	require.NoError(t, err)
+	want, err := filepath.EvalSymlinks(dir)
+	require.NoError(t, err)
+	got, err := filepath.EvalSymlinks(root)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	_, err = FindRoot(t.TempDir())
+	require.ErrorIs(t, err, ErrNoProject)
+}
+
+func TestLoadReadsConfigDefaults(t *testing.T) {
+	t.Parallel()
+	dir := writeProject(t, map[string]string{
+		"gapless.yaml":   "model_defaults:\n  owner: platform\n  cron: '@hourly'\n",
+		"models/raw.sql": external,
+		"models/stg.sql": "MODEL (name stg.events, kind FULL);\nSELECT * FROM raw.events",
+	})
+	p, cfg, err := Load(context.Background(), dir, parser)
+	require.NoError(t, err)
+	require.Equal(t, "platform", p.Models["stg.events"].Owner)
+	require.Equal(t, "@hourly", p.Models["stg.events"].Cron)
+	require.Equal(t, "duckdb", cfg.Warehouse.Driver)
+}

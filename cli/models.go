@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/project"
+)
+
+// modelRow is one line of `gapless models`; its JSON form is stable.
+type modelRow struct {
+	Name         string   `json:"name"`
+	Kind         string   `json:"kind"`
+	Cron         string   `json:"cron"`
+	IntervalUnit string   `json:"interval_unit"`
+	Version      string   `json:"version"`
+	Parents      []string `json:"parents"`
+	Start        string   `json:"start,omitempty"`
+	// Due lists the intervals that are due at the execution time when
+	// nothing has been computed yet (time-ranged kinds only).
+	Due        []string `json:"due,omitempty"`
+	DueBuckets int      `json:"due_buckets"`
+}
+
+func newModelsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "models",
+		Short: "Load the project and list its models in dependency order, with versions and due intervals",
+		Long: `Loads every model file, parses its SQL, resolves dependencies and computes
+fingerprints and versions. Prints the models in topological order with the
+intervals that would be due at --execution-time on an empty state.
+
+Any problem in the project (syntax, unknown table, cycle, bad cron) is
+reported with its file, line and column, and the command exits 1.`,
+		Args: rangeArgs(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exec, err := g.execTime()
+			if err != nil {
+				return err
+			}
+			pr, _, err := g.openProject(cmd.Context())
+			if err != nil {
+				return err
+			}
+			rows, err := modelRows(pr, exec)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(g.env.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rows)
+			}
+			return printModelRows(g, rows, exec)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func modelRows(pr *project.Project, exec time.Time) ([]modelRow, error) {
+	var rows []modelRow
+	for _, name := range pr.Graph.Order() {
+		m := pr.Models[name]
+		s := pr.Snapshots[name]
+		r := modelRow{
+			Name: name, Kind: string(m.Kind), Cron: m.Cron, IntervalUnit: string(m.IntervalUnit),
+			Version: s.Version, Parents: pr.Graph.Parents(name),
+		}
+		if !m.Start.IsZero() {
+			r.Start = m.Start.Format(time.RFC3339)
+		}
+		if m.Kind == model.KindIncrementalByTimeRange {
+			spec, err := project.Spec(m)
+			if errors.Is(err, project.ErrNoStart) {
+				rows = append(rows, r) // nothing is due without a start
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			res := spec.Missing(interval.Set{}, exec)
+			for rg := range res.Missing.All() {
+				r.Due = append(r.Due, rg.String())
+			}
+			r.DueBuckets = res.Buckets
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func printModelRows(g *globals, rows []modelRow, exec time.Time) error {
+	fmt.Fprintf(g.env.Stdout, "%d models, at %s\n\n", len(rows), exec.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(g.env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tKIND\tCRON\tUNIT\tVERSION\tDEPENDS ON\tDUE (empty state)")
+	for _, r := range rows {
+		due := "-"
+		if r.Kind == string(model.KindIncrementalByTimeRange) {
+			due = fmt.Sprintf("%d %s intervals in %s", r.DueBuckets, r.IntervalUnit, strings.Join(r.Due, ", "))
+		}
+		deps := strings.Join(r.Parents, ", ")
+		if deps == "" {
+			deps = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Kind, r.Cron, r.IntervalUnit, r.Version, deps, due)
+	}
+	return tw.Flush()
+}

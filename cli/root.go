@@ -1,0 +1,142 @@
+// Package cli is gapless's command line: one file per subcommand, each a thin
+// layer over the packages that tests call directly.
+//
+// Exit codes: 0 success, 1 failure, 2 usage error. Errors are printed as one
+// clear message (never a stack trace); a failure in a project's files names
+// the file, line and column.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gapless-dev/gapless/model"
+)
+
+// Exit codes.
+const (
+	ExitOK      = 0
+	ExitFailure = 1
+	ExitUsage   = 2
+)
+
+// Env is what a command may touch of its process: output streams, the clock
+// and the working directory. Tests supply their own.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	Now    func() time.Time
+	Getwd  func() (string, error)
+}
+
+// UsageError is a mistake in how a command was called (unknown flag, bad
+// argument count, unparsable flag value). It exits with ExitUsage.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+func usagef(format string, args ...any) error {
+	return &UsageError{Err: fmt.Errorf(format, args...)}
+}
+
+// globals are the flags every command takes.
+type globals struct {
+	env           Env
+	projectDir    string
+	logFormat     string
+	executionTime string
+	log           *slog.Logger
+}
+
+// execTime returns --execution-time, or the clock's now when it is not set.
+// Every command takes it so that time is injectable.
+func (g *globals) execTime() (time.Time, error) {
+	if g.executionTime == "" {
+		return g.env.Now().UTC(), nil
+	}
+	t, err := model.ParseTime(g.executionTime)
+	if err != nil {
+		return time.Time{}, usagef("--execution-time: %w", err)
+	}
+	return t, nil
+}
+
+// Run executes the command line args and returns the process exit code.
+func Run(ctx context.Context, args []string, env Env) int {
+	g := &globals{env: env}
+	root := newRoot(g)
+	root.SetArgs(args)
+	root.SetOut(env.Stdout)
+	root.SetErr(env.Stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(env.Stderr, "gapless: "+strings.TrimPrefix(err.Error(), "gapless: "))
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "gapless",
+		Short:         "Deploy SQL data pipelines without gaps and without lost rows",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return g.setupLogging()
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
+	pf := root.PersistentFlags()
+	pf.StringVarP(&g.projectDir, "project", "p", "", "project folder (default: found from the working directory upwards, like git)")
+	pf.StringVar(&g.logFormat, "log-format", "text", "structured log format: text or json")
+	pf.StringVar(&g.executionTime, "execution-time", "", "the time the command acts at (default: now), e.g. 2024-03-01 or 2024-03-01T12:00:00Z")
+	root.AddCommand(newModelsCmd(g))
+	// Unknown subcommands and bad argument counts are usage errors too.
+	root.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+		}
+		return nil
+	}
+	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	return root
+}
+
+func (g *globals) setupLogging() error {
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	switch g.logFormat {
+	case "text":
+		g.log = slog.New(slog.NewTextHandler(g.env.Stderr, opts))
+	case "json":
+		g.log = slog.New(slog.NewJSONHandler(g.env.Stderr, opts))
+	default:
+		return usagef("--log-format must be text or json, not %q", g.logFormat)
+	}
+	return nil
+}
+
+// exactArgs is cobra.ExactArgs / RangeArgs that reports a usage error.
+func rangeArgs(lo, hi int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) < lo || len(args) > hi {
+			if lo == hi {
+				return usagef("%s takes %d argument(s), got %d", cmd.CommandPath(), lo, len(args))
+			}
+			return usagef("%s takes %d to %d arguments, got %d", cmd.CommandPath(), lo, hi, len(args))
+		}
+		return nil
+	}
+}

@@ -1,0 +1,63 @@
+package project
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gapless-dev/gapless/config"
+	"github.com/gapless-dev/gapless/sqlparse"
+)
+
+// ConfigFile is the name of a project's configuration file.
+const ConfigFile = "gapless.yaml"
+
+// ErrNoProject is returned by FindRoot when neither start nor any of its
+// parents is a project folder.
+var ErrNoProject = errors.New("not inside a gapless project (no gapless.yaml or models/ folder found here or in any parent folder)")
+
+// FindRoot finds the project folder the way git finds its repository: start
+// itself, then each parent in turn, until a folder holds gapless.yaml or a
+// models/ folder.
+func FindRoot(start string) (string, error) {
+	dir, err := filepath.Abs(start)
+	if err != nil {
+		return "", fmt.Errorf("resolving %s: %w", start, err)
+	}
+	for {
+		if isFile(filepath.Join(dir, ConfigFile)) || isDir(filepath.Join(dir, ModelsDir)) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("%w: started at %s", ErrNoProject, start)
+		}
+		dir = parent
+	}
+}
+
+// Load reads the project at dir: its gapless.yaml (defaults when absent),
+// then every model, as LoadModels does with the config's model defaults.
+func Load(ctx context.Context, dir string, p *sqlparse.Parser) (*Project, *config.Config, error) {
+	cfg, err := config.Load(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	pr, err := LoadModels(ctx, dir, cfg.ModelDefaults, p)
+	if err != nil {
+		return nil, cfg, err
+	}
+	return pr, cfg, nil
+}
+
+func isFile(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.Mode().IsRegular()
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}
