@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/gapless-dev/gapless/config"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/sqlparse"
@@ -259,5 +260,5 @@ func TestLoadReadsConfigDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "platform", p.Models["stg.events"].Owner)
 	require.Equal(t, "@hourly", p.Models["stg.events"].Cron)
-	require.Equal(t, "duckdb", cfg.Warehouse.Driver)
+	require.Equal(t, config.DriverDuckDB, cfg.Warehouse.Driver)
 }
