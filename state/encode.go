@@ -1,0 +1,50 @@
+package state
+
+import (
+	"time"
+
+	"github.com/gapless-dev/gapless/interval"
+)
+
+// Stores keep instants as int64 microseconds since the Unix epoch (UTC), in
+// both backends, so that interval arithmetic in SQL (merging adjacent ranges,
+// comparing with now) is integer arithmetic with one meaning everywhere.
+// Interval boundaries are minute-aligned in practice, so nothing is lost.
+
+// Micros converts t to microseconds since the epoch; the zero time maps to 0.
+func Micros(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+// FromMicros is the inverse of Micros: 0 maps to the zero time.
+func FromMicros(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us).UTC()
+}
+
+// RangeMicros is a stored interval range [Start, End) in microseconds.
+type RangeMicros struct{ Start, End int64 }
+
+// ToMicros converts a set to its stored form, in order.
+func ToMicros(s interval.Set) []RangeMicros {
+	out := make([]RangeMicros, 0, s.Len())
+	for r := range s.All() {
+		out = append(out, RangeMicros{Start: r.Start.UnixMicro(), End: r.End.UnixMicro()})
+	}
+	return out
+}
+
+// SetFromMicros builds a set from stored ranges (any order, merged on the
+// way in).
+func SetFromMicros(rs []RangeMicros) interval.Set {
+	ranges := make([]interval.Range, len(rs))
+	for i, r := range rs {
+		ranges[i] = interval.Range{Start: time.UnixMicro(r.Start).UTC(), End: time.UnixMicro(r.End).UTC()}
+	}
+	return interval.NewSet(ranges...)
+}

@@ -1,0 +1,320 @@
+// Package state defines gapless's state store: snapshots, intervals,
+// environments, plans and their application history, leases, and a history
+// of structured events.
+//
+// The Store interface is domain-shaped, not key/value. It has one
+// implementation per backend (state/sqlite, the embedded default, and
+// state/postgres, for production) and one conformance suite
+// (state/statetest) that every implementation must pass.
+//
+// Invariant 1 of the design lives here: every transition that depends on
+// earlier state is a compare-and-swap on the generation the caller has
+// evidence for — an expected plan id, an environment generation, or a lease
+// token — never a filter on a state value alone. A stale actor's write is a
+// no-op or a typed error; it never succeeds.
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/snapshot"
+)
+
+// Sentinel errors. Implementations wrap them with context; callers branch
+// with errors.Is.
+var (
+	// ErrConflictingPlan: a promotion or finalisation named a plan id that is
+	// no longer the environment's current one; another plan won.
+	ErrConflictingPlan = errors.New("conflicting plan")
+	// ErrLeaseHeld: the lease is held, unexpired, by another token.
+	ErrLeaseHeld = errors.New("lease held by another owner")
+	// ErrLeaseLost: the caller's token no longer holds the lease (it expired
+	// and was taken over, or was released).
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrFenced: an interval write carried a fence (lease token or
+	// environment generation) that is stale. Nothing was written.
+	ErrFenced = errors.New("fenced: stale lease token or environment generation")
+	// ErrNotFound: the named object does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrSchemaTooNew: the store's schema was migrated by a newer gapless.
+	ErrSchemaTooNew = errors.New("state schema is newer than this version of gapless supports")
+)
+
+// SnapshotKey identifies one snapshot: a model name at a fingerprint.
+type SnapshotKey struct {
+	Name        string `json:"name"`
+	Fingerprint string `json:"fingerprint"` // snapshot.Fingerprint.String()
+}
+
+// KeyOf returns the key of s.
+func KeyOf(s *snapshot.Snapshot) SnapshotKey {
+	return SnapshotKey{Name: s.Name, Fingerprint: s.Fingerprint.String()}
+}
+
+// VersionKey identifies one interval record: a model name at a version.
+// Snapshots that share a version share their intervals.
+type VersionKey struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// SnapshotRef is what an environment records of each snapshot it serves.
+type SnapshotRef struct {
+	Name        string `json:"name"`
+	Fingerprint string `json:"fingerprint"`
+	Version     string `json:"version"`
+}
+
+// Key returns the snapshot key of r.
+func (r SnapshotRef) Key() SnapshotKey { return SnapshotKey{Name: r.Name, Fingerprint: r.Fingerprint} }
+
+// VersionKey returns the interval record key of r.
+func (r SnapshotRef) VersionKey() VersionKey { return VersionKey{Name: r.Name, Version: r.Version} }
+
+// Environment is a name mapped to the snapshots it serves.
+//
+// Generation changes at every promotion (it is strictly increasing per
+// environment name, starting at 1), so a writer that read generation g can
+// prove it is still current by pinning its write to g.
+type Environment struct {
+	Name           string        `json:"name"`
+	Generation     int64         `json:"generation"`
+	PlanID         string        `json:"plan_id"`
+	PreviousPlanID string        `json:"previous_plan_id,omitempty"`
+	Snapshots      []SnapshotRef `json:"snapshots"` // sorted by name
+	PromotedAt     time.Time     `json:"promoted_at"`
+	FinalizedAt    time.Time     `json:"finalized_at,omitzero"` // zero until the current plan is finalised
+	ExpiresAt      time.Time     `json:"expires_at,omitzero"`   // zero: never
+	Invalidated    bool          `json:"invalidated,omitempty"`
+}
+
+// Fence pins an interval write to evidence the writer holds. Exactly one of
+// the two forms is set:
+//   - LeaseKey and LeaseToken: the write succeeds only while that token
+//     holds that lease, unexpired at Now;
+//   - Environment and Generation: the write succeeds only while that
+//     environment is still at that generation (no promotion since).
+//
+// The check and the write happen in one transaction.
+type Fence struct {
+	LeaseKey    string `json:"lease_key,omitempty"`
+	LeaseToken  string `json:"lease_token,omitempty"`
+	Environment string `json:"environment,omitempty"`
+	Generation  int64  `json:"generation,omitempty"`
+}
+
+// IntervalsParams are the parameters of AddIntervals and RemoveIntervals.
+type IntervalsParams struct {
+	Key    VersionKey
+	Ranges interval.Set
+	// Fence, when set, makes the write conditional (see Fence); a stale
+	// fence fails with ErrFenced and writes nothing.
+	Fence *Fence
+	Now   time.Time
+}
+
+// PromoteParams are the parameters of Promote.
+type PromoteParams struct {
+	Environment string
+	// ExpectedPlanID is the plan id the caller believes is current: "" when
+	// it believes the environment does not exist yet (or is invalidated).
+	ExpectedPlanID string
+	PlanID         string
+	Snapshots      []SnapshotRef
+	ExpiresAt      time.Time // zero: never
+	Now            time.Time
+	// Check, if set, runs inside the promotion transaction after the
+	// environment row is locked and the expected plan id verified, and
+	// before anything is written. It sees state as the promotion will
+	// commit against. An error aborts the promotion and is returned wrapped.
+	// This is where the no-gap check runs, so that no interval or
+	// environment change can slip between check and promotion.
+	Check func(ctx context.Context, r Reader) error
+}
+
+// FinalizeParams are the parameters of Finalize.
+type FinalizeParams struct {
+	Environment string
+	PlanID      string
+	Now         time.Time
+}
+
+// InvalidateParams are the parameters of Invalidate.
+type InvalidateParams struct {
+	Environment string
+	Now         time.Time
+}
+
+// Plan is a saved plan. The store treats Payload as opaque JSON.
+type Plan struct {
+	ID          string          `json:"id"`
+	Environment string          `json:"environment"`
+	Payload     json.RawMessage `json:"payload"`
+	CreatedAt   time.Time       `json:"created_at"`
+}
+
+// Application is one entry of a plan's application history: a stage of an
+// apply, started, finished or failed.
+type Application struct {
+	ID     int64           `json:"id"` // assigned by the store, increasing
+	PlanID string          `json:"plan_id"`
+	Stage  string          `json:"stage"`
+	Status string          `json:"status"`
+	Detail json.RawMessage `json:"detail,omitempty"`
+	At     time.Time       `json:"at"`
+}
+
+// Lease is a named, expiring claim.
+type Lease struct {
+	Key        string    `json:"key"`
+	Owner      string    `json:"owner"`
+	Token      string    `json:"token"`
+	AcquiredAt time.Time `json:"acquired_at"`
+	ExpiresAt  time.Time `json:"expires_at"`
+}
+
+// AcquireLeaseParams are the parameters of AcquireLease.
+type AcquireLeaseParams struct {
+	Key   string
+	Owner string // who holds it, for humans and logs
+	TTL   time.Duration
+	Now   time.Time
+}
+
+// RenewLeaseParams are the parameters of RenewLease.
+type RenewLeaseParams struct {
+	Key   string
+	Token string
+	TTL   time.Duration
+	Now   time.Time
+}
+
+// ReleaseLeaseParams are the parameters of ReleaseLease.
+type ReleaseLeaseParams struct {
+	Key   string
+	Token string
+}
+
+// Event is one structured history record.
+type Event struct {
+	ID          int64           `json:"id"` // assigned by the store, increasing
+	At          time.Time       `json:"at"`
+	Kind        string          `json:"kind"`
+	Environment string          `json:"environment,omitempty"`
+	Model       string          `json:"model,omitempty"`
+	PlanID      string          `json:"plan_id,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
+	Data        json.RawMessage `json:"data,omitempty"`
+}
+
+// Event kinds recorded by gapless. The set grows; stored kinds never change
+// meaning.
+const (
+	EventPlanApplied       = "plan_applied"
+	EventPromotionAccepted = "promotion_accepted"
+	EventPromotionRejected = "promotion_rejected"
+	EventGapAccepted       = "gap_accepted"
+	EventGapRepaired       = "gap_repaired"
+)
+
+// EventFilter selects events; zero fields do not filter. Results are in ID
+// order, at most Limit (0: no limit), with ID > AfterID.
+type EventFilter struct {
+	Kinds       []string
+	Environment string
+	Model       string
+	PlanID      string
+	AfterID     int64
+	Limit       int
+}
+
+// Reader is the read side of the store, also offered inside a promotion
+// transaction.
+type Reader interface {
+	GetIntervals(ctx context.Context, keys []VersionKey) (map[VersionKey]interval.Set, error)
+	GetEnvironment(ctx context.Context, name string) (*Environment, error)
+}
+
+// Store is the state store.
+type Store interface {
+	Reader
+
+	// PushSnapshots records snapshots. Pushing a snapshot that exists is a
+	// no-op (a snapshot is immutable: same key, same content).
+	PushSnapshots(ctx context.Context, snaps []*snapshot.Snapshot) error
+	// GetSnapshots returns the snapshots found among keys; missing keys are
+	// absent from the map, not an error.
+	GetSnapshots(ctx context.Context, keys []SnapshotKey) (map[SnapshotKey]*snapshot.Snapshot, error)
+	// DeleteSnapshots removes snapshots (the janitor's job). Intervals are
+	// keyed by version and are removed separately.
+	DeleteSnapshots(ctx context.Context, keys []SnapshotKey) error
+
+	// AddIntervals marks ranges as computed for a version. Stored ranges are
+	// merged: overlapping and adjacent ranges compact into one, so storage
+	// is proportional to the number of gaps, never to the number of buckets.
+	AddIntervals(ctx context.Context, p IntervalsParams) error
+	// RemoveIntervals marks ranges as no longer computed (restatement).
+	RemoveIntervals(ctx context.Context, p IntervalsParams) error
+	// GetIntervals (from Reader) returns the covered set of every key, in one
+	// or a few queries however many keys there are. Keys without intervals
+	// map to an empty set.
+	// DeleteIntervals removes every interval of the given versions (janitor).
+	DeleteIntervals(ctx context.Context, keys []VersionKey) error
+
+	// ListEnvironments returns every environment, sorted by name.
+	ListEnvironments(ctx context.Context) ([]*Environment, error)
+	// Promote points an environment at a new set of snapshots, as a
+	// compare-and-swap on ExpectedPlanID: if the environment's current plan
+	// id differs, it fails with ErrConflictingPlan and changes nothing.
+	// On success the generation is incremented, PreviousPlanID set,
+	// FinalizedAt cleared and Invalidated cleared. Promoting an invalidated
+	// environment expects "" (it is treated as absent).
+	Promote(ctx context.Context, p PromoteParams) (*Environment, error)
+	// Finalize marks the environment's current plan finalised, pinned to
+	// PlanID: ErrConflictingPlan if another plan is current, ErrNotFound if
+	// there is no such environment.
+	Finalize(ctx context.Context, p FinalizeParams) error
+	// Invalidate marks an environment invalidated and expired at Now, for
+	// the janitor to remove. ErrNotFound if it does not exist.
+	Invalidate(ctx context.Context, p InvalidateParams) error
+	// DeleteEnvironment removes an environment row (janitor), pinned to its
+	// generation: ErrConflictingPlan if it changed since it was read.
+	DeleteEnvironment(ctx context.Context, name string, generation int64) error
+
+	// SavePlan stores a plan. Saving an id twice with the same payload is a
+	// no-op; with a different payload it is an error.
+	SavePlan(ctx context.Context, p Plan) error
+	// GetPlan returns a saved plan or ErrNotFound.
+	GetPlan(ctx context.Context, id string) (*Plan, error)
+	// RecordApplication appends to a plan's application history.
+	RecordApplication(ctx context.Context, a Application) (Application, error)
+	// ListApplications returns a plan's application history in order.
+	ListApplications(ctx context.Context, planID string) ([]Application, error)
+
+	// AcquireLease takes the lease if it is free or expired at Now, with a
+	// fresh random token: ErrLeaseHeld otherwise. The check is a
+	// compare-and-swap in the write's WHERE clause.
+	AcquireLease(ctx context.Context, p AcquireLeaseParams) (Lease, error)
+	// RenewLease extends a lease still held by Token and unexpired at Now
+	// (WHERE token = $token AND expires_at > $now): ErrLeaseLost otherwise.
+	RenewLease(ctx context.Context, p RenewLeaseParams) (Lease, error)
+	// ReleaseLease frees a lease held by Token: ErrLeaseLost if the token no
+	// longer holds it.
+	ReleaseLease(ctx context.Context, p ReleaseLeaseParams) error
+	// GetLease returns the lease row (possibly expired) or ErrNotFound.
+	GetLease(ctx context.Context, key string) (Lease, error)
+
+	// AppendEvents records events, assigning their IDs.
+	AppendEvents(ctx context.Context, events ...Event) ([]Event, error)
+	// ListEvents returns events matching f.
+	ListEvents(ctx context.Context, f EventFilter) ([]Event, error)
+
+	// SchemaVersion returns the store's migrated schema version.
+	SchemaVersion(ctx context.Context) (int64, error)
+	// Close releases the store's connections.
+	Close() error
+}

@@ -1,0 +1,146 @@
+// Package warehouse defines the engine that runs model SQL: creating schemas,
+// tables and views, inserting an interval's rows, merging by key, swapping a
+// rebuilt table in, and reading rows.
+//
+// Each backend (warehouse/duckdb, the embedded default, and
+// warehouse/postgres) implements Engine and passes the one conformance suite
+// in warehouse/warehousetest.
+//
+// Invariants every engine keeps:
+//   - identifiers are always quoted with the engine's own quoting, so a name
+//     with quotes, spaces, Unicode or a reserved word is just a name; values
+//     are always bound parameters or literals rendered by the engine;
+//   - InsertInterval replaces exactly the rows of [Start, End) in the time
+//     column, in one transaction: re-running an interval never duplicates
+//     and never touches rows outside it;
+//   - ReplaceTable builds the new table beside the old one and swaps it in
+//     within one transaction: if anything fails, the old table still serves,
+//     intact;
+//   - every error is an *Error naming the operation, the object and the SQL.
+package warehouse
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Table names a table or view: a schema and a name, both unquoted.
+type Table struct {
+	Schema string `json:"schema"`
+	Name   string `json:"name"`
+}
+
+// String renders the name for messages (not for SQL: engines quote).
+func (t Table) String() string { return t.Schema + "." + t.Name }
+
+// Column is a column name and its SQL type as the engine spells it.
+type Column struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// Result is the rows of a query, fully read.
+type Result struct {
+	Columns []string `json:"columns"`
+	Rows    [][]any  `json:"rows"`
+}
+
+// CreateTableParams creates an empty table with the given columns.
+type CreateTableParams struct {
+	Table   Table
+	Columns []Column
+}
+
+// CreateTableAsParams creates a table from a query. With WithData false the
+// table gets the query's columns and no rows.
+type CreateTableAsParams struct {
+	Table    Table
+	Query    string
+	WithData bool
+}
+
+// InsertIntervalParams replaces the rows of [Start, End) of TimeColumn in
+// Table with the rows of Query that fall in that range. Rows of Query
+// outside the range are not inserted. Columns are matched by name.
+type InsertIntervalParams struct {
+	Table      Table
+	TimeColumn string
+	Start, End time.Time
+	Query      string
+}
+
+// MergeParams upserts Query's rows into Table by Key: rows whose key exists
+// are replaced, others inserted. Columns are matched by name.
+type MergeParams struct {
+	Table Table
+	Key   []string
+	Query string
+}
+
+// ReplaceTableParams rebuilds Table from Query beside it and swaps it in.
+type ReplaceTableParams struct {
+	Table Table
+	Query string
+}
+
+// ViewParams creates or replaces View as Query.
+type ViewParams struct {
+	View  Table
+	Query string
+}
+
+// InsertRowsParams appends literal rows (for SEED models): values are bound
+// as parameters, never rendered into SQL.
+type InsertRowsParams struct {
+	Table   Table
+	Columns []string
+	Rows    [][]any
+}
+
+// Engine runs SQL on one warehouse.
+type Engine interface {
+	// Dialect is "duckdb" or "postgres".
+	Dialect() string
+	// QuoteIdent quotes one identifier; QuoteTable quotes schema.name.
+	QuoteIdent(name string) string
+	QuoteTable(t Table) string
+
+	CreateSchema(ctx context.Context, schema string) error
+	CreateTable(ctx context.Context, p CreateTableParams) error
+	CreateTableAs(ctx context.Context, p CreateTableAsParams) error
+	// InsertInterval returns the number of rows inserted.
+	InsertInterval(ctx context.Context, p InsertIntervalParams) (int64, error)
+	// MergeByKey returns the number of rows inserted or updated.
+	MergeByKey(ctx context.Context, p MergeParams) (int64, error)
+	ReplaceTable(ctx context.Context, p ReplaceTableParams) error
+	InsertRows(ctx context.Context, p InsertRowsParams) (int64, error)
+	CreateOrReplaceView(ctx context.Context, p ViewParams) error
+	// DropTable and DropView succeed when the object does not exist.
+	DropTable(ctx context.Context, t Table) error
+	DropView(ctx context.Context, t Table) error
+	// TableExists reports whether a table or view named t exists.
+	TableExists(ctx context.Context, t Table) (bool, error)
+	// Columns returns t's columns in order.
+	Columns(ctx context.Context, t Table) ([]Column, error)
+	// Query runs a read query with bound args and returns every row.
+	Query(ctx context.Context, sql string, args ...any) (*Result, error)
+	Close() error
+}
+
+// Error is an engine failure: what it was doing, to what, with which SQL.
+type Error struct {
+	Op     string // e.g. "insert interval"
+	Object string // e.g. "gapless__demo.demo__events__0a75ef46"
+	SQL    string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	if e.SQL == "" {
+		return fmt.Sprintf("%s %s: %v", e.Op, e.Object, e.Err)
+	}
+	return fmt.Sprintf("%s %s: %v\n  SQL: %s", e.Op, e.Object, e.Err, e.SQL)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
