@@ -13,6 +13,7 @@ import (
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/project"
+	"github.com/gapless-dev/gapless/schedule"
 )
 
 // modelRow is one line of `gapless models`; its JSON form is stable.
@@ -80,8 +81,8 @@ func modelRows(pr *project.Project, exec time.Time) ([]modelRow, error) {
 			r.Start = m.Start.Format(time.RFC3339)
 		}
 		if m.Kind == model.KindIncrementalByTimeRange {
-			spec, err := project.Spec(m)
-			if errors.Is(err, project.ErrNoStart) {
+			spec, err := schedule.ForModel(m)
+			if errors.Is(err, schedule.ErrNoStart) {
 				rows = append(rows, r) // nothing is due without a start
 				continue
 			}
