@@ -1,0 +1,327 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+// lockTable takes the writers' lock of the package doc on table t (which
+// must exist and be a table) and returns it as resolved after the lock: a
+// concurrent ReplaceTable may have swapped a new table in under the name
+// while this transaction waited.
+func lockTable(ctx context.Context, tx pgx.Tx, t warehouse.Table) (relation, error) {
+	if _, err := mustResolveTable(ctx, tx, t); err != nil {
+		return relation{}, err
+	}
+	if _, err := exec(ctx, tx, "LOCK TABLE "+quoteTable(t)+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
+		return relation{}, err
+	}
+	return mustResolveTable(ctx, tx, t)
+}
+
+// findColumn returns the column named name (exactly).
+func findColumn(cols []column, name string) (column, bool) {
+	for _, c := range cols {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return column{}, false
+}
+
+// boundExpr renders interval bound parameter n for a time column of the
+// given type oid. Bounds are bound as timestamptz (an absolute instant);
+// for timestamp and date columns they are turned into UTC wall-clock time
+// explicitly (AT TIME ZONE 'UTC'), never through the session time zone. A
+// date compares with a timestamp as its midnight.
+func boundExpr(typeOID uint32, n int) (string, bool) {
+	switch typeOID {
+	case pgtype.TimestamptzOID:
+		return fmt.Sprintf("$%d::timestamptz", n), true
+	case pgtype.TimestampOID, pgtype.DateOID:
+		return fmt.Sprintf("($%d::timestamptz AT TIME ZONE 'UTC')", n), true
+	}
+	return "", false
+}
+
+// InsertInterval replaces the rows of [Start, End) in the time column of
+// p.Table with p.Query's rows in that range, in one transaction:
+//
+//	LOCK TABLE t IN SHARE ROW EXCLUSIVE MODE;
+//	DELETE FROM t WHERE tc >= lo AND tc < hi;
+//	INSERT INTO t (c1, …) SELECT q.c1, … FROM (query) AS q
+//	  WHERE CAST(q.tc AS <tc's type>) >= lo AND CAST(q.tc AS <tc's type>) < hi;
+//
+// The time column must be timestamp, timestamptz or date (any precision).
+// Query rows are filtered on their time value as the table will store it
+// (cast to the column's exact type, rounding included), so every inserted
+// row is one the DELETE of a re-run removes: re-running an interval never
+// duplicates, and rows outside the interval are never touched. Columns are
+// the target's, taken from the query by name; a target column the query
+// lacks is an error. Start and End are instants: on timestamp and date
+// columns they are compared as UTC wall-clock time. It returns the number
+// of rows inserted.
+func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalParams) (int64, error) {
+	const op = "insert interval"
+	obj := p.Table.String()
+	if err := e.checkQualified(p.Table); err != nil {
+		return 0, fail(op, obj, "", err)
+	}
+	if err := e.checkIdent("time column", p.TimeColumn); err != nil {
+		return 0, fail(op, obj, "", err)
+	}
+	if !p.End.After(p.Start) {
+		return 0, fail(op, obj, "", fmt.Errorf("%w: interval end %s is not after start %s",
+			ErrInvalidArgument, p.End.UTC().Format(time.RFC3339Nano), p.Start.UTC().Format(time.RFC3339Nano)))
+	}
+	q, err := trimQuery(p.Query)
+	if err != nil {
+		return 0, fail(op, obj, "", err)
+	}
+	var inserted int64
+	err = e.inTx(ctx, func(tx pgx.Tx) error {
+		rel, err := lockTable(ctx, tx, p.Table)
+		if err != nil {
+			return err
+		}
+		cols, err := columnsOf(ctx, tx, rel.oid)
+		if err != nil {
+			return err
+		}
+		tc, ok := findColumn(cols, p.TimeColumn)
+		if !ok {
+			return fmt.Errorf("%w: no time column %q in %s", ErrInvalidArgument, p.TimeColumn, p.Table)
+		}
+		lo, ok := boundExpr(tc.typeOID, 1)
+		if !ok {
+			return fmt.Errorf("%w: %q is %s", ErrUnsupportedTimeColumn, tc.Name, tc.Type)
+		}
+		hi, _ := boundExpr(tc.typeOID, 2)
+		target := quoteTable(p.Table)
+		col := quoteIdent(tc.Name)
+		del := "DELETE FROM " + target + " WHERE " + col + " >= " + lo + " AND " + col + " < " + hi
+		start, end := p.Start.UTC(), p.End.UTC()
+		if _, err := exec(ctx, tx, del, start, end); err != nil {
+			return err
+		}
+		names := make([]string, len(cols))
+		for i, c := range cols {
+			names[i] = quoteIdent(c.Name)
+		}
+		qtc := "CAST(q." + col + " AS " + tc.Type + ")"
+		ins := "INSERT INTO " + target + " (" + strings.Join(names, ", ") + ")\nSELECT q." + strings.Join(names, ", q.") +
+			"\nFROM " + subquery(q) + " AS q\nWHERE " + qtc + " >= " + lo + " AND " + qtc + " < " + hi
+		tag, err := exec(ctx, tx, ins, start, end)
+		if err != nil {
+			return err
+		}
+		inserted = tag.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return 0, failStep(op, obj, err)
+	}
+	return inserted, nil
+}
+
+// mergeSource is the transaction-local table MergeByKey reads the query
+// into: it is dropped at commit (and, created in the transaction, gone on
+// rollback).
+const mergeSource = `pg_temp."gapless_merge_src"`
+
+// MergeByKey upserts p.Query's rows into p.Table by p.Key, in one
+// transaction and without needing any constraint on the table:
+//
+//	LOCK TABLE t IN SHARE ROW EXCLUSIVE MODE;
+//	CREATE TEMP TABLE src ON COMMIT DROP AS SELECT q.c1, … FROM (query) AS q;
+//	-- refuse a key src holds twice
+//	DELETE FROM t USING src WHERE <t's key IS NOT DISTINCT FROM src's key>;
+//	INSERT INTO t (c1, …) SELECT c1, … FROM src;
+//
+// The query runs once (into src). Keys compare NULL-safely: a NULL key
+// matches a NULL key, so re-running a batch with a NULL key replaces its
+// row instead of adding another. A key the query returns twice
+// (ErrDuplicateKey; NULLs count as equal) fails the merge and changes
+// nothing, since the target's key would no longer be unique.
+//
+// IS NOT DISTINCT FROM cannot drive a hash or merge join, so the DELETE is
+// issued once per pattern of NULL key columns present in src (usually just
+// one, "no NULLs"), each with plain equality on the non-NULL columns and IS
+// NULL on the others: the same rows, at join speed. Columns are the
+// target's, taken from the query by name. It returns the number of rows
+// inserted or updated (the query's row count).
+func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64, error) {
+	const op = "merge by key"
+	obj := p.Table.String()
+	if err := e.checkQualified(p.Table); err != nil {
+		return 0, fail(op, obj, "", err)
+	}
+	if len(p.Key) == 0 {
+		return 0, fail(op, obj, "", fmt.Errorf("%w: no key columns", ErrInvalidArgument))
+	}
+	if err := e.checkIdents("key column", p.Key); err != nil {
+		return 0, fail(op, obj, "", err)
+	}
+	seen := make(map[string]bool, len(p.Key))
+	for _, k := range p.Key {
+		if seen[k] {
+			return 0, fail(op, obj, "", fmt.Errorf("%w: key column %q listed twice", ErrInvalidArgument, k))
+		}
+		seen[k] = true
+	}
+	q, err := trimQuery(p.Query)
+	if err != nil {
+		return 0, fail(op, obj, "", err)
+	}
+	var merged int64
+	err = e.inTx(ctx, func(tx pgx.Tx) error {
+		rel, err := lockTable(ctx, tx, p.Table)
+		if err != nil {
+			return err
+		}
+		cols, err := columnsOf(ctx, tx, rel.oid)
+		if err != nil {
+			return err
+		}
+		for _, k := range p.Key {
+			if _, ok := findColumn(cols, k); !ok {
+				return fmt.Errorf("%w: no key column %q in %s", ErrInvalidArgument, k, p.Table)
+			}
+		}
+		names := make([]string, len(cols))
+		for i, c := range cols {
+			names[i] = quoteIdent(c.Name)
+		}
+		keys := make([]string, len(p.Key))
+		nullFlags := make([]string, len(p.Key))
+		for i, k := range p.Key {
+			keys[i] = quoteIdent(k)
+			nullFlags[i] = keys[i] + " IS NULL"
+		}
+		create := "CREATE TEMP TABLE " + mergeSource + " ON COMMIT DROP AS\nSELECT q." + strings.Join(names, ", q.") +
+			"\nFROM " + subquery(q) + " AS q"
+		if _, err := exec(ctx, tx, create); err != nil {
+			return err
+		}
+		dup := "SELECT EXISTS (SELECT 1 FROM " + mergeSource + " GROUP BY " + strings.Join(keys, ", ") + " HAVING count(*) > 1)"
+		var hasDup bool
+		if err := tx.QueryRow(ctx, dup).Scan(&hasDup); err != nil {
+			return &stepError{sql: dup, err: err}
+		}
+		if hasDup {
+			return &stepError{sql: dup, err: fmt.Errorf("%w (key %s)", ErrDuplicateKey, strings.Join(p.Key, ", "))}
+		}
+		patterns := "SELECT DISTINCT " + strings.Join(nullFlags, ", ") + " FROM " + mergeSource
+		rows, err := tx.Query(ctx, patterns)
+		if err != nil {
+			return &stepError{sql: patterns, err: err}
+		}
+		nulls, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]bool, error) {
+			vals, err := r.Values()
+			if err != nil {
+				return nil, err
+			}
+			out := make([]bool, len(vals))
+			for i, v := range vals {
+				b, ok := v.(bool)
+				if !ok {
+					return nil, fmt.Errorf("NULL pattern: %T is not bool", v)
+				}
+				out[i] = b
+			}
+			return out, nil
+		})
+		if err != nil {
+			return &stepError{sql: patterns, err: err}
+		}
+		target := quoteTable(p.Table)
+		for _, pattern := range nulls {
+			conds := make([]string, len(keys))
+			for i, k := range keys {
+				if pattern[i] {
+					conds[i] = "tgt." + k + " IS NULL AND src." + k + " IS NULL"
+				} else {
+					conds[i] = "tgt." + k + " = src." + k
+				}
+			}
+			del := "DELETE FROM " + target + " AS tgt USING " + mergeSource + " AS src WHERE " + strings.Join(conds, " AND ")
+			if _, err := exec(ctx, tx, del); err != nil {
+				return err
+			}
+		}
+		ins := "INSERT INTO " + target + " (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(names, ", ") + " FROM " + mergeSource
+		tag, err := exec(ctx, tx, ins)
+		if err != nil {
+			return err
+		}
+		merged = tag.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return 0, failStep(op, obj, err)
+	}
+	return merged, nil
+}
+
+// InsertRows appends p.Rows to p.Table with COPY (binary): values travel as
+// data, never as SQL. time.Time values are sent in UTC (pgx writes a
+// time.Time into a timestamp column as its wall clock in its own location).
+// Every row must have exactly one value per column. COPY is one statement:
+// all rows land or none do. It returns the number of rows inserted.
+func (e *Engine) InsertRows(ctx context.Context, p warehouse.InsertRowsParams) (int64, error) {
+	const op = "insert rows"
+	obj := p.Table.String()
+	if err := e.checkQualified(p.Table); err != nil {
+		return 0, fail(op, obj, "", err)
+	}
+	if len(p.Columns) == 0 {
+		return 0, fail(op, obj, "", fmt.Errorf("%w: no columns", ErrInvalidArgument))
+	}
+	if err := e.checkIdents("column", p.Columns); err != nil {
+		return 0, fail(op, obj, "", err)
+	}
+	rows := make([][]any, len(p.Rows))
+	for i, r := range p.Rows {
+		if len(r) != len(p.Columns) {
+			return 0, fail(op, obj, "", fmt.Errorf("%w: row %d has %d values for %d columns", ErrInvalidArgument, i, len(r), len(p.Columns)))
+		}
+		rows[i] = make([]any, len(r))
+		for j, v := range r {
+			rows[i][j] = bindValue(v)
+		}
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	quoted := make([]string, len(p.Columns))
+	for i, c := range p.Columns {
+		quoted[i] = quoteIdent(c)
+	}
+	sql := "COPY " + quoteTable(p.Table) + " (" + strings.Join(quoted, ", ") + ") FROM STDIN BINARY"
+	n, err := e.pool.CopyFrom(ctx, pgx.Identifier{p.Table.Schema, p.Table.Name}, p.Columns, pgx.CopyFromRows(rows))
+	if err != nil {
+		return 0, fail(op, obj, sql, err)
+	}
+	return n, nil
+}
+
+// bindValue normalises a value bound as a parameter: times go in UTC.
+func bindValue(v any) any {
+	switch x := v.(type) {
+	case time.Time:
+		return x.UTC()
+	case *time.Time:
+		if x == nil {
+			return nil
+		}
+		return x.UTC()
+	}
+	return v
+}
