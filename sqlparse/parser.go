@@ -170,6 +170,10 @@ type Query struct {
 	// recursive CTE) in its own body; the same name outside that scope is a
 	// real table. Names starting with PlaceholderPrefix are excluded.
 	Tables []TableRef
+	// Occurrences lists every reference to a base table that Tables
+	// summarises, one per place it is written, in offset order (unknown
+	// offsets, -1, first). RewriteTables uses them.
+	Occurrences []TableRef
 	// TableFunctions lists the table functions called in FROM clauses,
 	// deduplicated by name and sorted.
 	TableFunctions []FunctionRef
@@ -345,6 +349,7 @@ func (p *Parser) Parse(ctx context.Context, src string) (*Query, error) {
 	}
 	q := &Query{
 		Tables:         w.sortedTables(),
+		Occurrences:    w.sortedOccurrences(),
 		TableFunctions: w.sortedFunctions(),
 		Files:          w.sortedFiles(),
 		Canonical:      canonical,

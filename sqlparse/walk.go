@@ -52,8 +52,10 @@ func (s *scope) has(name string) bool {
 type refWalker struct {
 	src    string
 	tables map[TableRef]int // key has Offset 0
-	funcs  map[string]int
-	files  map[string]int
+	// occurrences is every reference to a base table, with its offset.
+	occurrences []TableRef
+	funcs       map[string]int
+	files       map[string]int
 }
 
 func newRefWalker(src string) *refWalker {
@@ -145,6 +147,9 @@ func (w *refWalker) baseTable(ref map[string]any, sc *scope) {
 		return // a CTE in scope, not a table
 	}
 	keepMin(w.tables, key, offset)
+	occ := key
+	occ.Offset = offset
+	w.occurrences = append(w.occurrences, occ)
 }
 
 func (w *refWalker) tableFunction(ref map[string]any) {
@@ -273,4 +278,10 @@ func asObject(v any) (map[string]any, bool) {
 func stringField(m map[string]any, key string) string {
 	s, _ := m[key].(string)
 	return s
+}
+
+func (w *refWalker) sortedOccurrences() []TableRef {
+	out := slices.Clone(w.occurrences)
+	slices.SortStableFunc(out, func(a, b TableRef) int { return cmp.Compare(a.Offset, b.Offset) })
+	return slices.CompactFunc(out, func(a, b TableRef) bool { return a == b })
 }
