@@ -1,0 +1,104 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/gapless-dev/gapless/state"
+)
+
+// AppendEvents records events in one transaction and returns them with
+// their ids. Invariant: ids are assigned by AUTOINCREMENT under the write
+// lock, so they are unique and increasing across every process on the file,
+// in commit order, and never reused.
+func (s *Store) AppendEvents(ctx context.Context, events ...state.Event) ([]state.Event, error) {
+	out := make([]state.Event, len(events))
+	data := make([]any, len(events))
+	for i, e := range events {
+		if e.Kind == "" {
+			return nil, fmt.Errorf("sqlite: append events: event %d has no kind", i)
+		}
+		d, err := optionalJSON("data", e.Data)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: append events: event %d (%s): %w", i, e.Kind, err)
+		}
+		data[i] = d
+		e.At = state.FromMicros(state.Micros(e.At))
+		out[i] = e
+	}
+	if len(events) == 0 {
+		return out, nil
+	}
+	err := s.write(ctx, func(tx *sql.Tx) error {
+		for i := range out {
+			e := &out[i]
+			if err := tx.QueryRowContext(ctx, `
+				INSERT INTO events (at_us, kind, environment, model, plan_id, reason, data)
+				VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+				state.Micros(e.At), e.Kind, e.Environment, e.Model, e.PlanID, e.Reason, data[i],
+			).Scan(&e.ID); err != nil {
+				return fmt.Errorf("event %d (%s): %w", i, e.Kind, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: append %d events: %w", len(events), err)
+	}
+	return out, nil
+}
+
+// ListEvents returns the events matching f, in id order.
+func (s *Store) ListEvents(ctx context.Context, f state.EventFilter) ([]state.Event, error) {
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("sqlite: list events: negative limit %d", f.Limit)
+	}
+	where := []string{"id > ?"}
+	args := []any{f.AfterID}
+	if len(f.Kinds) > 0 {
+		kinds, err := json.Marshal(f.Kinds)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list events: %w", err)
+		}
+		where = append(where, "kind IN (SELECT value FROM json_each(?))")
+		args = append(args, string(kinds))
+	}
+	for _, c := range []struct{ col, val string }{
+		{"environment", f.Environment}, {"model", f.Model}, {"plan_id", f.PlanID},
+	} {
+		if c.val != "" {
+			where = append(where, c.col+" = ?")
+			args = append(args, c.val)
+		}
+	}
+	query := `SELECT id, at_us, kind, environment, model, plan_id, reason, data FROM events WHERE ` +
+		strings.Join(where, " AND ") + ` ORDER BY id`
+	if f.Limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list events: %w", err)
+	}
+	defer rows.Close()
+	var out []state.Event
+	for rows.Next() {
+		var e state.Event
+		var at int64
+		var data *string
+		if err := rows.Scan(&e.ID, &at, &e.Kind, &e.Environment, &e.Model, &e.PlanID, &e.Reason, &data); err != nil {
+			return nil, fmt.Errorf("sqlite: list events: %w", err)
+		}
+		e.At = state.FromMicros(at)
+		e.Data = rawJSON(data)
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list events: %w", err)
+	}
+	return out, nil
+}

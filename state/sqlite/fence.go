@@ -1,0 +1,70 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gapless-dev/gapless/state"
+)
+
+// checkFenceShape refuses a fence that is not exactly one of its two forms.
+// A malformed fence is a caller's bug, and it fails closed: the write is
+// refused, never performed unfenced.
+func checkFenceShape(f *state.Fence, now time.Time) error {
+	if f == nil {
+		return nil
+	}
+	leaseForm := f.LeaseKey != "" && f.LeaseToken != ""
+	anyLease := f.LeaseKey != "" || f.LeaseToken != ""
+	envForm := f.Environment != "" && f.Generation > 0
+	anyEnv := f.Environment != "" || f.Generation != 0
+	switch {
+	case leaseForm && !anyEnv:
+		if now.IsZero() {
+			return fmt.Errorf("lease fence on %q: %w", f.LeaseKey, errNoNow)
+		}
+		return nil
+	case envForm && !anyLease:
+		return nil
+	}
+	return fmt.Errorf("malformed fence %+v: set either LeaseKey and LeaseToken, or Environment and a positive Generation", *f)
+}
+
+// checkFence verifies, inside the caller's write transaction, that the
+// writer still holds the evidence its fence names: the lease token still
+// holds the lease, unexpired at now, or the environment is still at the
+// generation. It fails wrapping state.ErrFenced otherwise. The shape was
+// checked by checkFenceShape.
+func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, f *state.Fence, now time.Time) error {
+	if f == nil {
+		return nil
+	}
+	if f.LeaseKey != "" {
+		var one int
+		err := tx.StmtContext(ctx, s.stmts.leaseFence).QueryRowContext(ctx,
+			f.LeaseKey, f.LeaseToken, state.Micros(now)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: the token no longer holds lease %q at %s", state.ErrFenced, f.LeaseKey, now.UTC().Format(time.RFC3339Nano))
+		}
+		if err != nil {
+			return fmt.Errorf("checking lease fence %q: %w", f.LeaseKey, err)
+		}
+		return nil
+	}
+	var gen int64
+	err := tx.QueryRowContext(ctx,
+		`SELECT generation FROM environments WHERE name = ?`, f.Environment).Scan(&gen)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: environment %q no longer exists (fence expects generation %d)", state.ErrFenced, f.Environment, f.Generation)
+	}
+	if err != nil {
+		return fmt.Errorf("checking environment fence %q: %w", f.Environment, err)
+	}
+	if gen != f.Generation {
+		return fmt.Errorf("%w: environment %q is at generation %d, the fence expects %d", state.ErrFenced, f.Environment, gen, f.Generation)
+	}
+	return nil
+}

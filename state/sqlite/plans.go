@@ -1,0 +1,145 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/gapless-dev/gapless/state"
+)
+
+// SavePlan stores a plan. Invariant: a plan id names one payload forever;
+// saving it again with the same environment and the same JSON (compared
+// compacted) is a no-op that keeps the first record, and with anything else
+// it is an error.
+func (s *Store) SavePlan(ctx context.Context, p state.Plan) error {
+	if p.ID == "" {
+		return errors.New("sqlite: save plan: empty id")
+	}
+	payload, err := compactJSON(p.Payload)
+	if err != nil {
+		return fmt.Errorf("sqlite: save plan %q: payload: %w", p.ID, err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `
+			INSERT INTO plans (id, environment, payload, created_at_us) VALUES (?, ?, ?, ?)
+			ON CONFLICT (id) DO NOTHING`,
+			p.ID, p.Environment, payload, state.Micros(p.CreatedAt))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			return nil
+		}
+		var env, have string
+		if err := tx.QueryRowContext(ctx,
+			`SELECT environment, payload FROM plans WHERE id = ?`, p.ID).Scan(&env, &have); err != nil {
+			return fmt.Errorf("reading the saved plan: %w", err)
+		}
+		if env != p.Environment || have != payload {
+			return fmt.Errorf("plan %q is already saved with a different environment or payload", p.ID)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: save plan %q: %w", p.ID, err)
+	}
+	return nil
+}
+
+// compactJSON validates raw and returns it without insignificant space.
+func compactJSON(raw json.RawMessage) (string, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return "", fmt.Errorf("not valid JSON: %w", err)
+	}
+	return buf.String(), nil
+}
+
+// GetPlan returns a saved plan or an error wrapping state.ErrNotFound.
+func (s *Store) GetPlan(ctx context.Context, id string) (*state.Plan, error) {
+	var (
+		p       = state.Plan{ID: id}
+		payload string
+		created int64
+	)
+	err := s.db.QueryRowContext(ctx,
+		`SELECT environment, payload, created_at_us FROM plans WHERE id = ?`, id,
+	).Scan(&p.Environment, &payload, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sqlite: plan %q: %w", id, state.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get plan %q: %w", id, err)
+	}
+	p.Payload = json.RawMessage(payload)
+	p.CreatedAt = state.FromMicros(created)
+	return &p, nil
+}
+
+// RecordApplication appends one entry to a saved plan's application history
+// and returns it with its id, greater than every earlier entry's. It fails
+// wrapping state.ErrNotFound when the plan was never saved.
+func (s *Store) RecordApplication(ctx context.Context, a state.Application) (state.Application, error) {
+	if a.PlanID == "" || a.Stage == "" || a.Status == "" {
+		return state.Application{}, errors.New("sqlite: record application: plan id, stage and status are required")
+	}
+	detail, err := optionalJSON("detail", a.Detail)
+	if err != nil {
+		return state.Application{}, fmt.Errorf("sqlite: record application of plan %q: %w", a.PlanID, err)
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM plans WHERE id = ?`, a.PlanID).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("plan %q: %w", a.PlanID, state.ErrNotFound)
+		}
+		if err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, `
+			INSERT INTO plan_applications (plan_id, stage, status, detail, at_us)
+			VALUES (?, ?, ?, ?, ?) RETURNING id`,
+			a.PlanID, a.Stage, a.Status, detail, state.Micros(a.At)).Scan(&a.ID)
+	})
+	if err != nil {
+		return state.Application{}, fmt.Errorf("sqlite: record application of plan %q: %w", a.PlanID, err)
+	}
+	a.At = state.FromMicros(state.Micros(a.At))
+	return a, nil
+}
+
+// ListApplications returns a plan's application history in the order it was
+// recorded (empty for an unknown plan).
+func (s *Store) ListApplications(ctx context.Context, planID string) ([]state.Application, error) {
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT id, stage, status, detail, at_us FROM plan_applications
+		WHERE plan_id = ? ORDER BY id`, planID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list applications of plan %q: %w", planID, err)
+	}
+	defer rows.Close()
+	var out []state.Application
+	for rows.Next() {
+		a := state.Application{PlanID: planID}
+		var detail *string
+		var at int64
+		if err := rows.Scan(&a.ID, &a.Stage, &a.Status, &detail, &at); err != nil {
+			return nil, fmt.Errorf("sqlite: list applications of plan %q: %w", planID, err)
+		}
+		a.Detail = rawJSON(detail)
+		a.At = state.FromMicros(at)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list applications of plan %q: %w", planID, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,34 @@
+package sqlite_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/sqlite"
+	"github.com/gapless-dev/gapless/state/statetest"
+)
+
+// openTemp opens a store on a fresh file under a temporary project folder,
+// in its .gapless directory (which Open creates).
+func openTemp(t testing.TB) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), sqlite.DefaultPath(t.TempDir()))
+	require.NoError(t, err)
+	return st
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	statetest.Run(t, func(t *testing.T) state.Store { return openTemp(t) })
+}
+
+func BenchmarkStore(b *testing.B) {
+	statetest.RunBenchmarks(b, func(b *testing.B) state.Store {
+		st, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "state.db"))
+		require.NoError(b, err)
+		return st
+	})
+}

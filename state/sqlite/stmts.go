@@ -1,0 +1,54 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// stmts are the statements of the interval write path, the hottest one (a
+// scheduler records every batch through it). They are prepared once:
+// database/sql keeps one prepared copy per connection and Tx.StmtContext
+// reuses it, so SQLite parses each of them once per connection instead of
+// at every call.
+type stmts struct {
+	windowAdd, windowRemove *sql.Stmt
+	deleteRange             *sql.Stmt
+	insertRange             *sql.Stmt
+	leaseFence              *sql.Stmt
+	all                     []*sql.Stmt
+}
+
+// prepareStmts prepares the hot statements on db (after migration: they
+// name the schema's tables).
+func prepareStmts(ctx context.Context, db *sql.DB) (*stmts, error) {
+	s := &stmts{}
+	for _, p := range []struct {
+		dst   **sql.Stmt
+		query string
+	}{
+		{&s.windowAdd, windowQuery(true)},
+		{&s.windowRemove, windowQuery(false)},
+		{&s.deleteRange, `DELETE FROM intervals WHERE name = ? AND version = ? AND start_us = ?`},
+		{&s.insertRange, `INSERT INTO intervals (name, version, start_us, end_us) VALUES (?, ?, ?, ?)`},
+		{&s.leaseFence, `SELECT 1 FROM leases WHERE key = ? AND token = ? AND expires_at_us > ?`},
+	} {
+		st, err := db.PrepareContext(ctx, p.query)
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("preparing %q: %w", p.query, err), s.close())
+		}
+		*p.dst = st
+		s.all = append(s.all, st)
+	}
+	return s, nil
+}
+
+// close closes every prepared statement.
+func (s *stmts) close() error {
+	var errs []error
+	for _, st := range s.all {
+		errs = append(errs, st.Close())
+	}
+	return errors.Join(errs...)
+}

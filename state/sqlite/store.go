@@ -1,0 +1,198 @@
+// Package sqlite is gapless's embedded state store: one SQLite file, by
+// default .gapless/state.db in the project, through the pure-Go
+// modernc.org/sqlite driver.
+//
+// Concurrency model. The file is in WAL mode, so readers never block the
+// writer and see a consistent snapshot per statement or transaction. Every
+// write runs in a BEGIN IMMEDIATE transaction: it takes SQLite's single write
+// lock before it reads anything, so a read-merge-write (compacting interval
+// ranges, checking a fence, comparing a plan id) can never interleave with
+// another writer, in this process or in another process on the same file.
+// Inside one process, writers also queue on a semaphore first, so that they
+// wait in Go rather than in SQLite's busy handler; between processes the busy
+// timeout does the waiting.
+//
+// The schema is created and upgraded by the goose migrations embedded in the
+// binary, automatically at Open. A database migrated by a newer gapless is
+// refused with state.ErrSchemaTooNew and left untouched.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/gapless-dev/gapless/state"
+)
+
+// DefaultDir and DefaultFile name the state file inside a project:
+// <project>/.gapless/state.db.
+const (
+	DefaultDir  = ".gapless"
+	DefaultFile = "state.db"
+)
+
+// DefaultPath returns the default state file of the project in projectDir.
+func DefaultPath(projectDir string) string {
+	return filepath.Join(projectDir, DefaultDir, DefaultFile)
+}
+
+// DefaultBusyTimeout is how long a write waits for another process's write
+// lock before it fails.
+const DefaultBusyTimeout = 10 * time.Second
+
+// Store is the SQLite state store. It is safe for concurrent use by many
+// goroutines, and several processes may open the same file.
+type Store struct {
+	db   *sql.DB
+	path string
+	// writeSem (capacity 1) serialises this process's write transactions
+	// before they reach SQLite; see the package comment.
+	writeSem chan struct{}
+	stmts    *stmts
+}
+
+// Compile-time checks: Store implements the state store and the test hook
+// the conformance suite uses to see that interval storage is compacted.
+var (
+	_ state.Store = (*Store)(nil)
+	_ interface {
+		CountIntervalRows(context.Context) (int, error)
+	} = (*Store)(nil)
+)
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	busyTimeout time.Duration
+}
+
+// WithBusyTimeout sets how long a write waits for another process's lock
+// (default DefaultBusyTimeout). Values below one millisecond are raised to
+// one millisecond.
+func WithBusyTimeout(d time.Duration) Option {
+	return func(o *options) { o.busyTimeout = max(d, time.Millisecond) }
+}
+
+// Open opens (creating it and its parent folder if needed) the state file at
+// path and migrates its schema to the newest embedded version.
+//
+// It fails, wrapping state.ErrSchemaTooNew, when the file was migrated by a
+// newer gapless; the file is then left exactly as it was.
+func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
+	o := options{busyTimeout: DefaultBusyTimeout}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	if path == "" {
+		return nil, errors.New("sqlite: open: empty path")
+	}
+	if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("sqlite: open %q: a state file path cannot contain '?'", path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: creating its folder: %w", path, err)
+	}
+	db, err := sql.Open("sqlite", dsn(path, o))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	// Keep as many idle connections as a busy process uses, so that the
+	// per-connection pragmas and prepared statements are not redone.
+	db.SetMaxIdleConns(8)
+	if err := migrate(ctx, db); err != nil {
+		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", path, err), db.Close())
+	}
+	st, err := prepareStmts(ctx, db)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", path, err), db.Close())
+	}
+	return &Store{db: db, path: path, writeSem: make(chan struct{}, 1), stmts: st}, nil
+}
+
+// dsn builds the modernc.org/sqlite data source name: every connection of the
+// pool gets the busy timeout, foreign keys and WAL mode, and non-read-only
+// transactions begin IMMEDIATE (the driver's _txlock parameter).
+func dsn(path string, o options) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.busyTimeout.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	// FULL: a committed promotion or interval record survives power loss,
+	// not only a crash of the process.
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Set("_txlock", "immediate")
+	// A plain file name, not a file: URI: the driver cuts the parameters at
+	// the first '?', which Open refuses in paths.
+	return path + "?" + q.Encode()
+}
+
+// Path returns the file the store was opened on.
+func (s *Store) Path() string { return s.path }
+
+// Close releases the store's connections. It is safe to call once.
+func (s *Store) Close() error {
+	if err := errors.Join(s.stmts.close(), s.db.Close()); err != nil {
+		return fmt.Errorf("sqlite: close %s: %w", s.path, err)
+	}
+	return nil
+}
+
+// querier is what reads and writes need: the pool or a transaction.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// write runs fn in one BEGIN IMMEDIATE transaction and commits it when fn
+// returns nil; otherwise it rolls back and returns fn's error unchanged.
+//
+// Invariant: everything fn reads and writes is atomic with respect to every
+// other writer of the file, in any process: the write lock is held from the
+// first statement to the commit.
+func (s *Store) write(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	select {
+	case s.writeSem <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the write lock: %w", ctx.Err())
+	}
+	defer func() { <-s.writeSem }()
+
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin immediate: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, ignoreDone(tx.Rollback()))
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// ignoreDone drops the error a rollback reports when the transaction is
+// already finished (the driver rolled it back when its context ended).
+func ignoreDone(err error) error {
+	if errors.Is(err, sql.ErrTxDone) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,134 @@
+package statetest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/gapless-dev/gapless/state"
+)
+
+// Benchmark sizes, from the targets: record interval batches (< 2 ms
+// per record, 100,000 of them with -benchtime=100000x), read the intervals of
+// 10,000 snapshots (< 200 ms), promote an environment of 1,000 snapshots
+// (< 1 s).
+const (
+	benchModels    = 4
+	benchReadKeys  = 10_000
+	benchEnvModels = 1_000
+)
+
+// RunBenchmarks runs the suite's benchmarks against stores from newStore
+// (the suite closes them). Each reports ns/op for its whole operation and,
+// where it helps, a per-item metric.
+func RunBenchmarks(b *testing.B, newStore func(b *testing.B) state.Store) {
+	b.Run("RecordIntervalBatches", func(b *testing.B) { benchRecord(b, openBench(b, newStore)) })
+	b.Run("GetIntervals10000Snapshots", func(b *testing.B) { benchRead(b, openBench(b, newStore)) })
+	b.Run("Promote1000Snapshots", func(b *testing.B) { benchPromote(b, openBench(b, newStore)) })
+}
+
+// openBench opens a store for b and closes it when b ends.
+func openBench(b *testing.B, newStore func(b *testing.B) state.Store) state.Store {
+	b.Helper()
+	st := newStore(b)
+	if st == nil {
+		b.Fatal("the factory returned a nil store")
+	}
+	b.Cleanup(func() {
+		if err := st.Close(); err != nil {
+			b.Errorf("closing the store: %v", err)
+		}
+	})
+	return st
+}
+
+// benchRecord: one op records one hourly batch with one AddIntervals call,
+// round-robin over a few models, as a scheduler catching up would; ns/op is
+// the cost per record. -benchtime=100000x records the 100,000
+// batches. Afterwards each model must hold one compacted range.
+func benchRecord(b *testing.B, st state.Store) {
+	ctx := b.Context()
+	n := 0
+	for b.Loop() {
+		k := vkey(fmt.Sprintf("m.bench%d", n%benchModels), "v1")
+		h := n / benchModels
+		if err := st.AddIntervals(ctx, state.IntervalsParams{Key: k, Ranges: set(hours(h, h+1)), Now: hour(0)}); err != nil {
+			b.Fatal(err)
+		}
+		n++
+	}
+	b.ReportMetric(float64(n), "records")
+	keys := make([]state.VersionKey, benchModels)
+	for i := range keys {
+		keys[i] = vkey(fmt.Sprintf("m.bench%d", i), "v1")
+	}
+	got, err := st.GetIntervals(ctx, keys)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range keys[:min(n, benchModels)] {
+		if got[k].Len() != 1 {
+			b.Fatalf("%+v holds %d ranges after adjacent adds, want 1", k, got[k].Len())
+		}
+	}
+}
+
+// benchRead: one op reads the intervals of 10,000 versions, each holding
+// three ranges, in one GetIntervals call.
+func benchRead(b *testing.B, st state.Store) {
+	ctx := b.Context()
+	keys := make([]state.VersionKey, benchReadKeys)
+	for i := range keys {
+		keys[i] = vkey(fmt.Sprintf("m.t%05d", i), "v1")
+		s := set(hours(0, 24), hours(48, 72), hours(96, 100+i%50))
+		if err := st.AddIntervals(ctx, state.IntervalsParams{Key: keys[i], Ranges: s, Now: hour(0)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		got, err := st.GetIntervals(ctx, keys)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(got) != benchReadKeys || got[keys[7]].Len() != 3 {
+			b.Fatalf("read %d keys, key 7 has %v", len(got), got[keys[7]])
+		}
+	}
+}
+
+// benchPromote: one op promotes an environment of 1,000 snapshots, with a
+// Check that reads every snapshot's intervals and verifies coverage, as the
+// no-gap check does.
+func benchPromote(b *testing.B, st state.Store) {
+	ctx := b.Context()
+	snaps := refs(benchEnvModels, "bench")
+	keys := make([]state.VersionKey, len(snaps))
+	for i, r := range snaps {
+		keys[i] = r.VersionKey()
+		if err := st.AddIntervals(ctx, state.IntervalsParams{Key: keys[i], Ranges: set(hours(0, 24)), Now: hour(0)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	check := func(ctx context.Context, r state.Reader) error {
+		got, err := r.GetIntervals(ctx, keys)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if !got[k].Covers(hours(0, 24)) {
+				return fmt.Errorf("%+v has a gap", k)
+			}
+		}
+		return nil
+	}
+	prev := ""
+	for i := 0; b.Loop(); i++ {
+		next := fmt.Sprintf("plan-%d", i)
+		if _, err := st.Promote(ctx, state.PromoteParams{
+			Environment: "prod", ExpectedPlanID: prev, PlanID: next, Snapshots: snaps, Now: hour(1), Check: check,
+		}); err != nil {
+			b.Fatal(err)
+		}
+		prev = next
+	}
+}

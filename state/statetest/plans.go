@@ -1,0 +1,129 @@
+package statetest
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/state"
+)
+
+func planTests() []test {
+	return []test{
+		{"SaveAndGet", testPlanSaveGet},
+		{"SaveIsIdempotentPerPayload", testPlanSaveIdempotent},
+		{"GetMissing", testPlanGetMissing},
+		{"RejectsInvalidPayload", testPlanInvalidPayload},
+		{"ApplicationHistoryInOrder", testPlanApplications},
+		{"ApplicationOfUnknownPlan", testPlanApplicationUnknown},
+	}
+}
+
+const planPayload = `{"format": 1, "environment": "prod", "models": ["a", "b"], "bounds": {"start": "2024-01-01T00:00:00Z"}}`
+
+func testPlanSaveGet(t *testing.T, b *bundle) {
+	// Scenario: a saved plan is read back with its environment, creation
+	// time and an equivalent JSON payload.
+	p := state.Plan{ID: "plan-1", Environment: "prod", Payload: json.RawMessage(planPayload), CreatedAt: hour(5)}
+	require.NoError(t, b.store.SavePlan(b.ctx, p))
+	got, err := b.store.GetPlan(b.ctx, "plan-1")
+	require.NoError(t, err)
+	require.Equal(t, "plan-1", got.ID)
+	require.Equal(t, "prod", got.Environment)
+	require.True(t, got.CreatedAt.Equal(hour(5)), "CreatedAt %v", got.CreatedAt)
+	require.JSONEq(t, planPayload, string(got.Payload))
+}
+
+func testPlanSaveIdempotent(t *testing.T, b *bundle) {
+	// Scenario: saving a plan id again with the same payload is a no-op
+	// that keeps the first record; with a different payload it is an error
+	// and the first record stays.
+	p := state.Plan{ID: "plan-1", Environment: "prod", Payload: json.RawMessage(planPayload), CreatedAt: hour(5)}
+	require.NoError(t, b.store.SavePlan(b.ctx, p))
+	again := p
+	again.CreatedAt = hour(9)
+	require.NoError(t, b.store.SavePlan(b.ctx, again))
+
+	other := p
+	other.Payload = json.RawMessage(`{"format": 1, "models": ["c"]}`)
+	require.Error(t, b.store.SavePlan(b.ctx, other))
+
+	got, err := b.store.GetPlan(b.ctx, "plan-1")
+	require.NoError(t, err)
+	require.JSONEq(t, planPayload, string(got.Payload))
+	require.True(t, got.CreatedAt.Equal(hour(5)), "CreatedAt %v", got.CreatedAt)
+}
+
+func testPlanGetMissing(t *testing.T, b *bundle) {
+	// Scenario: a plan that was never saved is not found.
+	_, err := b.store.GetPlan(b.ctx, "plan-missing")
+	require.ErrorIs(t, err, state.ErrNotFound)
+}
+
+func testPlanInvalidPayload(t *testing.T, b *bundle) {
+	// Scenario: a payload that is not JSON, or a plan without an id, is
+	// refused and nothing is saved.
+	require.Error(t, b.store.SavePlan(b.ctx, state.Plan{ID: "plan-1", Environment: "prod", Payload: json.RawMessage(`{"oops"`)}))
+	require.Error(t, b.store.SavePlan(b.ctx, state.Plan{ID: "", Environment: "prod", Payload: json.RawMessage(`{}`)}))
+	_, err := b.store.GetPlan(b.ctx, "plan-1")
+	require.ErrorIs(t, err, state.ErrNotFound)
+}
+
+func testPlanApplications(t *testing.T, b *bundle) {
+	// Scenario: the stages of two plans' applies are recorded interleaved.
+	// Each plan's history comes back in recording order with increasing
+	// ids, its details and times intact; an unknown plan has none.
+	for _, id := range []string{"plan-1", "plan-2"} {
+		require.NoError(t, b.store.SavePlan(b.ctx, state.Plan{ID: id, Environment: "prod", Payload: json.RawMessage(`{}`)}))
+	}
+	steps := []state.Application{
+		{PlanID: "plan-1", Stage: "backfill", Status: "started", At: hour(1)},
+		{PlanID: "plan-2", Stage: "backfill", Status: "started", At: hour(1)},
+		{PlanID: "plan-1", Stage: "backfill", Status: "finished", At: hour(2), Detail: json.RawMessage(`{"intervals": 24}`)},
+		{PlanID: "plan-2", Stage: "backfill", Status: "failed", At: hour(2), Detail: json.RawMessage(`{"error": "boom"}`)},
+		{PlanID: "plan-1", Stage: "promote", Status: "finished", At: hour(3)},
+	}
+	var lastID int64
+	recorded := map[string][]state.Application{}
+	for _, a := range steps {
+		got, err := b.store.RecordApplication(b.ctx, a)
+		require.NoError(t, err)
+		require.Greater(t, got.ID, lastID)
+		lastID = got.ID
+		recorded[a.PlanID] = append(recorded[a.PlanID], got)
+	}
+	for id, want := range recorded {
+		got, err := b.store.ListApplications(b.ctx, id)
+		require.NoError(t, err)
+		require.Len(t, got, len(want))
+		for i := range want {
+			require.Equal(t, want[i].ID, got[i].ID)
+			require.Equal(t, id, got[i].PlanID)
+			require.Equal(t, want[i].Stage, got[i].Stage)
+			require.Equal(t, want[i].Status, got[i].Status)
+			require.True(t, want[i].At.Equal(got[i].At), "At %v, want %v", got[i].At, want[i].At)
+			if len(want[i].Detail) == 0 {
+				require.Empty(t, got[i].Detail)
+			} else {
+				require.JSONEq(t, string(want[i].Detail), string(got[i].Detail))
+			}
+		}
+	}
+	none, err := b.store.ListApplications(b.ctx, "plan-missing")
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
+
+func testPlanApplicationUnknown(t *testing.T, b *bundle) {
+	// Scenario: history cannot be recorded for a plan that was never saved
+	// (ErrNotFound), nor with invalid JSON detail.
+	_, err := b.store.RecordApplication(b.ctx, state.Application{PlanID: "plan-missing", Stage: "backfill", Status: "started", At: hour(1)})
+	require.ErrorIs(t, err, state.ErrNotFound)
+	require.NoError(t, b.store.SavePlan(b.ctx, state.Plan{ID: "plan-1", Environment: "prod", Payload: json.RawMessage(`{}`)}))
+	_, err = b.store.RecordApplication(b.ctx, state.Application{PlanID: "plan-1", Stage: "backfill", Status: "started", Detail: json.RawMessage(`{`)})
+	require.Error(t, err)
+	got, err := b.store.ListApplications(b.ctx, "plan-1")
+	require.NoError(t, err)
+	require.Empty(t, got)
+}
