@@ -1,0 +1,200 @@
+package duckdb
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+// CreateSchema creates schema if it does not exist yet.
+func (e *Engine) CreateSchema(ctx context.Context, schema string) error {
+	const op = "create schema"
+	if err := checkIdent("schema", schema); err != nil {
+		return fail(op, schema, err)
+	}
+	q := "CREATE SCHEMA IF NOT EXISTS " + quoteIdent(schema)
+	return fail(op, schema, e.write(ctx, func(s *session) error {
+		_, err := s.exec(ctx, q)
+		return err
+	}))
+}
+
+// CreateTable creates an empty table with p.Columns, in order. It fails when
+// a table or view of that name exists. Column types are SQL text, so they
+// must pass a strict grammar (words, numbers, quoted strings and names,
+// balanced brackets with commas inside): DECIMAL(12,2) and
+// STRUCT("a b" INTEGER) pass, "INTEGER); DROP TABLE x; --" does not.
+func (e *Engine) CreateTable(ctx context.Context, p warehouse.CreateTableParams) error {
+	const op = "create table"
+	object := p.Table.String()
+	if err := checkTable(p.Table); err != nil {
+		return fail(op, object, err)
+	}
+	if len(p.Columns) == 0 {
+		return fail(op, object, invalidf("a table needs at least one column"))
+	}
+	defs := make([]string, len(p.Columns))
+	for i, c := range p.Columns {
+		if err := checkIdent("column", c.Name); err != nil {
+			return fail(op, object, err)
+		}
+		if err := checkType(c.Type); err != nil {
+			return fail(op, object, fmt.Errorf("column %q: %w", c.Name, err))
+		}
+		defs[i] = quoteIdent(c.Name) + " " + c.Type
+	}
+	q := "CREATE TABLE " + quoteTable(p.Table) + " (" + strings.Join(defs, ", ") + ")"
+	return fail(op, object, e.write(ctx, func(s *session) error {
+		_, err := s.exec(ctx, q)
+		return err
+	}))
+}
+
+// CreateTableAs creates a table from p.Query: with its rows when WithData,
+// with its columns only otherwise. It fails when a table or view of that
+// name exists.
+func (e *Engine) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsParams) error {
+	const op = "create table as"
+	object := p.Table.String()
+	if err := checkTable(p.Table); err != nil {
+		return fail(op, object, err)
+	}
+	if err := checkSQL("query", p.Query); err != nil {
+		return fail(op, object, err)
+	}
+	q := "CREATE TABLE " + quoteTable(p.Table) + " AS\n" + body(p.Query) + "\n"
+	if !p.WithData {
+		q = "CREATE TABLE " + quoteTable(p.Table) + " AS SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q LIMIT 0"
+	}
+	return fail(op, object, e.write(ctx, func(s *session) error {
+		_, err := s.exec(ctx, q)
+		return err
+	}))
+}
+
+// CreateOrReplaceView creates p.View as p.Query, or re-points it if it
+// exists; the new query may have different columns. It fails, changing
+// nothing, when a table has that name. DuckDB binds a view's names when it
+// is queried, so a view over a table keeps working across ReplaceTable.
+func (e *Engine) CreateOrReplaceView(ctx context.Context, p warehouse.ViewParams) error {
+	const op = "create or replace view"
+	object := p.View.String()
+	if err := checkTable(p.View); err != nil {
+		return fail(op, object, err)
+	}
+	if err := checkSQL("query", p.Query); err != nil {
+		return fail(op, object, err)
+	}
+	q := "CREATE OR REPLACE VIEW " + quoteTable(p.View) + " AS\n" + body(p.Query) + "\n"
+	return fail(op, object, e.write(ctx, func(s *session) error {
+		_, err := s.exec(ctx, q)
+		return err
+	}))
+}
+
+// DropTable drops table t. It succeeds when neither t nor its schema
+// exists, and fails, dropping nothing, when t is a view.
+func (e *Engine) DropTable(ctx context.Context, t warehouse.Table) error {
+	return e.drop(ctx, "drop table", "TABLE", t)
+}
+
+// DropView drops view t. It succeeds when neither t nor its schema exists,
+// and fails, dropping nothing, when t is a table.
+func (e *Engine) DropView(ctx context.Context, t warehouse.Table) error {
+	return e.drop(ctx, "drop view", "VIEW", t)
+}
+
+func (e *Engine) drop(ctx context.Context, op, kind string, t warehouse.Table) error {
+	object := t.String()
+	if err := checkTable(t); err != nil {
+		return fail(op, object, err)
+	}
+	q := "DROP " + kind + " IF EXISTS " + quoteTable(t)
+	return fail(op, object, e.write(ctx, func(s *session) error {
+		_, err := s.exec(ctx, q)
+		return err
+	}))
+}
+
+// TableExists reports whether a table or view named t exists. Names are
+// matched as DuckDB's catalog matches them: ASCII letters case-insensitively,
+// everything else exactly.
+func (e *Engine) TableExists(ctx context.Context, t warehouse.Table) (bool, error) {
+	const op = "table exists"
+	object := t.String()
+	if err := checkTable(t); err != nil {
+		return false, fail(op, object, err)
+	}
+	var found bool
+	err := e.read(ctx, func(s *session) error {
+		res, err := s.query(ctx, tablesSQL, t.Schema, t.Name)
+		if err != nil {
+			return err
+		}
+		for _, row := range res.Rows {
+			if sameTable(row, t) {
+				found = true
+			}
+		}
+		return nil
+	})
+	return found, fail(op, object, err)
+}
+
+// tablesSQL finds candidate tables and views; sameTable then applies
+// DuckDB's exact rule. lower() folds more than DuckDB's catalog does, so the
+// candidates are a superset.
+const tablesSQL = `SELECT table_schema, table_name FROM information_schema.tables
+WHERE table_catalog = current_database() AND lower(table_schema) = lower($1) AND lower(table_name) = lower($2)`
+
+func sameTable(row []any, t warehouse.Table) bool {
+	schema, _ := row[0].(string)
+	name, _ := row[1].(string)
+	return asciiFoldEqual(schema, t.Schema) && asciiFoldEqual(name, t.Name)
+}
+
+// Columns returns the columns of table or view t in order, with their types
+// as DuckDB spells them (BIGINT, VARCHAR, DECIMAL(12,2), TIMESTAMP WITH TIME
+// ZONE, ...): text that CreateTable accepts back. It fails when t does not
+// exist.
+func (e *Engine) Columns(ctx context.Context, t warehouse.Table) ([]warehouse.Column, error) {
+	const op = "columns"
+	object := t.String()
+	if err := checkTable(t); err != nil {
+		return nil, fail(op, object, err)
+	}
+	var cols []warehouse.Column
+	err := e.read(ctx, func(s *session) error {
+		var err error
+		cols, err = columns(ctx, s, t)
+		return err
+	})
+	return cols, fail(op, object, err)
+}
+
+const columnsSQL = `SELECT table_schema, table_name, column_name, data_type FROM information_schema.columns
+WHERE table_catalog = current_database() AND lower(table_schema) = lower($1) AND lower(table_name) = lower($2)
+ORDER BY ordinal_position`
+
+// columns reads t's columns on s (inside the caller's transaction, if any).
+func columns(ctx context.Context, s *session, t warehouse.Table) ([]warehouse.Column, error) {
+	res, err := s.query(ctx, columnsSQL, t.Schema, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	var cols []warehouse.Column
+	for _, row := range res.Rows {
+		if !sameTable(row, t) {
+			continue
+		}
+		name, _ := row[2].(string)
+		typ, _ := row[3].(string)
+		cols = append(cols, warehouse.Column{Name: name, Type: typ})
+	}
+	if len(cols) == 0 {
+		return nil, &stmtError{sql: columnsSQL, err: fmt.Errorf("table or view %s does not exist", t)}
+	}
+	return cols, nil
+}

@@ -1,0 +1,359 @@
+// Package duckdb is the embedded default warehouse engine: a DuckDB database
+// in one file (warehouse.duckdb in the project, by the caller's choice) or
+// in memory, driven through duckdb-go v2 and database/sql.
+//
+// Invariants, beyond those of warehouse.Engine:
+//
+//   - Every statement the engine sends is prepared as exactly one statement.
+//     DuckDB's driver would otherwise run every statement of a string, so a
+//     model query such as "SELECT 1) AS q; DROP TABLE x; SELECT (1" could
+//     smuggle a second statement past the subquery it is wrapped in. Here
+//     it is an error and nothing runs.
+//   - Identifiers are double-quoted with '"' doubled, and must be non-empty
+//     valid UTF-8 without NUL (DuckDB reads SQL as a C string, so a NUL
+//     would silently cut the statement short). Values are bound parameters;
+//     the only SQL text the engine renders besides identifiers is a column
+//     type, which must pass a strict grammar (see CreateTable).
+//   - Writes (every method but Query, TableExists and Columns) are
+//     serialised per database: one in-memory database per Engine, one
+//     database per file across all Engines of the process. DuckDB's
+//     optimistic concurrency would otherwise fail one of two transactions
+//     touching the same table; serialising turns that into waiting. Reads
+//     never wait for writes: DuckDB's MVCC serves them a committed snapshot.
+//   - Every connection runs with TimeZone 'UTC', so casts between TIMESTAMP
+//     and TIMESTAMPTZ in model SQL do not depend on the host's zone, in line
+//     with gapless's UTC intervals.
+//   - Only one process may hold a database file. Open waits a bounded time
+//     for another process to let go and then fails with ErrLocked.
+package duckdb
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+// Dialect is what Engine.Dialect returns.
+const Dialect = "duckdb"
+
+// DefaultLockWait is how long Open waits for another process to release the
+// database file when Options.LockWait is zero.
+const DefaultLockWait = 30 * time.Second
+
+// Options configures Open. The zero value is the production default.
+type Options struct {
+	// LockWait bounds how long Open waits while another process holds the
+	// database file. Zero means DefaultLockWait; a negative value means fail
+	// at the first refusal. It does not apply to in-memory databases.
+	LockWait time.Duration
+	// Clock paces the lock wait. Nil means the real clock; tests inject one
+	// to drive the wait without sleeping.
+	Clock Clock
+}
+
+// Engine is a warehouse.Engine on one DuckDB database. It is safe for
+// concurrent use.
+type Engine struct {
+	db     *sql.DB
+	path   string // absolute path, or "" in memory
+	object string // how errors name the database itself
+	writes *writeLock
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ warehouse.Engine = (*Engine)(nil)
+
+// Open opens (creating if needed) the DuckDB database at path, or a fresh
+// in-memory database when path is "" or ":memory:". Each in-memory Engine
+// is its own database.
+//
+// When another process holds the file, Open retries with backoff for
+// opts.LockWait and then returns a *warehouse.Error wrapping ErrLocked that
+// names the file. Any other failure is returned at once. Open never
+// creates directories: the caller chooses where the file lives.
+func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
+	if path == "" || path == ":memory:" {
+		connector, err := duckdb.NewConnector("", initConn)
+		if err != nil {
+			return nil, &warehouse.Error{Op: "open", Object: "in-memory database", Err: err}
+		}
+		return newEngine(connector, "", "in-memory database", &writeLock{sem: make(chan struct{}, 1)}), nil
+	}
+	abs, err := checkPath(path)
+	if err != nil {
+		return nil, &warehouse.Error{Op: "open", Object: path, Err: err}
+	}
+	connector, err := openFile(ctx, abs, opts)
+	if err != nil {
+		return nil, &warehouse.Error{Op: "open", Object: abs, Err: err}
+	}
+	return newEngine(connector, abs, abs, acquireWriteLock(abs)), nil
+}
+
+func newEngine(c *duckdb.Connector, path, object string, w *writeLock) *Engine {
+	return &Engine{db: sql.OpenDB(c), path: path, object: object, writes: w}
+}
+
+// checkPath makes path absolute and refuses what the driver would misread:
+// duckdb-go takes everything after a '?' as configuration.
+func checkPath(path string) (string, error) {
+	if strings.ContainsAny(path, "?\x00") {
+		return "", fmt.Errorf("database path %q must not contain '?' or NUL", path)
+	}
+	if !utf8.ValidString(path) {
+		return "", fmt.Errorf("database path %q is not valid UTF-8", path)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", fmt.Errorf("resolving database path: %w", err)
+	}
+	return abs, nil
+}
+
+// initConn runs on every new connection.
+func initConn(execer driver.ExecerContext) error {
+	if _, err := execer.ExecContext(context.Background(), "SET TimeZone = 'UTC'", nil); err != nil {
+		return fmt.Errorf("setting TimeZone to UTC: %w", err)
+	}
+	return nil
+}
+
+// Dialect returns "duckdb".
+func (e *Engine) Dialect() string { return Dialect }
+
+// Path returns the absolute path of the database file, or "" in memory.
+func (e *Engine) Path() string { return e.path }
+
+// QuoteIdent quotes name as a DuckDB identifier: double quotes, with '"'
+// doubled. It does not validate name; the methods do.
+func (e *Engine) QuoteIdent(name string) string { return quoteIdent(name) }
+
+// QuoteTable quotes t as schema.name; with an empty schema it renders the
+// name alone (DuckDB's default schema), which the methods never accept but
+// ad-hoc queries may use.
+func (e *Engine) QuoteTable(t warehouse.Table) string { return quoteTable(t) }
+
+func quoteIdent(name string) string {
+	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+}
+
+func quoteTable(t warehouse.Table) string {
+	if t.Schema == "" {
+		return quoteIdent(t.Name)
+	}
+	return quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+}
+
+// Close closes the database. It may be called more than once; later calls
+// return the first call's result. Methods called after Close fail with an
+// error.
+func (e *Engine) Close() error {
+	e.closeOnce.Do(func() {
+		e.closeErr = e.db.Close()
+		if e.path != "" {
+			releaseWriteLock(e.path)
+		}
+		if e.closeErr != nil {
+			e.closeErr = &warehouse.Error{Op: "close", Object: e.object, Err: e.closeErr}
+		}
+	})
+	return e.closeErr
+}
+
+// writeLock serialises the writes to one database. It is a one-slot
+// semaphore rather than a mutex so that waiting honours the context.
+type writeLock struct {
+	sem  chan struct{}
+	refs int // guarded by writeLocks.mu
+}
+
+func (w *writeLock) lock(ctx context.Context) error {
+	select {
+	case w.sem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for the database's write lock: %w", ctx.Err())
+	}
+}
+
+func (w *writeLock) unlock() { <-w.sem }
+
+// writeLocks holds one writeLock per open database file: duckdb-go shares one
+// database instance among all connectors of a process on the same file, so
+// its Engines must share the lock too.
+var writeLocks = struct {
+	mu    sync.Mutex
+	byAbs map[string]*writeLock
+}{byAbs: map[string]*writeLock{}}
+
+func acquireWriteLock(abs string) *writeLock {
+	writeLocks.mu.Lock()
+	defer writeLocks.mu.Unlock()
+	w, ok := writeLocks.byAbs[abs]
+	if !ok {
+		w = &writeLock{sem: make(chan struct{}, 1)}
+		writeLocks.byAbs[abs] = w
+	}
+	w.refs++
+	return w
+}
+
+func releaseWriteLock(abs string) {
+	writeLocks.mu.Lock()
+	defer writeLocks.mu.Unlock()
+	w, ok := writeLocks.byAbs[abs]
+	if !ok {
+		return
+	}
+	w.refs--
+	if w.refs <= 0 {
+		delete(writeLocks.byAbs, abs)
+	}
+}
+
+// errInvalid marks input the engine refused before sending any SQL.
+var errInvalid = errors.New("invalid input")
+
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
+}
+
+// checkIdent refuses names DuckDB cannot hold faithfully.
+func checkIdent(kind, name string) error {
+	switch {
+	case name == "":
+		return invalidf("%s name is empty", kind)
+	case strings.ContainsRune(name, 0):
+		return invalidf("%s name %q contains a NUL byte", kind, name)
+	case !utf8.ValidString(name):
+		return invalidf("%s name %q is not valid UTF-8", kind, name)
+	}
+	return nil
+}
+
+func checkTable(t warehouse.Table) error {
+	if err := checkIdent("schema", t.Schema); err != nil {
+		return err
+	}
+	return checkIdent("table", t.Name)
+}
+
+// checkSQL refuses SQL text the driver cannot carry faithfully.
+func checkSQL(what, q string) error {
+	switch {
+	case strings.TrimSpace(q) == "":
+		return invalidf("%s is empty", what)
+	case strings.ContainsRune(q, 0):
+		return invalidf("%s contains a NUL byte", what)
+	case !utf8.ValidString(q):
+		return invalidf("%s is not valid UTF-8", what)
+	}
+	return nil
+}
+
+// body prepares a model query for embedding in a larger statement: trailing
+// semicolons are dropped, and the caller puts it on lines of its own so that
+// a trailing line comment cannot swallow what follows.
+func body(q string) string {
+	return strings.TrimRight(q, " \t\r\n;")
+}
+
+// checkType accepts a column type only if it is made of words, numbers,
+// dots, quoted strings, quoted identifiers, and balanced () and [] with
+// commas only inside them:
+// enough for DECIMAL(12,2), TIMESTAMP WITH TIME ZONE, VARCHAR[], INTEGER[3],
+// STRUCT("a b" INTEGER), MAP(VARCHAR, INTEGER) and ENUM('x', 'y'), and not
+// enough to end the statement, open a comment or write an expression.
+func checkType(typ string) error {
+	if err := checkSQL("column type", typ); err != nil {
+		return err
+	}
+	var stack []rune
+	for i := 0; i < len(typ); {
+		r, size := utf8.DecodeRuneInString(typ[i:])
+		switch {
+		case r == '\'' || r == '"':
+			end := closingQuote(typ, i+size, byte(r))
+			if end < 0 {
+				return invalidf("column type %q has an unterminated quote", typ)
+			}
+			i = end + 1
+			continue
+		case r == '(' || r == '[':
+			stack = append(stack, r)
+		case r == ')' || r == ']':
+			want := '('
+			if r == ']' {
+				want = '['
+			}
+			if len(stack) == 0 || stack[len(stack)-1] != want {
+				return invalidf("column type %q has unbalanced brackets", typ)
+			}
+			stack = stack[:len(stack)-1]
+		case r == ',':
+			if len(stack) == 0 {
+				return invalidf("column type %q has a comma outside brackets", typ)
+			}
+		case r == '_' || r == '.' || r == ' ' || r == '\t' || r == '\n' || r == '\r':
+		case r >= '0' && r <= '9', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		default:
+			return invalidf("column type %q contains %q, which no type needs", typ, r)
+		}
+		i += size
+	}
+	if len(stack) != 0 {
+		return invalidf("column type %q has unbalanced brackets", typ)
+	}
+	return nil
+}
+
+// closingQuote returns the index of the quote closing a quoted token that
+// starts at from (just after the opening quote), honouring doubled quotes,
+// or -1.
+func closingQuote(s string, from int, q byte) int {
+	for i := from; i < len(s); i++ {
+		if s[i] != q {
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == q {
+			i++
+			continue
+		}
+		return i
+	}
+	return -1
+}
+
+// asciiFoldEqual is DuckDB's catalog name comparison: case-insensitive for
+// ASCII letters only ("Abc" is "abc", "É" is not "é").
+func asciiFoldEqual(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,204 @@
+package duckdb_test
+
+import (
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/warehouse"
+	"github.com/gapless-dev/gapless/warehouse/duckdb"
+)
+
+func TestQuoteIdent(t *testing.T) {
+	t.Parallel()
+	e := memoryEngine(t)
+	defer e.Close()
+	for name, want := range map[string]string{
+		"plain":                     `"plain"`,
+		"select":                    `"select"`,
+		`a"b`:                       `"a""b"`,
+		`evil"; DROP TABLE x; --`:   `"evil""; DROP TABLE x; --"`,
+		"données":                   `"données"`,
+		`""`:                        `""""""`,
+		"with space":                `"with space"`,
+		"MixedCase":                 `"MixedCase"`,
+		"x.y":                       `"x.y"`,
+		`'single'`:                  `"'single'"`,
+		"new\nline":                 "\"new\nline\"",
+		"\u202eright-to-left\u202c": "\"\u202eright-to-left\u202c\"",
+	} {
+		require.Equal(t, want, e.QuoteIdent(name), name)
+	}
+	require.Equal(t, `"a""s"."t"`, e.QuoteTable(warehouse.Table{Schema: `a"s`, Name: "t"}))
+	require.Equal(t, `"t"`, e.QuoteTable(warehouse.Table{Name: "t"}))
+	require.Equal(t, "duckdb", e.Dialect())
+	require.Empty(t, e.Path())
+}
+
+// Scenario: gapless writes an interval, the process ends, and the next
+// command reopens warehouse.duckdb: the rows are there.
+func TestFilePersistsAcrossOpens(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "warehouse.duckdb")
+	e, err := duckdb.Open(t.Context(), path, duckdb.Options{})
+	require.NoError(t, err)
+	require.Equal(t, path, e.Path())
+	tbl := warehouse.Table{Schema: "demo", Name: "events"}
+	require.NoError(t, e.CreateSchema(t.Context(), tbl.Schema))
+	require.NoError(t, e.CreateTableAs(t.Context(), warehouse.CreateTableAsParams{Table: tbl, WithData: true,
+		Query: "SELECT TIMESTAMP '2024-01-01 01:00:00' AS ts, 1 AS id"}))
+	require.NoError(t, e.Close())
+
+	e, err = duckdb.Open(t.Context(), path, duckdb.Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	res, err := e.Query(t.Context(), "SELECT ts, id FROM "+e.QuoteTable(tbl))
+	require.NoError(t, err)
+	require.Equal(t, [][]any{{time.Date(2024, 1, 1, 1, 0, 0, 0, time.UTC), int32(1)}}, res.Rows)
+}
+
+// Scenario: two parts of one gapless process (a scheduler loop and a
+// command) open the same file; DuckDB shares one database between them,
+// and their writes are serialised together, so racing intervals of one
+// table from both engines end with every row once. Closing one leaves the
+// other working.
+func TestTwoEnginesOnOneFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "warehouse.duckdb")
+	a, err := duckdb.Open(t.Context(), path, duckdb.Options{})
+	require.NoError(t, err)
+	b, err := duckdb.Open(t.Context(), path, duckdb.Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, b.Close()) }()
+
+	tbl := warehouse.Table{Schema: "s", Name: "events"}
+	require.NoError(t, a.CreateSchema(t.Context(), tbl.Schema))
+	require.NoError(t, a.CreateTable(t.Context(), warehouse.CreateTableParams{Table: tbl, Columns: []warehouse.Column{
+		{Name: "ts", Type: "TIMESTAMP"}, {Name: "id", Type: "BIGINT"},
+	}}))
+	q := "SELECT TIMESTAMP '2024-01-01 00:00:00' + g * INTERVAL '1 minute' AS ts, g AS id FROM generate_series(0, 479) AS s(g)"
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		e := a
+		if i%2 == 1 {
+			e = b
+		}
+		wg.Go(func() {
+			h := i % 8
+			start := time.Date(2024, 1, 1, h, 0, 0, 0, time.UTC)
+			_, errs[i] = e.InsertInterval(t.Context(), warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: start, End: start.Add(time.Hour), Query: q})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	res, err := b.Query(t.Context(), "SELECT count(*), count(DISTINCT id) FROM "+b.QuoteTable(tbl))
+	require.NoError(t, err)
+	require.Equal(t, [][]any{{int64(480), int64(480)}}, res.Rows)
+
+	// Closing one engine leaves the other working on the shared database.
+	require.NoError(t, a.Close())
+	n, err := b.InsertInterval(t.Context(), warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts",
+		Start: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), End: time.Date(2024, 1, 1, 1, 0, 0, 0, time.UTC), Query: q})
+	require.NoError(t, err)
+	require.Equal(t, int64(60), n)
+}
+
+// Scenario: DuckDB matches names case-insensitively for ASCII letters only;
+// TableExists and Columns agree with it, so gapless never believes a table
+// is missing that CREATE TABLE would then collide with.
+func TestNamesMatchLikeDuckDB(t *testing.T) {
+	t.Parallel()
+	e := memoryEngine(t)
+	defer e.Close()
+	ctx := t.Context()
+	require.NoError(t, e.CreateSchema(ctx, "S"))
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: warehouse.Table{Schema: "S", Name: "Events"}, Query: "SELECT 1 AS Id", WithData: true}))
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: warehouse.Table{Schema: "S", Name: "É"}, Query: "SELECT 1 AS x", WithData: true}))
+
+	for _, c := range []struct {
+		t    warehouse.Table
+		want bool
+	}{
+		{warehouse.Table{Schema: "s", Name: "events"}, true},
+		{warehouse.Table{Schema: "S", Name: "EVENTS"}, true},
+		{warehouse.Table{Schema: "S", Name: "É"}, true},
+		{warehouse.Table{Schema: "S", Name: "é"}, false},
+	} {
+		got, err := e.TableExists(ctx, c.t)
+		require.NoError(t, err)
+		require.Equal(t, c.want, got, "%s", c.t)
+	}
+	cols, err := e.Columns(ctx, warehouse.Table{Schema: "s", Name: "EVENTS"})
+	require.NoError(t, err)
+	require.Equal(t, []warehouse.Column{{Name: "Id", Type: "INTEGER"}}, cols)
+}
+
+// Scenario: DuckDB-specific column types (lists, structs with quoted
+// field names, maps, enums whose labels hold a semicolon) round-trip
+// through Columns and CreateTable.
+func TestDuckDBTypesRoundTrip(t *testing.T) {
+	t.Parallel()
+	e := memoryEngine(t)
+	defer e.Close()
+	ctx := t.Context()
+	require.NoError(t, e.CreateSchema(ctx, "s"))
+	cols := []warehouse.Column{
+		{Name: "l", Type: "VARCHAR[]"},
+		{Name: "a", Type: "INTEGER[3]"},
+		{Name: "st", Type: `STRUCT("x y" INTEGER, z VARCHAR)`},
+		{Name: "m", Type: "MAP(VARCHAR, INTEGER)"},
+		{Name: "en", Type: "ENUM('p', 'q;r')"},
+		{Name: "tz", Type: "TIMESTAMP WITH TIME ZONE"},
+		{Name: "d", Type: "DECIMAL(18,3)"},
+	}
+	tbl := warehouse.Table{Schema: "s", Name: "typed"}
+	require.NoError(t, e.CreateTable(ctx, warehouse.CreateTableParams{Table: tbl, Columns: cols}))
+	got, err := e.Columns(ctx, tbl)
+	require.NoError(t, err)
+	cp := warehouse.Table{Schema: "s", Name: "typed_copy"}
+	require.NoError(t, e.CreateTable(ctx, warehouse.CreateTableParams{Table: cp, Columns: got}))
+	again, err := e.Columns(ctx, cp)
+	require.NoError(t, err)
+	require.Equal(t, got, again)
+}
+
+// Scenario: a TIMESTAMPTZ time column. Every connection runs with
+// TimeZone 'UTC' whatever the host's zone, so the interval [01:00, 02:00)
+// UTC selects the rows of that hour and timestamps render in UTC.
+func TestTimestampTZInterval(t *testing.T) {
+	t.Parallel()
+	e := memoryEngine(t)
+	defer e.Close()
+	ctx := t.Context()
+	require.NoError(t, e.CreateSchema(ctx, "s"))
+	tbl := warehouse.Table{Schema: "s", Name: "tz"}
+	require.NoError(t, e.CreateTable(ctx, warehouse.CreateTableParams{Table: tbl, Columns: []warehouse.Column{{Name: "ts", Type: "TIMESTAMPTZ"}, {Name: "id", Type: "BIGINT"}}}))
+	q := `SELECT ts, id FROM (VALUES (TIMESTAMPTZ '2024-01-01 00:59:59+00', 1), (TIMESTAMPTZ '2024-01-01 01:00:00+00', 2),
+		(TIMESTAMPTZ '2024-01-01 02:30:00+01', 3), (TIMESTAMPTZ '2024-01-01 02:00:00+00', 4)) AS v(ts, id)`
+	start := time.Date(2024, 1, 1, 1, 0, 0, 0, time.UTC)
+	n, err := e.InsertInterval(ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: start, End: start.Add(time.Hour), Query: q})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n)
+	res, err := e.Query(ctx, "SELECT id, CAST(ts AS VARCHAR) FROM "+e.QuoteTable(tbl)+" ORDER BY id")
+	require.NoError(t, err)
+	require.Equal(t, [][]any{{int64(2), "2024-01-01 01:00:00+00"}, {int64(3), "2024-01-01 01:30:00+00"}}, res.Rows)
+
+	var wg sync.WaitGroup
+	zones := make([]any, 4)
+	for i := range zones {
+		wg.Go(func() {
+			res, err := e.Query(ctx, "SELECT current_setting('TimeZone')")
+			if err == nil {
+				zones[i] = res.Rows[0][0]
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, []any{"UTC", "UTC", "UTC", "UTC"}, zones)
+}

@@ -1,0 +1,104 @@
+package duckdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+)
+
+// ErrLocked means another process holds the database file. Open returns it
+// wrapped, after waiting Options.LockWait, in a *warehouse.Error naming the
+// file.
+var ErrLocked = errors.New("warehouse database file is locked by another process")
+
+// Clock is the time source of Open's lock wait.
+type Clock interface {
+	Now() time.Time
+	// Sleep waits for d, or until ctx is done, whichever comes first, and
+	// returns ctx.Err() in the latter case.
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Backoff between attempts to take the file: it starts small, because the
+// usual holder is a gapless command that is about to finish, and doubles up
+// to a cap, because a long holder (a scheduler) gains nothing from polling.
+const (
+	firstBackoff = 10 * time.Millisecond
+	maxBackoff   = time.Second
+)
+
+// openFile opens the database file at abs, waiting up to opts.LockWait while
+// another process holds it. Waiting on an external process is the one place
+// gapless polls; the clock is injectable so tests drive it without sleeping.
+func openFile(ctx context.Context, abs string, opts Options) (*duckdb.Connector, error) {
+	clock := opts.Clock
+	if clock == nil {
+		clock = realClock{}
+	}
+	wait := opts.LockWait
+	if wait == 0 {
+		wait = DefaultLockWait
+	}
+	start := clock.Now()
+	deadline := start.Add(wait)
+	backoff := firstBackoff
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		connector, err := duckdb.NewConnector(abs, initConn)
+		if err == nil {
+			return connector, nil
+		}
+		if !isLockError(err) {
+			return nil, err
+		}
+		now := clock.Now()
+		remaining := deadline.Sub(now)
+		if remaining <= 0 {
+			return nil, lockedError(abs, now.Sub(start), err)
+		}
+		if err := clock.Sleep(ctx, min(backoff, remaining)); err != nil {
+			return nil, fmt.Errorf("%w (gave up waiting: %w)", lockedError(abs, clock.Now().Sub(start), nil), err)
+		}
+		backoff = min(2*backoff, maxBackoff)
+	}
+}
+
+func lockedError(abs string, waited time.Duration, cause error) error {
+	msg := fmt.Sprintf("another gapless process (or another DuckDB client) holds %s; waited %s for it to close the file", abs, waited.Round(time.Millisecond))
+	if cause == nil {
+		return fmt.Errorf("%w: %s", ErrLocked, msg)
+	}
+	return fmt.Errorf("%w: %s: %w", ErrLocked, msg, cause)
+}
+
+// isLockError recognises DuckDB refusing the file because another process
+// holds its lock. DuckDB reports it as an IO error whose message says
+// `Could not set lock on file "…": Conflicting lock is held in … (PID n)`.
+func isLockError(err error) bool {
+	var de *duckdb.Error
+	if !errors.As(err, &de) {
+		return false
+	}
+	return de.Type == duckdb.ErrorTypeIO && strings.Contains(de.Msg, "Could not set lock on file")
+}

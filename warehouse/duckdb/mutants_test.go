@@ -1,0 +1,173 @@
+package duckdb_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/warehouse"
+	"github.com/gapless-dev/gapless/warehouse/duckdb"
+	"github.com/gapless-dev/gapless/warehouse/warehousetest"
+)
+
+// mutantEnv makes TestMutantChild run the conformance suite against the
+// mutant it names.
+const mutantEnv = "GAPLESS_DUCKDB_TEST_MUTANT"
+
+// mutants each break one promise of the engine the way a plausible
+// implementation would, and name the scenario that must catch it.
+var mutants = []struct {
+	name     string
+	scenario string // Group/Scenario of warehousetest.Run
+}{
+	{"insert-without-delete", "InsertInterval/ReinsertLeavesOneCopy"},
+	{"insert-without-range-filter", "InsertInterval/InsertsOnlyRowsInRange"},
+	{"insert-outside-transaction", "InsertInterval/FailingQueryKeepsPreviousRows"},
+	{"merge-appends", "MergeByKey/UpdatesAndInserts"},
+	{"merge-null-unsafe", "MergeByKey/NullKeyMatchesNullKey"},
+	{"replace-drop-then-create", "ReplaceTable/FailedSwapKeepsOldTable"},
+}
+
+// Scenario: the suite is the contract, so it must fail engines that break
+// it. Each mutant runs its scenario in a child process, which must fail
+// on exactly that scenario.
+func TestSuiteCatchesMutants(t *testing.T) {
+	t.Parallel()
+	for _, m := range mutants {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			group, scenario, _ := strings.Cut(m.scenario, "/")
+			cmd := exec.Command(os.Args[0], "-test.count=1", "-test.run", "^TestMutantChild$/^"+group+"$/^"+scenario+"$")
+			cmd.Env = append(os.Environ(), mutantEnv+"="+m.name)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			require.True(t, errors.As(err, &exit), "the suite passed against mutant %s:\n%s", m.name, out)
+			require.Contains(t, string(out), "--- FAIL: TestMutantChild/"+m.scenario+" ", "mutant %s:\n%s", m.name, out)
+		})
+	}
+}
+
+// TestMutantChild runs the suite against a mutant, only as a child of
+// TestSuiteCatchesMutants.
+func TestMutantChild(t *testing.T) {
+	kind := os.Getenv(mutantEnv)
+	if kind == "" {
+		t.Skip("runs only as a child process of TestSuiteCatchesMutants")
+	}
+	warehousetest.Run(t, func(t *testing.T) warehouse.Engine {
+		return &mutant{Engine: memoryEngine(t), kind: kind}
+	})
+}
+
+// mutant is a DuckDB engine with one method rewritten wrongly, through the
+// real engine's Query (which runs any single statement).
+type mutant struct {
+	*duckdb.Engine
+	kind string
+}
+
+func (m *mutant) exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	res, err := m.Query(ctx, sql, args...)
+	if err != nil {
+		return 0, err
+	}
+	if len(res.Rows) == 1 && len(res.Rows[0]) == 1 {
+		if n, ok := res.Rows[0][0].(int64); ok {
+			return n, nil
+		}
+	}
+	return 0, nil
+}
+
+func (m *mutant) columnList(ctx context.Context, t warehouse.Table) (string, error) {
+	cols, err := m.Columns(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = m.QuoteIdent(c.Name)
+	}
+	return strings.Join(names, ", "), nil
+}
+
+// wrap reports a mutant's failure as the contract asks, so that a mutant
+// fails the suite only for the promise it breaks.
+func wrap(t warehouse.Table, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &warehouse.Error{Op: "mutant", Object: t.String(), SQL: "(mutant)", Err: err}
+}
+
+func (m *mutant) InsertInterval(ctx context.Context, p warehouse.InsertIntervalParams) (int64, error) {
+	n, err := m.insertInterval(ctx, p)
+	return n, wrap(p.Table, err)
+}
+
+func (m *mutant) insertInterval(ctx context.Context, p warehouse.InsertIntervalParams) (int64, error) {
+	cols, err := m.columnList(ctx, p.Table)
+	if err != nil {
+		return 0, err
+	}
+	tc := m.QuoteIdent(p.TimeColumn)
+	del := "DELETE FROM " + m.QuoteTable(p.Table) + " WHERE " + tc + " >= $1 AND " + tc + " < $2"
+	ins := "INSERT INTO " + m.QuoteTable(p.Table) + " (" + cols + ") SELECT " + cols + " FROM (\n" + p.Query + "\n) AS q"
+	inRange := " WHERE " + tc + " >= $1 AND " + tc + " < $2"
+	switch m.kind {
+	case "insert-without-delete":
+		return m.exec(ctx, ins+inRange, p.Start, p.End)
+	case "insert-without-range-filter":
+		if _, err := m.exec(ctx, del, p.Start, p.End); err != nil {
+			return 0, err
+		}
+		return m.exec(ctx, ins)
+	case "insert-outside-transaction":
+		if _, err := m.exec(ctx, del, p.Start, p.End); err != nil {
+			return 0, err
+		}
+		return m.exec(ctx, ins+inRange, p.Start, p.End)
+	}
+	return m.Engine.InsertInterval(ctx, p)
+}
+
+func (m *mutant) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64, error) {
+	n, err := m.mergeByKey(ctx, p)
+	return n, wrap(p.Table, err)
+}
+
+func (m *mutant) mergeByKey(ctx context.Context, p warehouse.MergeParams) (int64, error) {
+	cols, err := m.columnList(ctx, p.Table)
+	if err != nil {
+		return 0, err
+	}
+	switch m.kind {
+	case "merge-appends":
+		return m.exec(ctx, "INSERT INTO "+m.QuoteTable(p.Table)+" ("+cols+") SELECT "+cols+" FROM (\n"+p.Query+"\n) AS q")
+	case "merge-null-unsafe":
+		match := make([]string, len(p.Key))
+		for i, k := range p.Key {
+			match[i] = "t." + m.QuoteIdent(k) + " = q." + m.QuoteIdent(k)
+		}
+		if _, err := m.exec(ctx, "DELETE FROM "+m.QuoteTable(p.Table)+" AS t WHERE EXISTS (SELECT 1 FROM (\n"+p.Query+"\n) AS q WHERE "+strings.Join(match, " AND ")+")"); err != nil {
+			return 0, err
+		}
+		return m.exec(ctx, "INSERT INTO "+m.QuoteTable(p.Table)+" ("+cols+") SELECT "+cols+" FROM (\n"+p.Query+"\n) AS q")
+	}
+	return m.Engine.MergeByKey(ctx, p)
+}
+
+func (m *mutant) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParams) error {
+	if m.kind == "replace-drop-then-create" {
+		if err := m.DropTable(ctx, p.Table); err != nil {
+			return err
+		}
+		return m.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: p.Table, Query: p.Query, WithData: true})
+	}
+	return m.Engine.ReplaceTable(ctx, p)
+}
