@@ -1,0 +1,283 @@
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/state"
+)
+
+// envColumns are the columns scanEnvironment reads, in order.
+const envColumns = `name, generation, plan_id, previous_plan_id, snapshots::text,
+	promoted_at_us, finalized_at_us, expires_at_us, invalidated`
+
+func scanEnvironment(row pgx.Row) (*state.Environment, error) {
+	var e state.Environment
+	var snaps string
+	var promoted, finalized, expires int64
+	if err := row.Scan(&e.Name, &e.Generation, &e.PlanID, &e.PreviousPlanID, &snaps,
+		&promoted, &finalized, &expires, &e.Invalidated); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(snaps), &e.Snapshots); err != nil {
+		return nil, fmt.Errorf("decoding the snapshots of environment %q: %w", e.Name, err)
+	}
+	if e.Snapshots == nil {
+		e.Snapshots = []state.SnapshotRef{}
+	}
+	e.PromotedAt = state.FromMicros(promoted)
+	e.FinalizedAt = state.FromMicros(finalized)
+	e.ExpiresAt = state.FromMicros(expires)
+	return &e, nil
+}
+
+// GetEnvironment returns the named environment (invalidated ones included),
+// or an error wrapping state.ErrNotFound.
+func (s *Store) GetEnvironment(ctx context.Context, name string) (*state.Environment, error) {
+	return getEnvironment(ctx, s.pool, name, false)
+}
+
+// getEnvironment reads one environment through q; with lock (the reader
+// offered to a promotion's check) the row is locked FOR SHARE, so it cannot
+// be promoted, finalised, invalidated or deleted before the surrounding
+// transaction ends.
+func getEnvironment(ctx context.Context, q querier, name string, lock bool) (*state.Environment, error) {
+	sql := `SELECT ` + envColumns + ` FROM environments WHERE name = $1 AND NOT deleted`
+	if lock {
+		sql += ` FOR SHARE`
+	}
+	e, err := scanEnvironment(q.QueryRow(ctx, sql, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("postgres state: environment %q: %w", name, state.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: reading environment %q: %w", name, err)
+	}
+	return e, nil
+}
+
+// ListEnvironments returns every environment that exists (invalidated ones
+// included), sorted by name byte-wise, whatever the database's collation.
+func (s *Store) ListEnvironments(ctx context.Context) ([]*state.Environment, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+envColumns+` FROM environments WHERE NOT deleted`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: listing environments: %w", err)
+	}
+	envs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*state.Environment, error) {
+		return scanEnvironment(row)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: listing environments: %w", err)
+	}
+	slices.SortFunc(envs, func(a, b *state.Environment) int { return cmp.Compare(a.Name, b.Name) })
+	return envs, nil
+}
+
+// txReader is the state.Reader offered to a promotion's check: it reads
+// inside the promotion's transaction and locks what it returns FOR SHARE, so
+// the state the check approved is the state the promotion commits against.
+type txReader struct{ tx pgx.Tx }
+
+func (r txReader) GetIntervals(ctx context.Context, keys []state.VersionKey) (map[state.VersionKey]interval.Set, error) {
+	return getIntervals(ctx, r.tx, keys, true)
+}
+
+func (r txReader) GetEnvironment(ctx context.Context, name string) (*state.Environment, error) {
+	return getEnvironment(ctx, r.tx, name, true)
+}
+
+// Promote points an environment at a new set of snapshots.
+//
+// Invariant: it is a compare-and-swap on p.ExpectedPlanID, and of any number
+// of concurrent promotions expecting the same plan id exactly one succeeds.
+// In one transaction it
+//  1. makes sure a row exists for the name (INSERT ... ON CONFLICT DO
+//     NOTHING of an "absent" placeholder), so that two first promotions of a
+//     new environment serialise on that row instead of both seeing nothing;
+//  2. locks the row FOR UPDATE and compares its current plan id ("" when the
+//     environment is absent, deleted or invalidated) with ExpectedPlanID:
+//     a mismatch returns state.ErrConflictingPlan and changes nothing;
+//  3. runs p.Check with a reader inside the transaction (see txReader); an
+//     error aborts the promotion and is returned wrapped;
+//  4. writes the new snapshots with generation + 1, PreviousPlanID set to
+//     the plan id the row held (also when invalidated; "" when absent or
+//     deleted), FinalizedAt and Invalidated cleared.
+//
+// A promotion aborted by the deadlock detector is retried from step 1, so
+// p.Check may run more than once; it must only read.
+func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Environment, error) {
+	if p.Environment == "" {
+		return nil, errors.New("postgres state: promote: the environment has no name")
+	}
+	if p.PlanID == "" {
+		return nil, fmt.Errorf("postgres state: promote %q: the plan id is empty", p.Environment)
+	}
+	if p.Now.IsZero() {
+		return nil, fmt.Errorf("postgres state: promote %q: %w", p.Environment, errNoNow)
+	}
+	refs, err := sortedRefs(p.Snapshots)
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: promote %q to plan %q: %w", p.Environment, p.PlanID, err)
+	}
+	encoded, err := json.Marshal(refs)
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: promote %q: encoding snapshots: %w", p.Environment, err)
+	}
+	var out *state.Environment
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO environments (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, p.Environment); err != nil {
+			return fmt.Errorf("creating the environment row: %w", err)
+		}
+		var stored string
+		var invalidated, deleted bool
+		if err := tx.QueryRow(ctx, `
+			SELECT plan_id, invalidated, deleted FROM environments WHERE name = $1 FOR UPDATE`,
+			p.Environment).Scan(&stored, &invalidated, &deleted); err != nil {
+			return fmt.Errorf("locking the environment: %w", err)
+		}
+		current := stored
+		if deleted || invalidated {
+			current = ""
+		}
+		if current != p.ExpectedPlanID {
+			return fmt.Errorf("expected current plan %q, but it is %q: %w", p.ExpectedPlanID, current, state.ErrConflictingPlan)
+		}
+		if p.Check != nil {
+			if err := p.Check(ctx, txReader{tx: tx}); err != nil {
+				return fmt.Errorf("check: %w", err)
+			}
+		}
+		var gen int64
+		if err := tx.QueryRow(ctx, `
+			UPDATE environments SET
+				generation = generation + 1, plan_id = $2, previous_plan_id = $3,
+				snapshots = $4::jsonb, promoted_at_us = $5, finalized_at_us = 0,
+				expires_at_us = $6, invalidated = false, deleted = false
+			WHERE name = $1
+			RETURNING generation`,
+			p.Environment, p.PlanID, stored, string(encoded), state.Micros(p.Now), state.Micros(p.ExpiresAt)).Scan(&gen); err != nil {
+			return fmt.Errorf("writing the environment: %w", err)
+		}
+		out = &state.Environment{
+			Name:           p.Environment,
+			Generation:     gen,
+			PlanID:         p.PlanID,
+			PreviousPlanID: stored,
+			Snapshots:      refs,
+			PromotedAt:     state.FromMicros(state.Micros(p.Now)),
+			ExpiresAt:      state.FromMicros(state.Micros(p.ExpiresAt)),
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: promote %q to plan %q: %w", p.Environment, p.PlanID, err)
+	}
+	return out, nil
+}
+
+// sortedRefs returns a copy of refs sorted by name (then fingerprint),
+// rejecting incomplete references and two snapshots of one model.
+func sortedRefs(refs []state.SnapshotRef) ([]state.SnapshotRef, error) {
+	out := slices.Clone(refs)
+	slices.SortFunc(out, func(a, b state.SnapshotRef) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Fingerprint, b.Fingerprint))
+	})
+	for i, r := range out {
+		if r.Name == "" || r.Fingerprint == "" || r.Version == "" {
+			return nil, fmt.Errorf("snapshot %+v: name, fingerprint and version are required", r)
+		}
+		if i > 0 && out[i-1].Name == r.Name {
+			return nil, fmt.Errorf("model %q appears twice", r.Name)
+		}
+	}
+	if out == nil {
+		out = []state.SnapshotRef{}
+	}
+	return out, nil
+}
+
+// Finalize marks the environment's current plan finalised, as a
+// compare-and-swap on p.PlanID in the UPDATE's WHERE clause: another current
+// plan (or an invalidated environment) gives state.ErrConflictingPlan, no
+// environment gives state.ErrNotFound. Finalising again records the new time.
+func (s *Store) Finalize(ctx context.Context, p state.FinalizeParams) error {
+	if p.Now.IsZero() {
+		return fmt.Errorf("postgres state: finalize %q: %w", p.Environment, errNoNow)
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE environments SET finalized_at_us = $3
+		WHERE name = $1 AND plan_id = $2 AND NOT deleted AND NOT invalidated`,
+		p.Environment, p.PlanID, state.Micros(p.Now))
+	if err != nil {
+		return fmt.Errorf("postgres state: finalize %q at plan %q: %w", p.Environment, p.PlanID, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	// The compare-and-swap failed; read the row only to say why.
+	e, err := s.GetEnvironment(ctx, p.Environment)
+	if err != nil {
+		return fmt.Errorf("postgres state: finalize %q at plan %q: %w", p.Environment, p.PlanID, err)
+	}
+	why := fmt.Sprintf("current plan is %q", e.PlanID)
+	if e.Invalidated {
+		why = "the environment is invalidated"
+	}
+	return fmt.Errorf("postgres state: finalize %q at plan %q: %s: %w", p.Environment, p.PlanID, why, state.ErrConflictingPlan)
+}
+
+// Invalidate marks an environment invalidated and expired at p.Now for the
+// janitor; its generation is unchanged. No environment gives
+// state.ErrNotFound.
+func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error {
+	if p.Now.IsZero() {
+		return fmt.Errorf("postgres state: invalidate %q: %w", p.Environment, errNoNow)
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE environments SET expires_at_us = $2, invalidated = true
+		WHERE name = $1 AND NOT deleted`,
+		p.Environment, state.Micros(p.Now))
+	if err != nil {
+		return fmt.Errorf("postgres state: invalidate %q: %w", p.Environment, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres state: invalidate %q: %w", p.Environment, state.ErrNotFound)
+	}
+	return nil
+}
+
+// DeleteEnvironment removes an environment, as a compare-and-swap on its
+// generation in the UPDATE's WHERE clause: a promotion since the caller read
+// it gives state.ErrConflictingPlan, and no environment gives
+// state.ErrNotFound.
+//
+// The row is kept, marked deleted, with its generation: a later promotion of
+// the same name continues from it, so a generation is never reused and a
+// writer fenced on the deleted environment's generation stays fenced.
+func (s *Store) DeleteEnvironment(ctx context.Context, name string, generation int64) error {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE environments SET
+			deleted = true, plan_id = '', previous_plan_id = '', snapshots = '[]',
+			promoted_at_us = 0, finalized_at_us = 0, expires_at_us = 0, invalidated = false
+		WHERE name = $1 AND generation = $2 AND NOT deleted`,
+		name, generation)
+	if err != nil {
+		return fmt.Errorf("postgres state: delete environment %q at generation %d: %w", name, generation, err)
+	}
+	if tag.RowsAffected() == 1 {
+		return nil
+	}
+	e, err := s.GetEnvironment(ctx, name)
+	if err != nil {
+		return fmt.Errorf("postgres state: delete environment %q at generation %d: %w", name, generation, err)
+	}
+	return fmt.Errorf("postgres state: delete environment %q at generation %d: it is at generation %d: %w",
+		name, generation, e.Generation, state.ErrConflictingPlan)
+}

@@ -1,0 +1,398 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/state"
+)
+
+// GetIntervals returns the covered set of every key in one query, however
+// many keys there are (the keys travel as two arrays and are joined with
+// unnest). Keys without intervals map to the empty set.
+func (s *Store) GetIntervals(ctx context.Context, keys []state.VersionKey) (map[state.VersionKey]interval.Set, error) {
+	return getIntervals(ctx, s.pool, keys, false)
+}
+
+// getIntervals reads the intervals of keys through q. With lockKeys (the
+// reader offered to a promotion's check) it first locks the keys' rows in
+// interval_keys FOR SHARE, in key order, in a statement of its own: every
+// interval writer holds that row FOR UPDATE while it rewrites the key, so
+// the read that follows (a new statement, hence a new snapshot under READ
+// COMMITTED) sees no write in flight, and no writer can change these keys
+// until the surrounding transaction ends.
+func getIntervals(ctx context.Context, q querier, keys []state.VersionKey, lockKeys bool) (map[state.VersionKey]interval.Set, error) {
+	out := make(map[state.VersionKey]interval.Set, len(keys))
+	uniq := make([]state.VersionKey, 0, len(keys))
+	for _, k := range keys {
+		if _, dup := out[k]; !dup {
+			out[k] = interval.Set{}
+			uniq = append(uniq, k)
+		}
+	}
+	if len(uniq) == 0 {
+		return out, nil
+	}
+	names := make([]string, len(uniq))
+	versions := make([]string, len(uniq))
+	for i, k := range uniq {
+		names[i], versions[i] = k.Name, k.Version
+	}
+	if lockKeys {
+		_, err := q.Exec(ctx, `
+			SELECT 1 FROM interval_keys k
+			JOIN unnest($1::text[], $2::text[]) AS u(n, v) ON k.name = u.n AND k.version = u.v
+			ORDER BY k.name, k.version
+			FOR SHARE OF k`, names, versions)
+		if err != nil {
+			return nil, fmt.Errorf("postgres state: locking the intervals of %d versions: %w", len(uniq), err)
+		}
+	}
+	// Rows name their key by its position in the arrays, so that only
+	// integers travel back.
+	rows, err := q.Query(ctx, `
+		SELECT u.idx, i.start_us, i.end_us
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS u(n, v, idx)
+		JOIN intervals i ON i.name = u.n AND i.version = u.v`, names, versions)
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: reading the intervals of %d versions: %w", len(uniq), err)
+	}
+	defer rows.Close()
+	stored := make([][]state.RangeMicros, len(uniq))
+	var idx int64
+	var r state.RangeMicros
+	for rows.Next() {
+		if err := rows.Scan(&idx, &r.Start, &r.End); err != nil {
+			return nil, fmt.Errorf("postgres state: reading intervals: %w", err)
+		}
+		if idx < 1 || idx > int64(len(uniq)) {
+			return nil, fmt.Errorf("postgres state: reading intervals: key position %d out of range", idx)
+		}
+		stored[idx-1] = append(stored[idx-1], r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres state: reading intervals: %w", err)
+	}
+	for i, rs := range stored {
+		if len(rs) > 0 {
+			out[uniq[i]] = state.SetFromMicros(rs)
+		}
+	}
+	return out, nil
+}
+
+// AddIntervals marks p.Ranges as computed for p.Key; see writeIntervals.
+func (s *Store) AddIntervals(ctx context.Context, p state.IntervalsParams) error {
+	return s.writeIntervals(ctx, p, false)
+}
+
+// RemoveIntervals marks p.Ranges as no longer computed for p.Key; see
+// writeIntervals.
+func (s *Store) RemoveIntervals(ctx context.Context, p state.IntervalsParams) error {
+	return s.writeIntervals(ctx, p, true)
+}
+
+// writeIntervals adds (or removes) ranges of one key in one transaction.
+//
+// Invariants:
+//   - No lost update: the key's row in interval_keys is locked (an upsert,
+//     which takes the row lock even when the row exists) before the key's
+//     ranges are read, so concurrent writers of one key run one after the
+//     other and each reads what the previous one committed.
+//   - Compaction: the stored ranges of a key never overlap or touch. Only
+//     the stored ranges that overlap or touch a written range can change;
+//     they are read, merged with (or cut by) the written ranges in Go with
+//     interval.Set, and replaced, so the result is again merged. Ranges that
+//     do not change are not rewritten.
+//   - Fencing: with p.Fence set, the fence's evidence (the lease row, or the
+//     environment row) is locked FOR SHARE and checked first, in the same
+//     transaction; a stale fence returns state.ErrFenced and nothing is
+//     written. A takeover or promotion racing the write waits for it to
+//     commit, so the write is ordered before the change that made it stale.
+//
+// Instants are stored as microseconds (state.Micros); a boundary finer than
+// a microsecond is refused and nothing is written.
+func (s *Store) writeIntervals(ctx context.Context, p state.IntervalsParams, remove bool) error {
+	verb := "add"
+	if remove {
+		verb = "remove"
+	}
+	if p.Key.Name == "" || p.Key.Version == "" {
+		return fmt.Errorf("postgres state: %s intervals: the key needs a name and a version, got %+v", verb, p.Key)
+	}
+	var fence *state.Fence
+	if p.Fence != nil {
+		f := *p.Fence
+		if err := validateFence(f, p.Now); err != nil {
+			return fmt.Errorf("postgres state: %s intervals of %s@%s: %w", verb, p.Key.Name, p.Key.Version, err)
+		}
+		fence = &f
+	}
+	written, err := microsSet(p.Ranges)
+	if err != nil {
+		return fmt.Errorf("postgres state: %s intervals of %s@%s: %w", verb, p.Key.Name, p.Key.Version, err)
+	}
+	now := state.Micros(p.Now)
+	err = s.retry(ctx, func() error { return s.writeKey(ctx, p.Key, written, fence, now, remove) })
+	if err != nil {
+		return fmt.Errorf("postgres state: %s intervals %v of %s@%s: %w", verb, p.Ranges, p.Key.Name, p.Key.Version, err)
+	}
+	return nil
+}
+
+// microsSet returns s checked to be storable as it is: every boundary a
+// whole microsecond (state.Micros). A finer boundary is refused rather than
+// rounded, since rounding would silently widen or narrow what the caller
+// recorded.
+func microsSet(s interval.Set) (interval.Set, error) {
+	for r := range s.All() {
+		if r.Start.Nanosecond()%1000 != 0 || r.End.Nanosecond()%1000 != 0 {
+			return interval.Set{}, fmt.Errorf("range %v has a boundary finer than a microsecond, which the store cannot hold", r)
+		}
+	}
+	return s, nil
+}
+
+// writeKey is one attempt at writeIntervals' transaction, in two round
+// trips on one connection. The first batch pipelines BEGIN, the fence check,
+// the key lock and the read of the touched ranges (each still a statement of
+// its own, so the read's snapshot is taken after the lock is granted). The
+// merged ranges are computed in Go with interval.Set, and the second batch
+// pipelines their write and COMMIT. With remove, written is cut out of the
+// touched ranges instead of merged into them. Any failure leaves the
+// transaction uncommitted, and it is rolled back before the connection goes
+// back to the pool.
+func (s *Store) writeKey(ctx context.Context, key state.VersionKey, written interval.Set, fence *state.Fence, now int64, remove bool) (err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquiring a connection: %w", err)
+	}
+	defer func() {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			// Left inside a transaction: roll it back. Should that fail,
+			// the pool destroys the connection on release, which ends it.
+			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+		}
+		conn.Release()
+	}()
+
+	ws := state.ToMicros(written)
+	starts := make([]int64, len(ws))
+	ends := make([]int64, len(ws))
+	for i, r := range ws {
+		starts[i], ends[i] = r.Start, r.End
+	}
+	var touched []state.RangeMicros
+	first := &pgx.Batch{}
+	first.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
+	if fence != nil {
+		queueFence(first, *fence, now)
+	}
+	if len(ws) > 0 {
+		first.Queue(`
+			INSERT INTO interval_keys (name, version) VALUES ($1, $2)
+			ON CONFLICT (name, version) DO UPDATE SET rev = interval_keys.rev + 1`,
+			key.Name, key.Version)
+		first.Queue(`
+			SELECT start_us, end_us FROM intervals i
+			WHERE name = $1 AND version = $2 AND start_us <= $3 AND end_us >= $4
+			  AND EXISTS (SELECT 1 FROM unnest($5::int8[], $6::int8[]) AS w(s, e)
+			              WHERE i.start_us <= w.e AND i.end_us >= w.s)`,
+			key.Name, key.Version, ends[len(ends)-1], starts[0], starts, ends).Query(func(rows pgx.Rows) error {
+			var err error
+			touched, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (state.RangeMicros, error) {
+				var r state.RangeMicros
+				err := row.Scan(&r.Start, &r.End)
+				return r, err
+			})
+			return err
+		})
+	}
+	if err := conn.SendBatch(ctx, first).Close(); err != nil {
+		return err
+	}
+	if fence != nil && s.afterFence != nil {
+		s.afterFence()
+	}
+
+	second := &pgx.Batch{}
+	if len(ws) > 0 {
+		before := state.SetFromMicros(touched)
+		var after interval.Set
+		if remove {
+			after = before.Subtract(written)
+		} else {
+			after = before.Union(written)
+		}
+		del, ins := diffRanges(touched, state.ToMicros(after))
+		if len(del) > 0 {
+			second.Queue(`DELETE FROM intervals WHERE name = $1 AND version = $2 AND start_us = ANY($3::int8[])`,
+				key.Name, key.Version, del)
+		}
+		if len(ins) > 0 {
+			insStarts := make([]int64, len(ins))
+			insEnds := make([]int64, len(ins))
+			for i, r := range ins {
+				insStarts[i], insEnds[i] = r.Start, r.End
+			}
+			second.Queue(`
+				INSERT INTO intervals (name, version, start_us, end_us)
+				SELECT $1, $2, s, e FROM unnest($3::int8[], $4::int8[]) AS u(s, e)`,
+				key.Name, key.Version, insStarts, insEnds)
+		}
+	}
+	second.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
+		if tag.String() != "COMMIT" {
+			return fmt.Errorf("the transaction ended with %s instead of COMMIT", tag)
+		}
+		return nil
+	})
+	if err := conn.SendBatch(ctx, second).Close(); err != nil {
+		return fmt.Errorf("writing the merged ranges: %w", err)
+	}
+	return nil
+}
+
+// diffRanges returns the starts of the stored ranges that are not in after
+// (to delete) and the ranges of after that are not stored (to insert).
+// Ranges present in both are left alone.
+func diffRanges(stored, after []state.RangeMicros) (del []int64, ins []state.RangeMicros) {
+	keep := make(map[state.RangeMicros]bool, len(after))
+	for _, r := range after {
+		keep[r] = true
+	}
+	have := make(map[state.RangeMicros]bool, len(stored))
+	for _, r := range stored {
+		have[r] = true
+		if !keep[r] {
+			del = append(del, r.Start)
+		}
+	}
+	for _, r := range after {
+		if !have[r] {
+			ins = append(ins, r)
+		}
+	}
+	slices.Sort(del)
+	return del, ins
+}
+
+// validateFence rejects a fence that is not exactly one of its two forms: a
+// lease key and token (with Now, to compare the expiry with), or an
+// environment and a positive generation. A malformed fence is a caller's
+// bug and fails closed: the write is refused, never performed unfenced.
+func validateFence(f state.Fence, now time.Time) error {
+	leaseForm := f.LeaseKey != "" && f.LeaseToken != ""
+	anyLease := f.LeaseKey != "" || f.LeaseToken != ""
+	envForm := f.Environment != "" && f.Generation > 0
+	anyEnv := f.Environment != "" || f.Generation != 0
+	switch {
+	case leaseForm && !anyEnv:
+		if now.IsZero() {
+			return fmt.Errorf("lease fence on %q: %w", f.LeaseKey, errNoNow)
+		}
+		return nil
+	case envForm && !anyLease:
+		return nil
+	}
+	return fmt.Errorf("malformed fence %+v: set either LeaseKey and LeaseToken, or Environment and a positive Generation", f)
+}
+
+// queueFence queues, right after the batch's BEGIN, the check that the
+// evidence f holds at now, locking that evidence FOR SHARE until the
+// transaction ends: the lease row (its token unexpired at now), or the
+// environment row (still at the generation). A concurrent takeover, release,
+// promotion or deletion therefore waits for the write. When the evidence is
+// stale, the batch fails with an error wrapping state.ErrFenced.
+func queueFence(b *pgx.Batch, f state.Fence, now int64) {
+	if f.LeaseKey != "" {
+		b.Queue(`
+			SELECT true FROM leases WHERE key = $1 AND token = $2 AND expires_at_us > $3
+			FOR SHARE`, f.LeaseKey, f.LeaseToken, now).QueryRow(func(row pgx.Row) error {
+			var held bool
+			err := row.Scan(&held)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("lease %q is no longer held by the fence's token at %v: %w", f.LeaseKey, state.FromMicros(now), state.ErrFenced)
+			}
+			if err != nil {
+				return fmt.Errorf("checking the fence on lease %q: %w", f.LeaseKey, err)
+			}
+			return nil
+		})
+		return
+	}
+	b.Queue(`
+		SELECT generation FROM environments WHERE name = $1 AND NOT deleted
+		FOR SHARE`, f.Environment).QueryRow(func(row pgx.Row) error {
+		var gen int64
+		err := row.Scan(&gen)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("environment %q no longer exists (fence generation %d): %w", f.Environment, f.Generation, state.ErrFenced)
+		}
+		if err != nil {
+			return fmt.Errorf("checking the fence on environment %q: %w", f.Environment, err)
+		}
+		if gen != f.Generation {
+			return fmt.Errorf("environment %q is at generation %d, the fence expects %d: %w", f.Environment, gen, f.Generation, state.ErrFenced)
+		}
+		return nil
+	})
+}
+
+// DeleteIntervals removes every interval of the given versions (the
+// janitor's job). The keys' rows are locked in key order first, so it waits
+// for interval writers and promotion checks on those keys and never
+// deadlocks with another DeleteIntervals.
+func (s *Store) DeleteIntervals(ctx context.Context, keys []state.VersionKey) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	names := make([]string, len(keys))
+	versions := make([]string, len(keys))
+	for i, k := range keys {
+		names[i], versions[i] = k.Name, k.Version
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `
+			SELECT 1 FROM interval_keys k
+			JOIN (SELECT DISTINCT n, v FROM unnest($1::text[], $2::text[]) AS u(n, v)) u
+			  ON k.name = u.n AND k.version = u.v
+			ORDER BY k.name, k.version
+			FOR UPDATE OF k`, names, versions); err != nil {
+			return fmt.Errorf("locking: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `
+			DELETE FROM intervals i USING unnest($1::text[], $2::text[]) AS u(n, v)
+			WHERE i.name = u.n AND i.version = u.v`, names, versions); err != nil {
+			return fmt.Errorf("deleting ranges: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `
+			DELETE FROM interval_keys k USING unnest($1::text[], $2::text[]) AS u(n, v)
+			WHERE k.name = u.n AND k.version = u.v`, names, versions); err != nil {
+			return fmt.Errorf("deleting interval records: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("postgres state: delete the intervals of %d versions: %w", len(keys), err)
+	}
+	return nil
+}
+
+// CountIntervalRows returns the number of stored interval ranges across all
+// keys. Because writes compact, it is the number of gap-separated runs, never
+// the number of buckets; the conformance suite uses it to prove compaction.
+func (s *Store) CountIntervalRows(ctx context.Context) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM intervals").Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres state: counting interval rows: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,149 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gapless-dev/gapless/state"
+)
+
+const leaseColumns = `key, owner, token, acquired_at_us, expires_at_us`
+
+func scanLease(row pgx.Row) (state.Lease, error) {
+	var l state.Lease
+	var acquired, expires int64
+	if err := row.Scan(&l.Key, &l.Owner, &l.Token, &acquired, &expires); err != nil {
+		return state.Lease{}, err
+	}
+	l.AcquiredAt = state.FromMicros(acquired)
+	l.ExpiresAt = state.FromMicros(expires)
+	return l, nil
+}
+
+// newToken returns 128 random bits from crypto/rand, hex-encoded.
+func newToken() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating a lease token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// expiry is now + ttl in microseconds, refusing a missing Now, a TTL under a
+// microsecond, and an expiry that overflows.
+func expiry(now time.Time, ttl time.Duration) (nowUS, expUS int64, err error) {
+	if now.IsZero() {
+		return 0, 0, errNoNow
+	}
+	if ttl < time.Microsecond {
+		return 0, 0, fmt.Errorf("the TTL %v must be at least a microsecond", ttl)
+	}
+	nowUS = state.Micros(now)
+	expUS = nowUS + ttl.Microseconds()
+	if expUS < nowUS {
+		return 0, 0, fmt.Errorf("the TTL %v overflows from %v", ttl, now)
+	}
+	return nowUS, expUS, nil
+}
+
+// AcquireLease takes the lease p.Key with a fresh random token if nobody
+// holds it or its holder's lease is expired at p.Now, and returns
+// state.ErrLeaseHeld otherwise.
+//
+// Invariant: of any number of concurrent acquirers, at most one holds an
+// unexpired lease at any Now. It is one statement, river's pattern: an
+// upsert whose DO UPDATE has the compare-and-swap in its WHERE clause
+// (expires_at <= now). PostgreSQL locks the conflicting row and re-checks
+// that clause on its newest version, so two acquirers of an expired lease
+// cannot both take it, and the first acquirer of a new key inserts it while
+// the others find the conflict and their WHERE clause false.
+func (s *Store) AcquireLease(ctx context.Context, p state.AcquireLeaseParams) (state.Lease, error) {
+	if p.Key == "" {
+		return state.Lease{}, errors.New("postgres state: acquire lease: the key is empty")
+	}
+	now, exp, err := expiry(p.Now, p.TTL)
+	if err != nil {
+		return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q: %w", p.Key, err)
+	}
+	token, err := newToken()
+	if err != nil {
+		return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q: %w", p.Key, err)
+	}
+	l, err := scanLease(s.pool.QueryRow(ctx, `
+		INSERT INTO leases (key, owner, token, acquired_at_us, expires_at_us)
+		VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (key) DO UPDATE SET
+			owner = excluded.owner, token = excluded.token,
+			acquired_at_us = excluded.acquired_at_us, expires_at_us = excluded.expires_at_us
+		WHERE leases.expires_at_us <= $4
+		RETURNING `+leaseColumns,
+		p.Key, p.Owner, token, now, exp))
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The compare-and-swap failed; read the holder only to say who.
+		held, herr := s.GetLease(ctx, p.Key)
+		if herr != nil {
+			return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q at %v: %w", p.Key, state.FromMicros(now), state.ErrLeaseHeld)
+		}
+		return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q at %v: %q holds it until %v: %w",
+			p.Key, state.FromMicros(now), held.Owner, held.ExpiresAt, state.ErrLeaseHeld)
+	}
+	if err != nil {
+		return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q: %w", p.Key, err)
+	}
+	return l, nil
+}
+
+// RenewLease extends the lease to p.Now + p.TTL if p.Token still holds it,
+// unexpired at p.Now (WHERE key = $1 AND token = $2 AND expires_at > $now):
+// state.ErrLeaseLost otherwise. An expired lease is never revived, even if
+// nobody took it over.
+func (s *Store) RenewLease(ctx context.Context, p state.RenewLeaseParams) (state.Lease, error) {
+	now, exp, err := expiry(p.Now, p.TTL)
+	if err != nil {
+		return state.Lease{}, fmt.Errorf("postgres state: renew lease %q: %w", p.Key, err)
+	}
+	l, err := scanLease(s.pool.QueryRow(ctx, `
+		UPDATE leases SET expires_at_us = $4
+		WHERE key = $1 AND token = $2 AND expires_at_us > $3
+		RETURNING `+leaseColumns,
+		p.Key, p.Token, now, exp))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return state.Lease{}, fmt.Errorf("postgres state: renew lease %q at %v: %w", p.Key, state.FromMicros(now), state.ErrLeaseLost)
+	}
+	if err != nil {
+		return state.Lease{}, fmt.Errorf("postgres state: renew lease %q: %w", p.Key, err)
+	}
+	return l, nil
+}
+
+// ReleaseLease deletes the lease if p.Token holds it (expired or not, as
+// long as nobody took it over): state.ErrLeaseLost otherwise.
+func (s *Store) ReleaseLease(ctx context.Context, p state.ReleaseLeaseParams) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM leases WHERE key = $1 AND token = $2`, p.Key, p.Token)
+	if err != nil {
+		return fmt.Errorf("postgres state: release lease %q: %w", p.Key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres state: release lease %q: %w", p.Key, state.ErrLeaseLost)
+	}
+	return nil
+}
+
+// GetLease returns the lease row, possibly expired, or an error wrapping
+// state.ErrNotFound.
+func (s *Store) GetLease(ctx context.Context, key string) (state.Lease, error) {
+	l, err := scanLease(s.pool.QueryRow(ctx, `SELECT `+leaseColumns+` FROM leases WHERE key = $1`, key))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return state.Lease{}, fmt.Errorf("postgres state: lease %q: %w", key, state.ErrNotFound)
+	}
+	if err != nil {
+		return state.Lease{}, fmt.Errorf("postgres state: reading lease %q: %w", key, err)
+	}
+	return l, nil
+}
