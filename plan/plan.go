@@ -97,8 +97,8 @@ type Change struct {
 
 // Backfill is the work for one new version.
 type Backfill struct {
-	Name    string       `json:"name"`
-	Version string       `json:"version"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
 	// Ranges to compute, merged. Empty for kinds that are built whole
 	// (FULL, SEED, VIEW), where Whole is set instead.
 	Ranges  interval.Set `json:"ranges"`
