@@ -1,0 +1,501 @@
+// Package apply applies a plan: it records the plan's snapshots, creates
+// their physical tables, backfills exactly the plan's ranges in DAG order,
+// promotes the environment in one state transaction (a compare-and-swap on
+// the expected plan id, plus the strict no-gap check), points the
+// environment's views at the new tables, and finalises.
+//
+// Invariants:
+//   - a plan keeps its bounds (design invariant 5): the backfill computes
+//     the plan's ranges minus what state already covers, re-read before
+//     each model, and never more; what was skipped is reported;
+//   - nothing is promoted after a failed batch: the first failure cancels
+//     the backfill and Apply returns it before the promote stage;
+//   - applying the same plan again resumes: completed batches are not
+//     redone, a promotion already made is not repeated;
+//   - promotion is generation-pinned (design invariant 1): it succeeds only
+//     if the environment is still at plan.Expected.PlanID, and only if the
+//     no-gap check passes inside the same transaction.
+package apply
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/sqlparse"
+	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+// DefaultWorkers is the backfill's parallelism when Params.Workers is 0.
+const DefaultWorkers = 4
+
+// ErrSuperseded is returned when another plan was promoted into the
+// environment after this one, before this apply updated the views: the
+// views are left to the newer plan.
+var ErrSuperseded = errors.New("superseded by a newer promotion")
+
+// Hooks let tests act at exact points of an apply. A hook's error stops the
+// apply as a failure of the stage it runs in.
+type Hooks struct {
+	// BeforeModel runs before a model's backfill starts (after its parents'
+	// work is done).
+	BeforeModel func(ctx context.Context, model string) error
+	// AfterBackfill runs once the backfill stage has finished, before the
+	// promote stage starts.
+	AfterBackfill func(ctx context.Context) error
+}
+
+// Params are what Apply needs.
+type Params struct {
+	Plan   *plan.Plan
+	Store  state.Store
+	Engine warehouse.Engine
+	Parser *sqlparse.Parser
+	// ProjectDir is where SEED files are read from.
+	ProjectDir string
+	// Workers bounds how many models backfill at once; 0 means
+	// DefaultWorkers.
+	Workers int
+	// Now stamps state writes. Nil means time.Now.
+	Now func() time.Time
+	// Logger receives every event; nil means slog.Default().
+	Logger *slog.Logger
+	// OnEvent, when set, receives every event, in order per model. It is
+	// called from the backfill's workers, concurrently.
+	OnEvent func(Event)
+	Hooks   Hooks
+}
+
+// ModelResult is what the backfill did for one model.
+type ModelResult struct {
+	Model, Version string
+	Batches        int
+	Rows           int64
+	Recorded       interval.Set
+	Skipped        interval.Set
+}
+
+// Result is what Apply did.
+type Result struct {
+	// Environment is the environment as promoted.
+	Environment *state.Environment
+	// Models has one entry per backfilled model, in plan order.
+	Models []ModelResult
+	// AlreadyPromoted: an earlier attempt had promoted this plan; this one
+	// only finished the later stages.
+	AlreadyPromoted bool
+}
+
+type applier struct {
+	Params
+	log  *slog.Logger
+	tpls map[string]*execute.Template
+	x    *execute.Executor
+	// unchangedViews names the models whose environment view already
+	// points at the right physical table: set only when this apply made
+	// the promotion and the environment it replaced had been finalised
+	// (so all its views were in place) at the same version.
+	unchangedViews map[string]bool
+}
+
+// Apply runs every stage of p in order and records each in the plan's
+// application history. It returns the first failure, wrapped with the
+// stage: a *execute.BatchError from the backfill, a *GapError or
+// state.ErrConflictingPlan from the promotion.
+func Apply(ctx context.Context, prm Params) (*Result, error) {
+	if prm.Plan == nil {
+		return nil, errors.New("apply: no plan")
+	}
+	if prm.Workers <= 0 {
+		prm.Workers = DefaultWorkers
+	}
+	base := prm.Logger
+	if base == nil {
+		base = slog.Default()
+	}
+	a := &applier{Params: prm, log: base.With(slog.String("env", prm.Plan.Environment), slog.String("plan_id", prm.Plan.ID))}
+	a.x = &execute.Executor{Engine: prm.Engine, Store: prm.Store, ProjectDir: prm.ProjectDir, Now: a.now, Logger: a.log,
+		OnBatch: func(b execute.Batch) { a.emit(ctx, BatchCommitted{Batch: b}) }}
+
+	res := &Result{}
+	stages := []struct {
+		stage Stage
+		run   func(ctx context.Context) error
+	}{
+		{StageRecordSnapshots, a.recordSnapshots},
+		{StageCreateTables, a.createTables},
+		{StageBackfill, func(ctx context.Context) error { return a.backfill(ctx, res) }},
+		{StagePromote, func(ctx context.Context) error { return a.promote(ctx, res) }},
+		{StageUpdateViews, func(ctx context.Context) error { return a.updateViews(ctx, res) }},
+		{StageFinalize, a.finalize},
+	}
+	for _, st := range stages {
+		if err := a.runStage(ctx, st.stage, st.run); err != nil {
+			return res, err
+		}
+		if st.stage == StageBackfill && a.Hooks.AfterBackfill != nil {
+			if err := a.Hooks.AfterBackfill(ctx); err != nil {
+				return res, fmt.Errorf("apply %s: after-backfill hook: %w", a.Plan.ID, err)
+			}
+		}
+	}
+	return res, nil
+}
+
+func (a *applier) now() time.Time {
+	if a.Now != nil {
+		return a.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (a *applier) emit(ctx context.Context, e Event) {
+	e.log(ctx, a.log)
+	if a.OnEvent != nil {
+		a.OnEvent(e)
+	}
+}
+
+// runStage records the stage's start, runs it, and records its end or
+// failure; the failure is returned wrapped with the stage.
+//
+// The history hangs off the saved plan, so the first stage (which saves it)
+// records its start only once it has run; a failure before the plan is
+// saved is returned but cannot be recorded.
+func (a *applier) runStage(ctx context.Context, stage Stage, run func(context.Context) error) error {
+	planSaved := stage != StageRecordSnapshots
+	if planSaved {
+		if err := a.record(ctx, stage, StatusStarted, nil); err != nil {
+			return err
+		}
+	}
+	a.emit(ctx, StageStarted{Stage: stage})
+	if err := run(ctx); err != nil {
+		a.emit(ctx, StageFailed{Stage: stage, Err: err})
+		if planSaved {
+			// Recording the failure must not mask it, and a cancelled
+			// context still gets its failure recorded.
+			detail := map[string]string{"error": err.Error()}
+			if rerr := a.record(context.WithoutCancel(ctx), stage, StatusFailed, detail); rerr != nil {
+				a.log.ErrorContext(ctx, "recording a failed stage", slog.String("stage", string(stage)), slog.Any("error", rerr))
+			}
+		}
+		return fmt.Errorf("apply %s, stage %s: %w", a.Plan.ID, stage, err)
+	}
+	if !planSaved {
+		if err := a.record(ctx, stage, StatusStarted, nil); err != nil {
+			return err
+		}
+	}
+	a.emit(ctx, StageFinished{Stage: stage})
+	return a.record(ctx, stage, StatusFinished, nil)
+}
+
+func (a *applier) record(ctx context.Context, stage Stage, status string, detail any) error {
+	var raw json.RawMessage
+	if detail != nil {
+		b, err := json.Marshal(detail)
+		if err != nil {
+			return fmt.Errorf("encoding the %s detail of stage %s: %w", status, stage, err)
+		}
+		raw = b
+	}
+	_, err := a.Store.RecordApplication(ctx, state.Application{PlanID: a.Plan.ID, Stage: string(stage), Status: status, Detail: raw, At: a.now()})
+	if err != nil {
+		return fmt.Errorf("recording stage %s %s of plan %s: %w", stage, status, a.Plan.ID, err)
+	}
+	return nil
+}
+
+// recordSnapshots stores the plan's snapshots and the plan itself. Both are
+// idempotent, so a resumed apply repeats them harmlessly.
+func (a *applier) recordSnapshots(ctx context.Context) error {
+	if err := a.Store.PushSnapshots(ctx, a.Plan.Snapshots); err != nil {
+		return fmt.Errorf("recording snapshots: %w", err)
+	}
+	payload, err := plan.Encode(a.Plan)
+	if err != nil {
+		return err
+	}
+	if err := a.Store.SavePlan(ctx, state.Plan{ID: a.Plan.ID, Environment: a.Plan.Environment, Payload: payload, CreatedAt: a.Plan.CreatedAt}); err != nil {
+		return fmt.Errorf("saving plan: %w", err)
+	}
+	return nil
+}
+
+// createTables builds the templates (once for the whole apply) and creates
+// every physical schema and every missing incremental table.
+func (a *applier) createTables(ctx context.Context) error {
+	set := make(map[string]*snapshot.Snapshot, len(a.Plan.Snapshots))
+	for _, s := range a.Plan.Snapshots {
+		set[s.Name] = s
+	}
+	tpls, err := execute.Templates(ctx, a.Parser, a.Engine, set)
+	if err != nil {
+		return err
+	}
+	a.tpls = tpls
+	for _, s := range a.Plan.Snapshots {
+		if err := a.x.Prepare(ctx, tpls[s.Name], a.Plan.ExecutionTime); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// snapshotRefs is the environment the plan promotes.
+func (a *applier) snapshotRefs() []state.SnapshotRef {
+	refs := make([]state.SnapshotRef, len(a.Plan.Snapshots))
+	for i, s := range a.Plan.Snapshots {
+		refs[i] = state.SnapshotRef{Name: s.Name, Fingerprint: s.Fingerprint.String(), Version: s.Version}
+	}
+	return refs
+}
+
+// promote is the compare-and-swap on the expected plan id with the strict
+// no-gap check inside the transaction (when the plan asks for it). If an
+// earlier attempt already promoted this very plan, it is not repeated.
+func (a *applier) promote(ctx context.Context, res *Result) error {
+	env := a.Plan.Environment
+	cur, err := a.Store.GetEnvironment(ctx, env)
+	if err != nil && !errors.Is(err, state.ErrNotFound) {
+		return fmt.Errorf("reading environment %s: %w", env, err)
+	}
+	if cur != nil && !cur.Invalidated && cur.PlanID == a.Plan.ID {
+		res.Environment, res.AlreadyPromoted = cur, true
+		a.log.InfoContext(ctx, "plan already promoted; resuming after promotion", slog.Int64("generation", cur.Generation))
+		return nil
+	}
+	incumbents, err := a.incumbentSnapshots(ctx)
+	if err != nil {
+		return err
+	}
+	var check func(context.Context, state.Reader) error
+	if a.Plan.Options.NoGaps {
+		check = func(ctx context.Context, r state.Reader) error { return checkNoGaps(ctx, r, a.Plan, incumbents) }
+	}
+	promoted, err := a.Store.Promote(ctx, state.PromoteParams{
+		Environment: env, ExpectedPlanID: a.Plan.Expected.PlanID, PlanID: a.Plan.ID,
+		Snapshots: a.snapshotRefs(), Now: a.now(), Check: check,
+	})
+	if err != nil {
+		a.emit(ctx, PromotionRejected{Environment: env, Err: err})
+		a.appendEvents(ctx, rejectionEvents(a.Plan, err, a.now()))
+		return err
+	}
+	res.Environment = promoted
+	a.unchangedViews = unchangedViews(cur, a.Plan)
+	a.emit(ctx, PromotionAccepted{Environment: env, Generation: promoted.Generation})
+	data, _ := json.Marshal(map[string]int64{"generation": promoted.Generation})
+	a.appendEvents(ctx, []state.Event{{At: a.now(), Kind: state.EventPromotionAccepted, Environment: env, PlanID: a.Plan.ID, Data: data}})
+	return nil
+}
+
+// unchangedViews is the set of models whose view needs no update after
+// replacing prev by p: prev was finalised (every view of it was created) and
+// served the same version. The promotion's compare-and-swap on prev's plan
+// id guarantees prev is exactly what was replaced.
+func unchangedViews(prev *state.Environment, p *plan.Plan) map[string]bool {
+	out := map[string]bool{}
+	if prev == nil || prev.Invalidated || prev.FinalizedAt.IsZero() || prev.PlanID != p.Expected.PlanID {
+		return out
+	}
+	before := map[string]string{}
+	for _, r := range prev.Snapshots {
+		before[r.Name] = r.Version
+	}
+	for _, s := range p.Snapshots {
+		if v, ok := before[s.Name]; ok && v == s.Version {
+			out[s.Name] = true
+		}
+	}
+	return out
+}
+
+// rejectionEvents records why a promotion was refused: one event per model
+// with a gap, or one for the environment.
+func rejectionEvents(p *plan.Plan, err error, now time.Time) []state.Event {
+	var out []state.Event
+	var gaps []*GapError
+	collectGaps(err, &gaps)
+	for _, g := range gaps {
+		data, _ := json.Marshal(map[string]any{"missing": g.Missing, "frontier_at_plan": g.FrontierAtPlan, "frontier_now": g.FrontierNow})
+		out = append(out, state.Event{At: now, Kind: state.EventPromotionRejected, Environment: p.Environment,
+			Model: g.Model, PlanID: p.ID, Reason: g.Error(), Data: data})
+	}
+	if len(out) == 0 {
+		out = append(out, state.Event{At: now, Kind: state.EventPromotionRejected, Environment: p.Environment, PlanID: p.ID, Reason: err.Error()})
+	}
+	return out
+}
+
+// collectGaps finds every *GapError in an error tree (errors.Join keeps
+// them all; errors.As would find only the first).
+func collectGaps(err error, out *[]*GapError) {
+	if err == nil {
+		return
+	}
+	if g, ok := err.(*GapError); ok {
+		*out = append(*out, g)
+		return
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			collectGaps(e, out)
+		}
+	case interface{ Unwrap() error }:
+		collectGaps(u.Unwrap(), out)
+	}
+}
+
+// appendEvents records history (promotion outcomes, plan applied); a
+// failure is logged, not returned: the outcome it describes has already
+// happened.
+func (a *applier) appendEvents(ctx context.Context, evs []state.Event) {
+	if _, err := a.Store.AppendEvents(context.WithoutCancel(ctx), evs...); err != nil {
+		a.log.ErrorContext(ctx, "recording promotion events", slog.Any("error", err))
+	}
+}
+
+func (a *applier) incumbentSnapshots(ctx context.Context) (map[string]*snapshot.Snapshot, error) {
+	keys := make([]state.SnapshotKey, 0, len(a.Plan.Incumbents))
+	for _, inc := range a.Plan.Incumbents {
+		keys = append(keys, inc.Snapshot.Key())
+	}
+	got, err := a.Store.GetSnapshots(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("reading incumbent snapshots: %w", err)
+	}
+	out := make(map[string]*snapshot.Snapshot, len(got))
+	for k, s := range got {
+		out[k.Name] = s
+	}
+	return out, nil
+}
+
+// updateViews points the environment's views at the plan's physical tables
+// and drops the views of models the plan removed. Views already pointing at
+// the right table (see unchangedViews) are left alone; a resumed apply
+// updates every view. It refuses, with ErrSuperseded, when the environment
+// has moved past this plan.
+func (a *applier) updateViews(ctx context.Context, res *Result) error {
+	env := a.Plan.Environment
+	cur, err := a.Store.GetEnvironment(ctx, env)
+	if err != nil {
+		return fmt.Errorf("reading environment %s: %w", env, err)
+	}
+	if cur.PlanID != a.Plan.ID {
+		return fmt.Errorf("%w: environment %s is at plan %s (generation %d)", ErrSuperseded, env, cur.PlanID, cur.Generation)
+	}
+	res.Environment = cur
+	schemas := map[string]bool{}
+	served := map[string]bool{}
+	var views []warehouse.ViewParams
+	for _, s := range a.Plan.Snapshots {
+		served[s.Name] = true
+		if s.Model.Kind == model.KindExternal || a.unchangedViews[s.Name] {
+			continue
+		}
+		view := execute.ViewTable(s, env)
+		if !schemas[view.Schema] {
+			if err := a.Engine.CreateSchema(ctx, view.Schema); err != nil {
+				return fmt.Errorf("creating schema %s: %w", view.Schema, err)
+			}
+			schemas[view.Schema] = true
+		}
+		views = append(views, warehouse.ViewParams{View: view, Query: "SELECT * FROM " + a.Engine.QuoteTable(execute.PhysicalTable(s))})
+	}
+	if err := a.createViews(ctx, views); err != nil {
+		return err
+	}
+	var removed []string
+	for _, c := range a.Plan.Changes {
+		if c.Category == snapshot.Removed && !served[c.Name] {
+			removed = append(removed, c.Name)
+		}
+	}
+	sort.Strings(removed)
+	for _, name := range removed {
+		m := &model.Model{Name: name}
+		view := warehouse.Table{Schema: execute.ViewSchema(m.Schema(), env), Name: m.Table()}
+		if err := a.Engine.DropView(ctx, view); err != nil {
+			return fmt.Errorf("dropping the view of removed model %s: %w", name, err)
+		}
+	}
+	// Views are not transactional with state: a newer promotion that
+	// landed while they were written may have had its own views
+	// overwritten. Detect it, loudly, rather than finalise over it.
+	after, err := a.Store.GetEnvironment(ctx, env)
+	if err != nil {
+		return fmt.Errorf("re-reading environment %s: %w", env, err)
+	}
+	if after.Generation != cur.Generation {
+		return fmt.Errorf("%w while its views were updated: environment %s moved to plan %s (generation %d); re-apply that plan to repoint its views",
+			ErrSuperseded, env, after.PlanID, after.Generation)
+	}
+	return nil
+}
+
+// createViews creates or replaces views on up to Workers connections at
+// once (independent statements; an engine that serialises writes simply
+// queues them). The first failure cancels the rest and is returned.
+func (a *applier) createViews(ctx context.Context, views []warehouse.ViewParams) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu       sync.Mutex
+		firstErr error
+		wg       sync.WaitGroup
+	)
+	next := make(chan warehouse.ViewParams)
+	for range min(a.Workers, max(len(views), 1)) {
+		wg.Go(func() {
+			for v := range next {
+				if err := a.Engine.CreateOrReplaceView(ctx, v); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("pointing view %s at its table: %w", v.View, err)
+					}
+					mu.Unlock()
+					cancel()
+				}
+			}
+		})
+	}
+feed:
+	for _, v := range views {
+		select {
+		case next <- v:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if firstErr != nil {
+		return firstErr
+	}
+	return ctx.Err()
+}
+
+// finalize marks the plan finalised, pinned to its id.
+func (a *applier) finalize(ctx context.Context) error {
+	err := a.Store.Finalize(ctx, state.FinalizeParams{Environment: a.Plan.Environment, PlanID: a.Plan.ID, Now: a.now()})
+	if err != nil {
+		return fmt.Errorf("finalizing: %w", err)
+	}
+	a.appendEvents(ctx, []state.Event{{At: a.now(), Kind: state.EventPlanApplied, Environment: a.Plan.Environment, PlanID: a.Plan.ID}})
+	return nil
+}

@@ -1,0 +1,225 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/state"
+)
+
+// backfill computes the plan's work in DAG order on a bounded worker pool.
+//
+// Invariants:
+//   - a model starts only once every ancestor with work in this plan has
+//     finished (transitively: an unchanged model in between does not hide
+//     a changed grandparent);
+//   - each model's intervals are re-read right before it starts, and only
+//     the part of the plan's ranges not yet covered is computed;
+//   - the first failure cancels every other model (an in-flight batch is
+//     rolled back and not recorded) and is the error returned; models
+//     downstream of it never start.
+func (a *applier) backfill(ctx context.Context, res *Result) error {
+	if err := a.clearRestated(ctx); err != nil {
+		return err
+	}
+	work := map[string]plan.Backfill{}
+	for _, b := range a.Plan.Backfills {
+		work[b.Name] = b
+	}
+	deps := a.workAncestors(work)
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	done := map[string]chan struct{}{}
+	for name := range work {
+		done[name] = make(chan struct{})
+	}
+	var (
+		mu       sync.Mutex
+		firstErr error
+		results  = map[string]ModelResult{}
+		wg       sync.WaitGroup
+		sem      = make(chan struct{}, a.Workers)
+	)
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+		cancel(err)
+	}
+	for _, s := range a.Plan.Snapshots {
+		b, ok := work[s.Name]
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			defer close(done[s.Name])
+			for _, d := range deps[s.Name] {
+				select {
+				case <-done[d]:
+				case <-ctx.Done():
+					return
+				}
+			}
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			if ctx.Err() != nil {
+				return
+			}
+			r, err := a.backfillModel(ctx, b)
+			if err != nil {
+				fail(err)
+				return
+			}
+			mu.Lock()
+			results[s.Name] = r
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for _, s := range a.Plan.Snapshots {
+		if r, ok := results[s.Name]; ok {
+			res.Models = append(res.Models, r)
+		}
+	}
+	if firstErr != nil {
+		return firstErr
+	}
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return ctx.Err()
+}
+
+// backfillModel runs one model's share of the plan.
+func (a *applier) backfillModel(ctx context.Context, b plan.Backfill) (ModelResult, error) {
+	if a.Hooks.BeforeModel != nil {
+		if err := a.Hooks.BeforeModel(ctx, b.Name); err != nil {
+			return ModelResult{}, fmt.Errorf("before-model hook for %s: %w", b.Name, err)
+		}
+	}
+	t, ok := a.tpls[b.Name]
+	if !ok {
+		return ModelResult{}, fmt.Errorf("plan %s backfills %s, which is not among its snapshots", a.Plan.ID, b.Name)
+	}
+	if t.Snapshot.Version != b.Version {
+		return ModelResult{}, fmt.Errorf("plan %s backfills %s at version %s, but its snapshot has version %s", a.Plan.ID, b.Name, b.Version, t.Snapshot.Version)
+	}
+	a.emit(ctx, ModelStarted{Model: b.Name, Version: b.Version, Ranges: b.Ranges, Whole: b.Whole})
+	r, err := a.x.Execute(ctx, execute.Work{Template: t, Ranges: b.Ranges, Whole: b.Whole,
+		Execution: a.Plan.ExecutionTime, SkipCovered: true})
+	if err != nil {
+		return ModelResult{}, err
+	}
+	mr := ModelResult{Model: b.Name, Version: b.Version, Batches: r.Batches, Rows: r.Rows, Recorded: r.Recorded, Skipped: r.Skipped}
+	a.emit(ctx, ModelFinished{Model: b.Name, Version: b.Version, Batches: r.Batches, Rows: r.Rows, Skipped: r.Skipped})
+	return mr, nil
+}
+
+// workAncestors maps each model with work to every ancestor with work.
+func (a *applier) workAncestors(work map[string]plan.Backfill) map[string][]string {
+	parents := map[string][]string{}
+	for _, s := range a.Plan.Snapshots {
+		parents[s.Name] = s.Parents
+	}
+	out := map[string][]string{}
+	for name := range work {
+		seen := map[string]bool{}
+		stack := slices.Clone(parents[name])
+		for len(stack) > 0 {
+			p := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if seen[p] {
+				continue
+			}
+			seen[p] = true
+			if _, ok := work[p]; ok {
+				out[name] = append(out[name], p)
+			}
+			stack = append(stack, parents[p]...)
+		}
+		slices.Sort(out[name])
+	}
+	return out
+}
+
+// restated is every model whose backfill recomputes covered intervals: the
+// plan's restated models and everything downstream of them.
+func (a *applier) restated() map[string]bool {
+	out := map[string]bool{}
+	for _, n := range a.Plan.Options.Restate {
+		out[n] = true
+	}
+	if len(out) == 0 {
+		return out
+	}
+	// Snapshots are in topological order: one pass propagates downstream.
+	for _, s := range a.Plan.Snapshots {
+		for _, p := range s.Parents {
+			if out[p] {
+				out[s.Name] = true
+			}
+		}
+	}
+	return out
+}
+
+// clearRestated removes, once per plan, the intervals a restatement
+// recomputes, so that the backfill (which skips covered intervals) computes
+// them again. The application history marks it done: a resumed apply does
+// not clear again, so batches restated before an interruption are not
+// redone. Until a restated interval is recomputed, state shows it missing
+// while the old rows still serve: honest, and a scheduler run may fill it
+// (InsertInterval replaces exactly its rows either way).
+func (a *applier) clearRestated(ctx context.Context) error {
+	restated := a.restated()
+	if len(restated) == 0 {
+		return nil
+	}
+	apps, err := a.Store.ListApplications(ctx, a.Plan.ID)
+	if err != nil {
+		return fmt.Errorf("reading the application history: %w", err)
+	}
+	for _, app := range apps {
+		if app.Stage == string(StageBackfill) && app.Status == StatusRestateCleared {
+			return nil
+		}
+	}
+	for _, b := range a.Plan.Backfills {
+		if !restated[b.Name] {
+			continue
+		}
+		ranges := b.Ranges
+		if b.Whole {
+			t := a.tpls[b.Name]
+			if t == nil {
+				continue
+			}
+			if r, ok := execute.WholeRange(t.Snapshot.Model, a.Plan.ExecutionTime); ok {
+				ranges = interval.NewSet(r)
+			}
+		}
+		if ranges.IsEmpty() {
+			continue
+		}
+		err := a.Store.RemoveIntervals(ctx, state.IntervalsParams{Key: state.VersionKey{Name: b.Name, Version: b.Version}, Ranges: ranges, Now: a.now()})
+		if err != nil {
+			return fmt.Errorf("clearing restated intervals of %s: %w", b.Name, err)
+		}
+		a.log.InfoContext(ctx, "restating", slog.String("model", b.Name), slog.String("version", b.Version), slog.String("interval", ranges.String()))
+	}
+	return a.record(ctx, StageBackfill, StatusRestateCleared, nil)
+}

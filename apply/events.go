@@ -1,0 +1,139 @@
+package apply
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/interval"
+)
+
+// Stage is one stage of an apply, as recorded in the plan's application
+// history. The stages run in the order of Stages.
+type Stage string
+
+// The stages of an apply.
+const (
+	StageRecordSnapshots Stage = "record_snapshots"
+	StageCreateTables    Stage = "create_tables"
+	StageBackfill        Stage = "backfill"
+	StagePromote         Stage = "promote"
+	StageUpdateViews     Stage = "update_views"
+	StageFinalize        Stage = "finalize"
+)
+
+// Stages lists every stage in the order an apply runs them.
+var Stages = []Stage{StageRecordSnapshots, StageCreateTables, StageBackfill, StagePromote, StageUpdateViews, StageFinalize}
+
+// Application statuses recorded per stage.
+const (
+	StatusStarted  = "started"
+	StatusFinished = "finished"
+	StatusFailed   = "failed"
+	// StatusRestateCleared marks, within the backfill stage, that the
+	// restated ranges were cleared once; a resumed apply does not clear
+	// them again (that would redo completed batches).
+	StatusRestateCleared = "restate_cleared"
+)
+
+// Event is one thing an apply reports. The set is closed (the types below,
+// and only they, implement it): one event drives progress output, logs and
+// tests alike.
+type Event interface {
+	isEvent()
+	log(ctx context.Context, l *slog.Logger)
+}
+
+// StageStarted: a stage began.
+type StageStarted struct {
+	Stage Stage
+}
+
+// StageFinished: a stage completed.
+type StageFinished struct {
+	Stage Stage
+}
+
+// StageFailed: a stage failed with Err; the apply stops.
+type StageFailed struct {
+	Stage Stage
+	Err   error
+}
+
+// ModelStarted: a model's backfill began, for Ranges (or Whole).
+type ModelStarted struct {
+	Model, Version string
+	Ranges         interval.Set
+	Whole          bool
+}
+
+// BatchCommitted: one batch committed and was recorded.
+type BatchCommitted struct {
+	Batch execute.Batch
+}
+
+// ModelFinished: a model's backfill completed. Skipped is what an earlier
+// attempt (or another plan sharing the version) had already computed.
+type ModelFinished struct {
+	Model, Version string
+	Batches        int
+	Rows           int64
+	Skipped        interval.Set
+}
+
+// PromotionAccepted: the environment now serves the plan at Generation.
+type PromotionAccepted struct {
+	Environment string
+	Generation  int64
+}
+
+// PromotionRejected: the promotion did not happen; Err says why (a
+// *GapError, or state.ErrConflictingPlan).
+type PromotionRejected struct {
+	Environment string
+	Err         error
+}
+
+func (StageStarted) isEvent()      {}
+func (StageFinished) isEvent()     {}
+func (StageFailed) isEvent()       {}
+func (ModelStarted) isEvent()      {}
+func (BatchCommitted) isEvent()    {}
+func (ModelFinished) isEvent()     {}
+func (PromotionAccepted) isEvent() {}
+func (PromotionRejected) isEvent() {}
+
+func (e StageStarted) log(ctx context.Context, l *slog.Logger) {
+	l.InfoContext(ctx, "stage started", slog.String("stage", string(e.Stage)))
+}
+
+func (e StageFinished) log(ctx context.Context, l *slog.Logger) {
+	l.InfoContext(ctx, "stage finished", slog.String("stage", string(e.Stage)))
+}
+
+func (e StageFailed) log(ctx context.Context, l *slog.Logger) {
+	l.ErrorContext(ctx, "stage failed", slog.String("stage", string(e.Stage)), slog.Any("error", e.Err))
+}
+
+func (e ModelStarted) log(ctx context.Context, l *slog.Logger) {
+	l.InfoContext(ctx, "backfill started", slog.String("model", e.Model), slog.String("version", e.Version),
+		slog.String("interval", e.Ranges.String()), slog.Bool("whole", e.Whole))
+}
+
+func (e BatchCommitted) log(ctx context.Context, l *slog.Logger) {
+	l.DebugContext(ctx, "batch committed", slog.String("model", e.Batch.Model), slog.String("version", e.Batch.Version),
+		slog.String("interval", e.Batch.Interval.String()), slog.Int64("rows", e.Batch.Rows))
+}
+
+func (e ModelFinished) log(ctx context.Context, l *slog.Logger) {
+	l.InfoContext(ctx, "backfill finished", slog.String("model", e.Model), slog.String("version", e.Version),
+		slog.Int("batches", e.Batches), slog.Int64("rows", e.Rows), slog.String("skipped", e.Skipped.String()))
+}
+
+func (e PromotionAccepted) log(ctx context.Context, l *slog.Logger) {
+	l.InfoContext(ctx, "promotion accepted", slog.String("env", e.Environment), slog.Int64("generation", e.Generation))
+}
+
+func (e PromotionRejected) log(ctx context.Context, l *slog.Logger) {
+	l.WarnContext(ctx, "promotion rejected", slog.String("env", e.Environment), slog.Any("error", e.Err))
+}

@@ -1,0 +1,281 @@
+package execute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/schedule"
+	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+// Executor writes model rows with a warehouse engine and records them in a
+// state store. It holds no per-run state and is safe for concurrent use on
+// different snapshots.
+type Executor struct {
+	Engine warehouse.Engine
+	Store  state.Store
+	// ProjectDir is the project folder; SEED paths are relative to the
+	// model file's folder inside it.
+	ProjectDir string
+	// Now stamps interval writes. Nil means time.Now.
+	Now func() time.Time
+	// Logger receives one record per batch. Nil means slog.Default().
+	Logger *slog.Logger
+	// OnBatch, when set, is called after each batch has committed and been
+	// recorded. It must not block for long.
+	OnBatch func(Batch)
+}
+
+// Batch reports one committed and recorded batch.
+type Batch struct {
+	Model    string
+	Version  string
+	Interval interval.Range // the range recorded
+	Rows     int64
+	Duration time.Duration
+}
+
+// Work is what to compute for one snapshot.
+type Work struct {
+	Template *Template
+	// Ranges are the intervals to compute, for incremental kinds.
+	Ranges interval.Set
+	// Whole builds a kind that is built whole (FULL, VIEW, SEED) and
+	// records WholeRange at Execution.
+	Whole bool
+	// Execution is the execution time macros see.
+	Execution time.Time
+	// SkipCovered re-reads the version's intervals first and computes only
+	// the part of Ranges not yet covered (resuming an apply). It never adds
+	// to Ranges. For Whole work it skips the build when WholeRange is
+	// already covered.
+	SkipCovered bool
+	// Fence, when set, pins every interval write (see state.Fence).
+	Fence *state.Fence
+}
+
+// Result is what Execute did.
+type Result struct {
+	Batches  int
+	Rows     int64
+	Recorded interval.Set // ranges recorded by this call
+	Skipped  interval.Set // ranges of the work found already covered
+}
+
+func (x *Executor) now() time.Time {
+	if x.Now != nil {
+		return x.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (x *Executor) logger() *slog.Logger {
+	if x.Logger != nil {
+		return x.Logger
+	}
+	return slog.Default()
+}
+
+// IsIncremental reports whether k is computed per interval.
+func IsIncremental(k model.Kind) bool {
+	return k == model.KindIncrementalByTimeRange || k == model.KindIncrementalByUniqueKey
+}
+
+// WholeRange is the range a kind built whole records when it is built at
+// exec: [Unit.Floor(model start), schedule Bound(exec)). Recording a range
+// makes "due" uniform across kinds: the scheduler rebuilds the table when
+// the next cron firing moves the bound. It reports false when the model has
+// no schedule (no start) or nothing is due yet; the table is then built
+// but nothing is recorded.
+func WholeRange(m *model.Model, exec time.Time) (interval.Range, bool) {
+	spec, err := schedule.ForModel(m)
+	if err != nil {
+		return interval.Range{}, false
+	}
+	r := interval.NewRange(spec.Unit.Floor(spec.Start), spec.Bound(exec))
+	return r, !r.Empty()
+}
+
+// Prepare creates the snapshot's physical schema and, for incremental
+// kinds, its physical table, empty, with the columns of the query (rendered
+// for the model's first interval and read with LIMIT 0). It does nothing
+// for a table that exists, so it is safe to repeat.
+func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) error {
+	s := t.Snapshot
+	if s.Model.Kind == model.KindExternal {
+		return nil
+	}
+	if err := x.Engine.CreateSchema(ctx, t.Table.Schema); err != nil {
+		return fmt.Errorf("creating schema for %s: %w", s.Name, err)
+	}
+	if !IsIncremental(s.Model.Kind) {
+		return nil
+	}
+	exists, err := x.Engine.TableExists(ctx, t.Table)
+	if err != nil {
+		return fmt.Errorf("checking the table of %s: %w", s.Name, err)
+	}
+	if exists {
+		return nil
+	}
+	spec, err := schedule.ForModel(s.Model)
+	if err != nil {
+		return err
+	}
+	first := spec.Unit.Floor(spec.Start)
+	r := interval.NewRange(first, spec.Unit.Add(first, 1))
+	sql, err := t.Render(r, exec)
+	if err != nil {
+		return &BatchError{Model: s.Name, Version: s.Version, Err: err}
+	}
+	if err := x.Engine.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: t.Table, Query: sql}); err != nil {
+		return &BatchError{Model: s.Name, Version: s.Version, SQL: sql, Err: err}
+	}
+	x.logger().InfoContext(ctx, "created physical table", slog.String("model", s.Name), slog.String("version", s.Version),
+		slog.String("table", t.Table.String()))
+	return nil
+}
+
+// Execute computes w and records what it computed.
+//
+// Invariant: each batch's interval is recorded only after the statement
+// that wrote its rows has committed; a failing batch returns a *BatchError
+// and records nothing, and batches before it stay recorded, so running the
+// same work again with SkipCovered resumes after the last committed batch.
+// A stale fence fails with an error wrapping state.ErrFenced: the rows of
+// that batch were written (replacing exactly that interval's rows, so a
+// later run that recomputes it cannot duplicate them) but are not claimed.
+func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
+	t := w.Template
+	s := t.Snapshot
+	key := state.VersionKey{Name: s.Name, Version: s.Version}
+	var res Result
+	if s.Model.Kind == model.KindExternal {
+		return res, nil
+	}
+	var covered interval.Set
+	if w.SkipCovered || s.Model.Kind == model.KindSeed {
+		got, err := x.Store.GetIntervals(ctx, []state.VersionKey{key})
+		if err != nil {
+			return res, fmt.Errorf("reading intervals of %s: %w", s.Name, err)
+		}
+		covered = got[key]
+	}
+	if w.Whole || !IsIncremental(s.Model.Kind) {
+		return x.buildWhole(ctx, w, covered)
+	}
+	todo := w.Ranges
+	if w.SkipCovered {
+		todo = w.Ranges.Subtract(covered)
+		res.Skipped = w.Ranges.Intersect(covered)
+	}
+	if todo.IsEmpty() {
+		return res, nil
+	}
+	spec, err := schedule.ForModel(s.Model)
+	if err != nil {
+		return res, err
+	}
+	for r := range schedule.Batches(todo, spec.Unit, s.Model.BatchSize) {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("model %s before interval %s: %w", s.Name, r, err)
+		}
+		began := x.now()
+		sql, err := t.Render(r, w.Execution)
+		if err != nil {
+			return res, &BatchError{Model: s.Name, Version: s.Version, Interval: r, Err: err}
+		}
+		var rows int64
+		switch s.Model.Kind {
+		case model.KindIncrementalByTimeRange:
+			rows, err = x.Engine.InsertInterval(ctx, warehouse.InsertIntervalParams{
+				Table: t.Table, TimeColumn: s.Model.TimeColumn, Start: r.Start, End: r.End, Query: sql})
+		default:
+			rows, err = x.Engine.MergeByKey(ctx, warehouse.MergeParams{Table: t.Table, Key: s.Model.UniqueKey, Query: sql})
+		}
+		if err != nil {
+			x.logger().ErrorContext(ctx, "batch failed", slog.String("model", s.Name), slog.String("version", s.Version),
+				slog.String("interval", r.String()), slog.Any("error", err))
+			return res, &BatchError{Model: s.Name, Version: s.Version, Interval: r, SQL: sql, Err: err}
+		}
+		if err := x.record(ctx, key, interval.NewSet(r), w.Fence); err != nil {
+			return res, err
+		}
+		res.Batches++
+		res.Rows += rows
+		res.Recorded = res.Recorded.Add(r)
+		x.report(ctx, Batch{Model: s.Name, Version: s.Version, Interval: r, Rows: rows, Duration: x.now().Sub(began)})
+	}
+	return res, nil
+}
+
+// buildWhole builds a FULL, VIEW or SEED snapshot and records WholeRange.
+func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set) (Result, error) {
+	t := w.Template
+	s := t.Snapshot
+	var res Result
+	whole, recordable := WholeRange(s.Model, w.Execution)
+	if w.SkipCovered && recordable && covered.Covers(whole) {
+		res.Skipped = interval.NewSet(whole)
+		return res, nil
+	}
+	began := x.now()
+	var (
+		rows int64
+		sql  string
+		err  error
+	)
+	switch s.Model.Kind {
+	case model.KindSeed:
+		rows, err = x.loadSeed(ctx, t, covered)
+	case model.KindView:
+		if sql, err = t.Render(whole, w.Execution); err == nil {
+			err = x.Engine.CreateOrReplaceView(ctx, warehouse.ViewParams{View: t.Table, Query: sql})
+		}
+	default: // FULL, and an incremental kind asked to build whole
+		if sql, err = t.Render(whole, w.Execution); err == nil {
+			err = x.Engine.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: t.Table, Query: sql})
+		}
+	}
+	if err != nil {
+		x.logger().ErrorContext(ctx, "build failed", slog.String("model", s.Name), slog.String("version", s.Version),
+			slog.Any("error", err))
+		return res, &BatchError{Model: s.Name, Version: s.Version, SQL: sql, Err: err}
+	}
+	res.Batches, res.Rows = 1, rows
+	if recordable {
+		key := state.VersionKey{Name: s.Name, Version: s.Version}
+		if err := x.record(ctx, key, interval.NewSet(whole), w.Fence); err != nil {
+			return res, err
+		}
+		res.Recorded = interval.NewSet(whole)
+	}
+	x.report(ctx, Batch{Model: s.Name, Version: s.Version, Interval: whole, Rows: rows, Duration: x.now().Sub(began)})
+	return res, nil
+}
+
+func (x *Executor) record(ctx context.Context, key state.VersionKey, ranges interval.Set, fence *state.Fence) error {
+	err := x.Store.AddIntervals(ctx, state.IntervalsParams{Key: key, Ranges: ranges, Fence: fence, Now: x.now()})
+	if err != nil {
+		if errors.Is(err, state.ErrFenced) {
+			x.logger().WarnContext(ctx, "interval write fenced", slog.String("model", key.Name),
+				slog.String("version", key.Version), slog.String("interval", ranges.String()))
+		}
+		return fmt.Errorf("recording %s %s for %s: %w", key.Name, ranges, key.Version, err)
+	}
+	return nil
+}
+
+func (x *Executor) report(ctx context.Context, b Batch) {
+	x.logger().InfoContext(ctx, "batch committed", slog.String("model", b.Model), slog.String("version", b.Version),
+		slog.String("interval", b.Interval.String()), slog.Int64("rows", b.Rows), slog.Duration("duration", b.Duration))
+	if x.OnBatch != nil {
+		x.OnBatch(b)
+	}
+}

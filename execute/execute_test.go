@@ -1,0 +1,176 @@
+package execute_test
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/execute/executetest"
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/state"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var at = executetest.At
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// Scenario: the quickstart's rollup reads demo.events; its template reads
+// the physical table of the version the target set uses, quoted by the
+// engine, while macros stay for per-interval rendering.
+func TestTemplatesPointAtPhysicalTables(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, true, nil)
+	pr := b.Load(t)
+	tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+	require.NoError(t, err)
+
+	events := pr.Snapshots["demo.events"]
+	daily := tpls["demo.daily_revenue"]
+	phys := b.Engine.QuoteTable(execute.PhysicalTable(events))
+	require.Contains(t, daily.Query, "FROM "+phys+" AS e")
+	require.Contains(t, daily.Query, "@start_ts")
+	require.NotContains(t, daily.Query, "demo.events")
+
+	sql, err := daily.Render(interval.NewRange(at(2024, 1, 1, 0), at(2024, 1, 2, 0)), at(2024, 1, 2, 0))
+	require.NoError(t, err)
+	require.Contains(t, sql, "TIMESTAMP '2024-01-01 00:00:00'")
+	require.Contains(t, sql, "TIMESTAMP '2024-01-01 23:59:59.999999'")
+
+	require.Equal(t, "demo__dev", execute.ViewTable(events, "dev").Schema)
+	require.Equal(t, "demo", execute.ViewTable(events, "prod").Schema)
+	require.Equal(t, "gapless__demo", execute.PhysicalTable(events).Schema)
+}
+
+// Scenario: two days of hourly events are computed in batches of 24 hours;
+// each batch is recorded after it commits, and running the same work again
+// with SkipCovered does nothing. Restating a day replaces exactly its rows.
+func TestIncrementalBatchesAreRecordedAndIdempotent(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, true, nil)
+	pr := b.Load(t)
+	tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+	require.NoError(t, err)
+	var batches []execute.Batch
+	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet,
+		Now: func() time.Time { return at(2024, 1, 3, 0) }, OnBatch: func(bt execute.Batch) { batches = append(batches, bt) }}
+	tpl := tpls["demo.events"]
+	exec := at(2024, 1, 3, 0)
+	require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
+	require.NoError(t, x.Prepare(b.Ctx, tpl, exec), "preparing twice is fine")
+
+	work := interval.NewSet(interval.NewRange(at(2024, 1, 1, 0), at(2024, 1, 3, 0)))
+	res, err := x.Execute(b.Ctx, execute.Work{Template: tpl, Ranges: work, Execution: exec, SkipCovered: true})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Batches)
+	require.Equal(t, int64(2*24*12), res.Rows)
+	require.Len(t, batches, 2)
+	s := tpl.Snapshot
+	require.Equal(t, work.String(), b.Intervals(t, s.Name, s.Version))
+	phys := b.Engine.QuoteTable(tpl.Table)
+	require.Equal(t, int64(2*24*12), b.Count(t, phys))
+
+	res, err = x.Execute(b.Ctx, execute.Work{Template: tpl, Ranges: work, Execution: exec, SkipCovered: true})
+	require.NoError(t, err)
+	require.Zero(t, res.Batches)
+	require.Equal(t, work.String(), res.Skipped.String())
+
+	day := interval.NewSet(interval.NewRange(at(2024, 1, 2, 0), at(2024, 1, 3, 0)))
+	res, err = x.Execute(b.Ctx, execute.Work{Template: tpl, Ranges: day, Execution: exec})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Batches)
+	require.Equal(t, int64(2*24*12), b.Count(t, phys), "a recomputed interval replaces its rows")
+	require.Equal(t, []string{"576"}, b.Rows(t, "SELECT count(DISTINCT event_id) FROM "+phys))
+}
+
+// Scenario: a model fails for one interval only. The batches before it are
+// recorded, the failing one is not, and the error names model, interval and
+// SQL; after the fix the same work with SkipCovered resumes at the failure.
+func TestFailedBatchRecordsNothingAndResumes(t *testing.T) {
+	t.Parallel()
+	bad := `MODEL (name demo.fragile, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, batch_size 1), cron '@daily', start '2024-01-01');
+SELECT @start_ts AS ts, (CASE WHEN @start_ds = '2024-01-03' THEN 'boom' ELSE '1' END)::INTEGER AS v`
+	b := executetest.Setup(t, false, map[string]string{"models/fragile.sql": bad})
+	pr := b.Load(t)
+	tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+	require.NoError(t, err)
+	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Now: func() time.Time { return at(2024, 1, 6, 0) }}
+	tpl := tpls["demo.fragile"]
+	exec := at(2024, 1, 6, 0)
+	require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
+	work := interval.NewSet(interval.NewRange(at(2024, 1, 1, 0), at(2024, 1, 6, 0)))
+	_, err = x.Execute(b.Ctx, execute.Work{Template: tpl, Ranges: work, Execution: exec, SkipCovered: true})
+	var be *execute.BatchError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, "demo.fragile", be.Model)
+	require.Equal(t, interval.NewRange(at(2024, 1, 3, 0), at(2024, 1, 4, 0)), be.Interval)
+	require.Contains(t, be.SQL, "'2024-01-03'")
+	require.Contains(t, strings.ToLower(err.Error()), "could not convert")
+	s := tpl.Snapshot
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-03T00:00:00Z)}", b.Intervals(t, s.Name, s.Version))
+}
+
+// Scenario: a SEED is loaded from its CSV with inferred types, and a FULL
+// model built over it records its whole range; a stale fence refuses the
+// record with state.ErrFenced.
+func TestWholeKindsAndFences(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, true, nil)
+	pr := b.Load(t)
+	tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+	require.NoError(t, err)
+	exec := at(2024, 1, 3, 5)
+	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Now: func() time.Time { return exec }}
+	seed := tpls["demo.customers"]
+	require.NoError(t, x.Prepare(b.Ctx, seed, exec))
+	res, err := x.Execute(b.Ctx, execute.Work{Template: seed, Whole: true, Execution: exec, SkipCovered: true})
+	require.NoError(t, err)
+	require.Equal(t, int64(5), res.Rows)
+	cols, err := b.Engine.Columns(b.Ctx, seed.Table)
+	require.NoError(t, err)
+	require.Equal(t, "BIGINT", cols[0].Type)
+	require.Equal(t, "VARCHAR", cols[1].Type)
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-03T00:00:00Z)}", b.Intervals(t, seed.Snapshot.Name, seed.Snapshot.Version))
+
+	// A fence on an environment that does not exist at generation 7 is stale.
+	fence := &state.Fence{Environment: "prod", Generation: 7}
+	_, err = x.Execute(b.Ctx, execute.Work{Template: seed, Whole: true, Execution: at(2024, 1, 5, 0), Fence: fence})
+	require.True(t, errors.Is(err, state.ErrFenced), "got %v", err)
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-03T00:00:00Z)}", b.Intervals(t, seed.Snapshot.Name, seed.Snapshot.Version))
+}
+
+// Scenario: an INCREMENTAL_BY_UNIQUE_KEY model merges each batch by key:
+// the customer's latest day wins, and re-running a batch changes nothing.
+func TestUniqueKeyMergesByKey(t *testing.T) {
+	t.Parallel()
+	src := `MODEL (name demo.latest, kind INCREMENTAL_BY_UNIQUE_KEY (unique_key (id)), cron '@daily', start '2024-01-01');
+SELECT i AS id, @start_ts AS seen FROM range(3) AS r(i)`
+	b := executetest.Setup(t, false, map[string]string{"models/latest.sql": src})
+	pr := b.Load(t)
+	tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+	require.NoError(t, err)
+	exec := at(2024, 1, 4, 0)
+	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Now: func() time.Time { return exec }}
+	tpl := tpls["demo.latest"]
+	require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
+	first := interval.NewSet(interval.NewRange(at(2024, 1, 1, 0), at(2024, 1, 3, 0)))
+	res, err := x.Execute(b.Ctx, execute.Work{Template: tpl, Ranges: first, Execution: exec})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Batches, "no batch_size: one merge")
+	next := interval.NewSet(interval.NewRange(at(2024, 1, 3, 0), at(2024, 1, 4, 0)))
+	for range 2 {
+		_, err = x.Execute(b.Ctx, execute.Work{Template: tpl, Ranges: next, Execution: exec})
+		require.NoError(t, err)
+	}
+	phys := b.Engine.QuoteTable(tpl.Table)
+	require.Equal(t, []string{"0 2024-01-03", "1 2024-01-03", "2 2024-01-03"},
+		b.Rows(t, "SELECT id, strftime(seen, '%Y-%m-%d') FROM "+phys))
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-04T00:00:00Z)}", b.Intervals(t, "demo.latest", tpl.Snapshot.Version))
+}

@@ -1,0 +1,44 @@
+// Package execute runs one piece of work for one snapshot: it renders the
+// model's SQL against the physical tables of a target snapshot set, writes
+// the rows with the warehouse engine, and records the computed intervals in
+// the state store — strictly after the rows have committed.
+//
+// Invariants:
+//   - an interval is recorded (state.Store.AddIntervals) only after the
+//     warehouse statement that wrote its rows has committed, so the state
+//     never claims rows the warehouse does not hold;
+//   - a failed batch records nothing and is returned as a *BatchError
+//     naming the model, the interval and the SQL;
+//   - re-running an interval replaces exactly its rows (InsertInterval and
+//     MergeByKey are idempotent per interval), so retries never duplicate.
+package execute
+
+import (
+	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+// ProdEnvironment is the environment served by views named <schema>.<table>.
+const ProdEnvironment = "prod"
+
+// PhysicalTable is the table (or, for VIEW models, the view) holding the
+// rows of s's version: gapless__<schema>.<schema>__<table>__<version>.
+// Snapshots sharing a version share it.
+func PhysicalTable(s *snapshot.Snapshot) warehouse.Table {
+	return warehouse.Table{Schema: s.PhysicalSchema(), Name: s.PhysicalTable()}
+}
+
+// ViewSchema is the schema holding environment env's views of models in
+// schema: the schema itself for prod, <schema>__<env> otherwise.
+func ViewSchema(schema, env string) string {
+	if env == ProdEnvironment || env == "" {
+		return schema
+	}
+	return schema + "__" + env
+}
+
+// ViewTable is the view through which environment env serves s:
+// <schema>.<table> in prod, <schema>__<env>.<table> elsewhere.
+func ViewTable(s *snapshot.Snapshot, env string) warehouse.Table {
+	return warehouse.Table{Schema: ViewSchema(s.Model.Schema(), env), Name: s.Model.Table()}
+}

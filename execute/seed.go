@@ -1,0 +1,191 @@
+package execute
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+// Seed column types inferred from a CSV, in order of preference.
+const (
+	typeBigint    = "BIGINT"
+	typeDouble    = "DOUBLE"
+	typeBoolean   = "BOOLEAN"
+	typeTimestamp = "TIMESTAMP"
+	typeVarchar   = "VARCHAR"
+)
+
+var timestampLayouts = []string{time.RFC3339Nano, "2006-01-02 15:04:05", "2006-01-02T15:04:05", "2006-01-02"}
+
+// loadSeed (re)creates a SEED snapshot's table from its CSV.
+//
+// Invariant: a SEED version's content is fixed (the CSV hash is part of the
+// version), so once the version has recorded intervals its table is
+// complete and is left alone. Otherwise the table is dropped, created and
+// filled: a half-built table from an interrupted attempt is never reused.
+func (x *Executor) loadSeed(ctx context.Context, t *Template, covered interval.Set) (int64, error) {
+	m := t.Snapshot.Model
+	if !covered.IsEmpty() {
+		exists, err := x.Engine.TableExists(ctx, t.Table)
+		if err != nil {
+			return 0, err
+		}
+		if exists {
+			return 0, nil
+		}
+	}
+	path := m.SeedPath
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(x.ProjectDir, filepath.Dir(m.Path), path)
+	}
+	cols, rows, err := ReadSeed(path, m.Columns)
+	if err != nil {
+		return 0, fmt.Errorf("seed %s: %w", m.Name, err)
+	}
+	if err := x.Engine.DropTable(ctx, t.Table); err != nil {
+		return 0, err
+	}
+	if err := x.Engine.CreateTable(ctx, warehouse.CreateTableParams{Table: t.Table, Columns: cols}); err != nil {
+		return 0, err
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	return x.Engine.InsertRows(ctx, warehouse.InsertRowsParams{Table: t.Table, Columns: names, Rows: rows})
+}
+
+// ReadSeed reads a CSV with a header row. Column types come from declared
+// (matched by name, case-insensitively) or are inferred from the values:
+// BIGINT, DOUBLE, BOOLEAN, TIMESTAMP, else VARCHAR. Values are converted to
+// Go values of that type; an empty field is NULL.
+func ReadSeed(path string, declared []model.Column) ([]warehouse.Column, [][]any, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	records, err := r.ReadAll()
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if len(records) == 0 {
+		return nil, nil, fmt.Errorf("%s has no header row", path)
+	}
+	header, body := records[0], records[1:]
+	cols := make([]warehouse.Column, len(header))
+	for i, h := range header {
+		name := strings.TrimSpace(h)
+		cols[i] = warehouse.Column{Name: name, Type: inferType(body, i)}
+		for _, d := range declared {
+			if strings.EqualFold(d.Name, name) {
+				cols[i].Type = d.Type
+			}
+		}
+	}
+	rows := make([][]any, len(body))
+	for ri, rec := range body {
+		if len(rec) != len(cols) {
+			return nil, nil, fmt.Errorf("%s line %d: %d fields, the header has %d", path, ri+2, len(rec), len(cols))
+		}
+		row := make([]any, len(rec))
+		for ci, v := range rec {
+			row[ci] = convert(v, cols[ci].Type)
+		}
+		rows[ri] = row
+	}
+	return cols, rows, nil
+}
+
+func inferType(rows [][]string, col int) string {
+	typ := ""
+	for _, rec := range rows {
+		if col >= len(rec) || rec[col] == "" {
+			continue
+		}
+		typ = widen(typ, valueType(rec[col]))
+	}
+	if typ == "" {
+		return typeVarchar
+	}
+	return typ
+}
+
+func valueType(v string) string {
+	if _, err := strconv.ParseInt(v, 10, 64); err == nil {
+		return typeBigint
+	}
+	if _, err := strconv.ParseFloat(v, 64); err == nil {
+		return typeDouble
+	}
+	if _, err := strconv.ParseBool(strings.ToLower(v)); err == nil && !strings.ContainsAny(v, "01") {
+		return typeBoolean
+	}
+	if _, ok := parseTimestamp(v); ok {
+		return typeTimestamp
+	}
+	return typeVarchar
+}
+
+// widen combines the types of two values of one column: BIGINT and DOUBLE
+// make DOUBLE; any other mix is VARCHAR.
+func widen(a, b string) string {
+	switch {
+	case a == "" || a == b:
+		return b
+	case (a == typeBigint && b == typeDouble) || (a == typeDouble && b == typeBigint):
+		return typeDouble
+	default:
+		return typeVarchar
+	}
+}
+
+func parseTimestamp(v string) (time.Time, bool) {
+	for _, l := range timestampLayouts {
+		if t, err := time.Parse(l, v); err == nil {
+			return t.UTC(), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// convert turns a CSV field into a value for a column of type typ; a value
+// that does not parse is passed as text for the engine to cast (and reject).
+func convert(v, typ string) any {
+	if v == "" {
+		return nil
+	}
+	up := strings.ToUpper(typ)
+	switch {
+	case strings.Contains(up, "INT"):
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+	case strings.HasPrefix(up, "DOUBLE"), strings.HasPrefix(up, "FLOAT"), strings.HasPrefix(up, "REAL"):
+		if n, err := strconv.ParseFloat(v, 64); err == nil {
+			return n
+		}
+	case strings.HasPrefix(up, "BOOL"):
+		if b, err := strconv.ParseBool(strings.ToLower(v)); err == nil {
+			return b
+		}
+	case strings.HasPrefix(up, "TIMESTAMP"):
+		if t, ok := parseTimestamp(v); ok {
+			return t
+		}
+	}
+	return v
+}

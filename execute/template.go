@@ -1,0 +1,104 @@
+package execute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/macro"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/sqlparse"
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+// Template is one snapshot's query pointed at a target snapshot set: every
+// reference to another model of the set is rewritten to the physical table
+// of the version that set uses; EXTERNAL models and anything else are left
+// as written. Macros are kept, so a template is built once per apply or run
+// and rendered per interval.
+type Template struct {
+	Snapshot *snapshot.Snapshot
+	// Table is the snapshot's physical table (quoted into @this_model).
+	Table warehouse.Table
+	// Query is the rewritten model query, macros intact; "" for kinds
+	// without a query (SEED, EXTERNAL).
+	Query string
+
+	thisModel string
+	dialect   string
+}
+
+// Templates builds a template for every snapshot of set (keyed by model
+// name), pointing each at the physical tables of set.
+//
+// Invariant: a reference is rewritten only when it names a model of set
+// that is not EXTERNAL, and only the characters of the name change (see
+// sqlparse.RewriteTables), so the rendered SQL reads exactly the versions
+// the environment will serve.
+func Templates(ctx context.Context, p *sqlparse.Parser, e warehouse.Engine, set map[string]*snapshot.Snapshot) (map[string]*Template, error) {
+	out := make(map[string]*Template, len(set))
+	for name, s := range set {
+		t, err := newTemplate(ctx, p, e, s, set)
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+func newTemplate(ctx context.Context, p *sqlparse.Parser, e warehouse.Engine, s *snapshot.Snapshot, set map[string]*snapshot.Snapshot) (*Template, error) {
+	t := &Template{Snapshot: s, Table: PhysicalTable(s), dialect: e.Dialect()}
+	t.thisModel = e.QuoteTable(t.Table)
+	m := s.Model
+	if m.Query == "" || m.Kind == model.KindSeed || m.Kind == model.KindExternal {
+		return t, nil
+	}
+	parsable, mapper, err := macro.ForParse(m.Query)
+	if err != nil {
+		return nil, fmt.Errorf("preparing the query for parsing: %w", err)
+	}
+	q, err := p.Parse(ctx, parsable)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the query: %w", err)
+	}
+	occ := make([]sqlparse.TableRef, len(q.Occurrences))
+	for i, o := range q.Occurrences {
+		if o.Offset >= 0 {
+			o.Offset = mapper.Original(o.Offset)
+		}
+		occ[i] = o
+	}
+	rewritten, err := sqlparse.RewriteTables(m.Query, occ, func(ref sqlparse.TableRef) (string, bool) {
+		if ref.Schema == "" {
+			return "", false
+		}
+		target, ok := set[ref.Schema+"."+ref.Name]
+		if !ok || target.Model.Kind == model.KindExternal {
+			return "", false
+		}
+		return e.QuoteTable(PhysicalTable(target)), true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pointing the query at physical tables: %w", err)
+	}
+	t.Query = rewritten
+	return t, nil
+}
+
+// Render is the template's SQL for the interval r (zero for kinds built
+// whole) at execution time exec: macros substituted, @this_model the quoted
+// physical table.
+func (t *Template) Render(r interval.Range, exec time.Time) (string, error) {
+	if t.Query == "" {
+		return "", errors.New("the model has no query")
+	}
+	sql, err := macro.Render(t.Query, macro.Vars{Start: r.Start, End: r.End, Execution: exec, ThisModel: t.thisModel}, t.dialect)
+	if err != nil {
+		return "", fmt.Errorf("rendering macros for %s: %w", r, err)
+	}
+	return sql, nil
+}

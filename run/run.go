@@ -1,0 +1,299 @@
+// Package run is the scheduler's unit of work: once, at an execution time,
+// it computes the due intervals of every snapshot an environment serves and
+// executes them in DAG order.
+//
+// Invariants:
+//   - every interval write is fenced on the environment's generation as read
+//     at the start (state.Fence{Environment, Generation}), so a run never
+//     records intervals on behalf of an environment that was promoted
+//     meanwhile;
+//   - before each model the environment is re-read; if its generation moved,
+//     the run stops there (the circuit breaker) with a *StoppedError — and
+//     a fenced write stops it the same way;
+//   - a child's interval runs only once its parents cover it: a child's work
+//     is clipped, per interval of its own unit, to what every parent covers
+//     after the parents ran in this same run.
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/gapless-dev/gapless/dag"
+	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/schedule"
+	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/sqlparse"
+	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+// ErrGenerationChanged is wrapped by *StoppedError: the environment was
+// promoted (or invalidated) while the run was in progress.
+var ErrGenerationChanged = errors.New("environment generation changed during the run")
+
+// StoppedError is the circuit breaker: the run stopped before Model because
+// Environment moved from generation Started to Now (0 when it was removed
+// or invalidated). Everything before Model was recorded under the old
+// generation; nothing was written on behalf of a retired snapshot after the
+// promotion. Err is ErrGenerationChanged, or the state.ErrFenced of a write
+// that lost the race.
+type StoppedError struct {
+	Environment string
+	Model       string
+	Started     int64
+	Now         int64
+	Err         error
+}
+
+func (e *StoppedError) Error() string {
+	return fmt.Sprintf("run of %s stopped before %s: generation %d is no longer current (now %d): %v; the next run picks up from the new generation",
+		e.Environment, e.Model, e.Started, e.Now, e.Err)
+}
+
+func (e *StoppedError) Unwrap() error { return e.Err }
+
+// Hooks let tests act at exact points of a run.
+type Hooks struct {
+	// BeforeModel runs before each model's circuit-breaker check.
+	BeforeModel func(ctx context.Context, model string) error
+	// AfterCheck runs after a model passed the circuit-breaker check and
+	// before its work starts: a promotion here is caught by the fence.
+	AfterCheck func(ctx context.Context, model string) error
+}
+
+// Params are what Once needs.
+type Params struct {
+	Env           string
+	ExecutionTime time.Time
+	// Select restricts the run to these models (their parents are not
+	// added; a selected model runs only where its parents already cover).
+	Select []string
+
+	Store      state.Store
+	Engine     warehouse.Engine
+	Parser     *sqlparse.Parser
+	ProjectDir string
+	// Now stamps state writes. Nil means time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+	Hooks  Hooks
+}
+
+// ModelResult is what the run did for one model.
+type ModelResult struct {
+	Model, Version string
+	Batches        int
+	Rows           int64
+	Recorded       interval.Set
+	// Waiting is due work held back because a parent does not cover it yet.
+	Waiting interval.Set
+}
+
+// Result is what a run did.
+type Result struct {
+	Environment string
+	Generation  int64
+	Models      []ModelResult
+}
+
+// Once runs every due interval of every model that p.Env serves, once.
+func Once(ctx context.Context, p Params) (*Result, error) {
+	base := p.Logger
+	if base == nil {
+		base = slog.Default()
+	}
+	log := base.With(slog.String("env", p.Env))
+	now := func() time.Time {
+		if p.Now != nil {
+			return p.Now().UTC()
+		}
+		return time.Now().UTC()
+	}
+	env, err := p.Store.GetEnvironment(ctx, p.Env)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: reading the environment: %w", p.Env, err)
+	}
+	if env.Invalidated {
+		return nil, fmt.Errorf("run %s: the environment is invalidated: %w", p.Env, state.ErrNotFound)
+	}
+	g := env.Generation
+	log = log.With(slog.Int64("generation", g), slog.String("plan_id", env.PlanID))
+	set, order, err := served(ctx, p.Store, env)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", p.Env, err)
+	}
+	for _, name := range p.Select {
+		if _, ok := set[name]; !ok {
+			return nil, fmt.Errorf("run %s: --select-model %s: the environment serves no such model", p.Env, name)
+		}
+	}
+	tpls, err := execute.Templates(ctx, p.Parser, p.Engine, set)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", p.Env, err)
+	}
+	x := &execute.Executor{Engine: p.Engine, Store: p.Store, ProjectDir: p.ProjectDir, Now: now, Logger: log}
+	fence := &state.Fence{Environment: p.Env, Generation: g}
+	res := &Result{Environment: p.Env, Generation: g}
+	for _, name := range order {
+		s := set[name]
+		if s.Model.Kind == model.KindExternal || (len(p.Select) > 0 && !slices.Contains(p.Select, name)) {
+			continue
+		}
+		if p.Hooks.BeforeModel != nil {
+			if err := p.Hooks.BeforeModel(ctx, name); err != nil {
+				return res, fmt.Errorf("run %s: before-model hook for %s: %w", p.Env, name, err)
+			}
+		}
+		// The circuit breaker: re-read the environment before each model.
+		if cur, err := currentGeneration(ctx, p.Store, p.Env); err != nil {
+			return res, fmt.Errorf("run %s: re-reading the environment before %s: %w", p.Env, name, err)
+		} else if cur != g {
+			log.WarnContext(ctx, "circuit breaker: generation changed, stopping", slog.String("model", name), slog.Int64("now", cur))
+			return res, &StoppedError{Environment: p.Env, Model: name, Started: g, Now: cur, Err: ErrGenerationChanged}
+		}
+		if p.Hooks.AfterCheck != nil {
+			if err := p.Hooks.AfterCheck(ctx, name); err != nil {
+				return res, fmt.Errorf("run %s: after-check hook for %s: %w", p.Env, name, err)
+			}
+		}
+		mr, err := runModel(ctx, p, x, tpls[name], set, fence)
+		if errors.Is(err, state.ErrFenced) {
+			cur, _ := currentGeneration(ctx, p.Store, p.Env)
+			log.WarnContext(ctx, "circuit breaker: write fenced, stopping", slog.String("model", name), slog.Int64("now", cur))
+			return res, &StoppedError{Environment: p.Env, Model: name, Started: g, Now: cur, Err: err}
+		}
+		if err != nil {
+			return res, fmt.Errorf("run %s: %w", p.Env, err)
+		}
+		if mr != nil {
+			res.Models = append(res.Models, *mr)
+		}
+	}
+	return res, nil
+}
+
+// currentGeneration is the environment's generation now; 0 when it no
+// longer exists or is invalidated (which also trips the breaker).
+func currentGeneration(ctx context.Context, st state.Store, env string) (int64, error) {
+	e, err := st.GetEnvironment(ctx, env)
+	if errors.Is(err, state.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if e.Invalidated {
+		return 0, nil
+	}
+	return e.Generation, nil
+}
+
+// served reads the environment's snapshots and orders them parents first.
+func served(ctx context.Context, st state.Store, env *state.Environment) (map[string]*snapshot.Snapshot, []string, error) {
+	keys := make([]state.SnapshotKey, len(env.Snapshots))
+	for i, r := range env.Snapshots {
+		keys[i] = r.Key()
+	}
+	got, err := st.GetSnapshots(ctx, keys)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading snapshots: %w", err)
+	}
+	set := make(map[string]*snapshot.Snapshot, len(got))
+	for _, r := range env.Snapshots {
+		s, ok := got[r.Key()]
+		if !ok {
+			return nil, nil, fmt.Errorf("snapshot %s@%s of environment %s: %w", r.Name, r.Fingerprint, env.Name, state.ErrNotFound)
+		}
+		set[r.Name] = s
+	}
+	edges := make(map[string][]string, len(set))
+	for name, s := range set {
+		for _, p := range s.Parents {
+			if _, ok := set[p]; ok {
+				edges[name] = append(edges[name], p)
+			}
+		}
+		if edges[name] == nil {
+			edges[name] = []string{}
+		}
+	}
+	g, err := dag.New(edges)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ordering the environment's models: %w", err)
+	}
+	return set, g.Order(), nil
+}
+
+// runModel computes one model's due work, clipped to its parents' coverage.
+func runModel(ctx context.Context, p Params, x *execute.Executor, t *execute.Template, set map[string]*snapshot.Snapshot, fence *state.Fence) (*ModelResult, error) {
+	s := t.Snapshot
+	spec, err := schedule.ForModel(s.Model)
+	if err != nil {
+		return nil, err
+	}
+	key := state.VersionKey{Name: s.Name, Version: s.Version}
+	keys := []state.VersionKey{key}
+	var parents []state.VersionKey
+	for _, pn := range s.Parents {
+		ps, ok := set[pn]
+		if !ok || ps.Model.Kind == model.KindExternal {
+			continue
+		}
+		pk := state.VersionKey{Name: ps.Name, Version: ps.Version}
+		parents = append(parents, pk)
+		keys = append(keys, pk)
+	}
+	covered, err := p.Store.GetIntervals(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("reading intervals of %s: %w", s.Name, err)
+	}
+	due := spec.Missing(covered[key], p.ExecutionTime)
+	if due.Missing.IsEmpty() {
+		return nil, nil
+	}
+	mr := &ModelResult{Model: s.Name, Version: s.Version}
+	whole := !execute.IsIncremental(s.Model.Kind)
+	work := due.Work
+	if !whole {
+		ready := work
+		for _, pk := range parents {
+			ready = ready.Intersect(covered[pk])
+		}
+		ready = aligned(ready, spec.Unit, s.Model.AllowPartials)
+		mr.Waiting = due.Missing.Subtract(ready)
+		work = ready
+		if work.IsEmpty() {
+			return mr, nil
+		}
+	}
+	r, err := x.Execute(ctx, execute.Work{Template: t, Ranges: work, Whole: whole, Execution: p.ExecutionTime, Fence: fence})
+	if err != nil {
+		return nil, err
+	}
+	mr.Batches, mr.Rows, mr.Recorded = r.Batches, r.Rows, r.Recorded
+	return mr, nil
+}
+
+// aligned shrinks each range of s to whole buckets of u (a parent covering
+// part of a child's day does not make the day ready), unless partial
+// intervals are allowed.
+func aligned(s interval.Set, u interval.Unit, partials bool) interval.Set {
+	if partials {
+		return s
+	}
+	var out []interval.Range
+	for r := range s.All() {
+		a := interval.NewRange(u.Ceil(r.Start), u.Floor(r.End))
+		if !a.Empty() {
+			out = append(out, a)
+		}
+	}
+	return interval.NewSet(out...)
+}

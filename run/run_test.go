@@ -1,0 +1,203 @@
+package run_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/gapless-dev/gapless/apply"
+	"github.com/gapless-dev/gapless/execute/executetest"
+	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/run"
+	"github.com/gapless-dev/gapless/state"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+var at = executetest.At
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func doApply(ctx context.Context, b *executetest.Bundle, p *plan.Plan, now time.Time) error {
+	_, err := apply.Apply(ctx, apply.Params{Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
+		ProjectDir: b.Dir, Now: func() time.Time { return now }, Logger: quiet})
+	return err
+}
+
+func runOnce(ctx context.Context, b *executetest.Bundle, env string, exec time.Time, sel []string, hooks run.Hooks) (*run.Result, error) {
+	return run.Once(ctx, run.Params{Env: env, ExecutionTime: exec, Select: sel, Store: b.Store, Engine: b.Engine,
+		Parser: b.Parser, ProjectDir: b.Dir, Now: func() time.Time { return exec }, Logger: quiet, Hooks: hooks})
+}
+
+func setupProd(t *testing.T) *executetest.Bundle {
+	t.Helper()
+	b := executetest.Setup(t, true, nil)
+	p := b.Plan(t, "p1", plan.Prod, at(2024, 1, 3, 0), plan.Options{})
+	require.NoError(t, doApply(b.Ctx, b, p, at(2024, 1, 3, 0)))
+	return b
+}
+
+func byModel(res *run.Result) map[string]run.ModelResult {
+	out := map[string]run.ModelResult{}
+	for _, m := range res.Models {
+		out[m.Model] = m
+	}
+	return out
+}
+
+// Scenario: a day after the first apply, the scheduler runs prod once at
+// 00:30: the hourly events gain a day, then the daily rollup (whose parent
+// now covers it), then the FULL totals are rebuilt; prod's views serve the
+// new rows.
+func TestRunAdvancesEveryModelInDAGOrder(t *testing.T) {
+	t.Parallel()
+	b := setupProd(t)
+	res, err := runOnce(b.Ctx, b, plan.Prod, time.Date(2024, 1, 4, 0, 30, 0, 0, time.UTC), nil, run.Hooks{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), res.Generation)
+	got := byModel(res)
+	require.Equal(t, 1, got["demo.events"].Batches)
+	require.Equal(t, 1, got["demo.daily_revenue"].Batches)
+	require.True(t, got["demo.daily_revenue"].Waiting.IsEmpty())
+
+	served, _ := b.Served(t, plan.Prod)
+	three := "{[2024-01-01T00:00:00Z, 2024-01-04T00:00:00Z)}"
+	require.Equal(t, three, b.Intervals(t, "demo.events", served["demo.events"].Version))
+	require.Equal(t, three, b.Intervals(t, "demo.daily_revenue", served["demo.daily_revenue"].Version))
+	require.Equal(t, int64(864), b.Count(t, "demo.events"))
+	require.Equal(t, int64(15), b.Count(t, "demo.daily_revenue"))
+	require.Equal(t, []string{"864"}, b.Rows(t, "SELECT sum(events)::BIGINT FROM demo.customer_totals"))
+
+	// Nothing is due again at the same time.
+	res, err = runOnce(b.Ctx, b, plan.Prod, time.Date(2024, 1, 4, 0, 30, 0, 0, time.UTC), nil, run.Hooks{})
+	require.NoError(t, err)
+	require.Empty(t, res.Models)
+}
+
+// Scenario: a run selecting only the rollup does not compute its parent; the
+// rollup's due days wait for events to cover them, and nothing is written.
+func TestChildWaitsForItsParents(t *testing.T) {
+	t.Parallel()
+	b := setupProd(t)
+	res, err := runOnce(b.Ctx, b, plan.Prod, at(2024, 1, 5, 0), []string{"demo.daily_revenue"}, run.Hooks{})
+	require.NoError(t, err)
+	got := byModel(res)
+	require.Equal(t, "{[2024-01-03T00:00:00Z, 2024-01-05T00:00:00Z)}", got["demo.daily_revenue"].Waiting.String())
+	require.Zero(t, got["demo.daily_revenue"].Batches)
+	require.Equal(t, int64(10), b.Count(t, "demo.daily_revenue"))
+
+	// A full run at a time when events cover only part of a day leaves that
+	// day waiting too.
+	res, err = runOnce(b.Ctx, b, plan.Prod, at(2024, 1, 5, 0), nil, run.Hooks{})
+	require.NoError(t, err)
+	require.Equal(t, int64(20), b.Count(t, "demo.daily_revenue"))
+}
+
+// Scenario: a run starts at generation 1; before it reaches events, a plan
+// replacing events is applied and promoted (generation 2). The run's
+// circuit breaker stops it before events: the retired version is not
+// advanced. The next run serves generation 2.
+func TestRunStopsAtItsCircuitBreaker(t *testing.T) {
+	t.Parallel()
+	b := setupProd(t)
+	executetest.WriteFiles(t, b.Dir, map[string]string{"models/events.sql": `MODEL (
+  name demo.events,
+  kind INCREMENTAL_BY_TIME_RANGE (time_column event_ts, batch_size 24),
+  cron '@hourly'
+);
+SELECT epoch(g.ts)::BIGINT / 300 AS event_id, g.ts AS event_ts, 1 AS customer_id, 1.0 AS amount
+FROM generate_series(@start_ts, @end_ts, INTERVAL 5 MINUTE) AS g(ts)`})
+	p2 := b.Plan(t, "p2", plan.Prod, at(2024, 1, 3, 0), plan.Options{})
+	retired, _ := b.Served(t, plan.Prod)
+
+	exec := at(2024, 1, 4, 0)
+	hooks := run.Hooks{BeforeModel: func(ctx context.Context, model string) error {
+		if model == "demo.events" {
+			return doApply(ctx, b, p2, exec)
+		}
+		return nil
+	}}
+	res, err := runOnce(b.Ctx, b, plan.Prod, exec, nil, hooks)
+	var stopped *run.StoppedError
+	require.ErrorAs(t, err, &stopped)
+	require.True(t, errors.Is(err, run.ErrGenerationChanged))
+	require.Equal(t, "demo.events", stopped.Model)
+	require.Equal(t, int64(1), stopped.Started)
+	require.Equal(t, int64(2), stopped.Now)
+	require.Equal(t, int64(1), res.Generation)
+	_, ranEvents := byModel(res)["demo.events"]
+	require.False(t, ranEvents)
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-03T00:00:00Z)}",
+		b.Intervals(t, "demo.events", retired["demo.events"].Version), "the retired version was not advanced")
+
+	res, err = runOnce(b.Ctx, b, plan.Prod, exec, nil, run.Hooks{})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), res.Generation)
+	served, _ := b.Served(t, plan.Prod)
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-04T00:00:00Z)}", b.Intervals(t, "demo.events", served["demo.events"].Version))
+	require.Equal(t, []string{"864"}, b.Rows(t, "SELECT sum(amount)::BIGINT FROM demo.events"))
+}
+
+// Scenario: a promotion lands after the run passed its circuit-breaker
+// check for events but before events' first write. The write carries the
+// run's generation as a fence, so state refuses it: the run stops with a
+// *StoppedError wrapping state.ErrFenced and the retired version's
+// intervals do not advance.
+func TestRunIsFencedWhenPromotionLandsMidModel(t *testing.T) {
+	t.Parallel()
+	b := setupProd(t)
+	executetest.WriteFiles(t, b.Dir, map[string]string{"models/daily_revenue.sql": `MODEL (
+  name demo.daily_revenue,
+  kind INCREMENTAL_BY_TIME_RANGE (time_column day),
+  cron '@daily'
+);
+SELECT date_trunc('day', e.event_ts) AS day, e.customer_id, count(*) AS events, 0 AS revenue
+FROM demo.events AS e
+WHERE e.event_ts BETWEEN @start_ts AND @end_ts
+GROUP BY ALL`})
+	p2 := b.Plan(t, "p2", plan.Prod, at(2024, 1, 3, 0), plan.Options{})
+	retired, _ := b.Served(t, plan.Prod)
+
+	exec := at(2024, 1, 4, 0)
+	hooks := run.Hooks{AfterCheck: func(ctx context.Context, model string) error {
+		if model == "demo.daily_revenue" {
+			return doApply(ctx, b, p2, exec)
+		}
+		return nil
+	}}
+	_, err := runOnce(b.Ctx, b, plan.Prod, exec, nil, hooks)
+	var stopped *run.StoppedError
+	require.ErrorAs(t, err, &stopped)
+	require.ErrorIs(t, err, state.ErrFenced)
+	require.Equal(t, "demo.daily_revenue", stopped.Model)
+	require.Equal(t, int64(2), stopped.Now)
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-03T00:00:00Z)}",
+		b.Intervals(t, "demo.daily_revenue", retired["demo.daily_revenue"].Version), "the fenced write was not recorded")
+}
+
+// Scenario: a model with lookback 3 recomputes the three hours before each
+// due hour on every run; the recomputed hours replace exactly their rows.
+func TestLookbackRecomputesWithoutDuplicates(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, false, map[string]string{"models/late.sql": `MODEL (
+  name demo.late,
+  kind INCREMENTAL_BY_TIME_RANGE (time_column ts, lookback 3),
+  cron '@hourly',
+  start '2024-01-01'
+);
+SELECT g.ts AS ts, 1 AS n FROM generate_series(@start_ts, @end_ts, INTERVAL 15 MINUTE) AS g(ts)`})
+	p := b.Plan(t, "p1", plan.Prod, at(2024, 1, 1, 6), plan.Options{})
+	require.NoError(t, doApply(b.Ctx, b, p, at(2024, 1, 1, 6)))
+	res, err := runOnce(b.Ctx, b, plan.Prod, at(2024, 1, 1, 7), nil, run.Hooks{})
+	require.NoError(t, err)
+	got := byModel(res)["demo.late"]
+	require.Equal(t, "{[2024-01-01T03:00:00Z, 2024-01-01T07:00:00Z)}", got.Recorded.String(), "the due hour and three hours of lookback")
+	require.Equal(t, int64(16), got.Rows)
+	require.Equal(t, int64(7*4), b.Count(t, "demo.late"))
+	require.Equal(t, []string{"28"}, b.Rows(t, "SELECT count(DISTINCT ts) FROM demo.late"))
+}
