@@ -22,7 +22,21 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseFile -fuzztime 30s ./model/
 	$(GO) test -run '^$$' -fuzz FuzzParse$$ -fuzztime 30s ./sqlparse/
 
-# The main job on the embedded default: load the example project, print its
-# DAG, versions and the intervals due now.
+# The main job on the embedded default (DuckDB warehouse, SQLite state), in a
+# temporary folder: write the example project, deploy prod with one day of
+# history, run the scheduler five hours later, and show the state and a
+# served view. Fixed execution times keep the output stable (only the plan
+# id and the promotion's wall-clock time vary).
+DEMO_T0 = 2024-01-02T00:30:00Z
+DEMO_T1 = 2024-01-02T05:30:00Z
+
 demo: build
-	./bin/gapless models -p examples/quickstart --execution-time 2024-03-01T00:00:00Z
+	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	set -e && \
+	gl() { echo; echo "\$$ gapless $$*"; ./bin/gapless -p "$$dir/quickstart" --log-level warn "$$@"; } && \
+	./bin/gapless init "$$dir/quickstart" && \
+	gl models --execution-time $(DEMO_T0) && \
+	gl plan --auto-apply --execution-time $(DEMO_T0) && \
+	gl run --execution-time $(DEMO_T1) && \
+	gl status --execution-time $(DEMO_T1) && \
+	gl query "SELECT * FROM demo.top_customers"

@@ -2,37 +2,127 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"time"
 
+	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/config"
 	"github.com/gapless-dev/gapless/project"
 	"github.com/gapless-dev/gapless/sqlparse"
+	"github.com/gapless-dev/gapless/warehouse"
 )
 
-// openProject finds the project (from -p or the working directory upwards)
-// and loads it. The SQL parser is closed before returning.
-func (g *globals) openProject(ctx context.Context) (*project.Project, *config.Config, error) {
+// projectRoot finds the project folder: -p, or the working directory and
+// its parents, the way git finds its repository.
+func (g *globals) projectRoot() (string, error) {
 	start := g.projectDir
 	if start == "" {
 		wd, err := g.env.Getwd()
 		if err != nil {
-			return nil, nil, fmt.Errorf("finding the project: %w", err)
+			return "", fmt.Errorf("finding the project: %w", err)
 		}
 		start = wd
 	}
-	root, err := project.FindRoot(start)
+	return project.FindRoot(start)
+}
+
+// openProject finds the project (from -p or the working directory upwards)
+// and loads it. The SQL parser is closed before returning.
+func (g *globals) openProject(ctx context.Context) (*project.Project, *config.Config, error) {
+	pr, cfg, p, err := g.openProjectWithParser(ctx)
 	if err != nil {
 		return nil, nil, err
+	}
+	p.Close()
+	return pr, cfg, nil
+}
+
+// openProjectWithParser is openProject that keeps the SQL parser open, for
+// commands that parse more SQL afterwards (plan categorises changes with
+// it). The caller closes the parser.
+func (g *globals) openProjectWithParser(ctx context.Context) (*project.Project, *config.Config, *sqlparse.Parser, error) {
+	root, err := g.projectRoot()
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	p, err := sqlparse.Open()
 	if err != nil {
-		return nil, nil, fmt.Errorf("starting the SQL parser: %w", err)
+		return nil, nil, nil, fmt.Errorf("starting the SQL parser: %w", err)
 	}
-	defer p.Close()
 	pr, cfg, err := project.Load(ctx, root, p)
 	if err != nil {
-		return nil, nil, err
+		p.Close()
+		return nil, nil, nil, err
 	}
 	g.log.Debug("project loaded", "project", root, "models", len(pr.Models))
-	return pr, cfg, nil
+	return pr, cfg, p, nil
 }
+
+// openConfig finds the project and reads its gapless.yaml only, for commands
+// that do not need the models (environments, query, migrate, ...).
+func (g *globals) openConfig() (*config.Config, error) {
+	root, err := g.projectRoot()
+	if err != nil {
+		return nil, err
+	}
+	return config.Load(root)
+}
+
+// openBackend opens the state store and the warehouse that cfg names. With
+// stateOnly the warehouse is not opened (Engine is nil). The caller closes
+// the backend with closeBackend.
+func (g *globals) openBackend(ctx context.Context, cfg *config.Config, stateOnly bool) (*backend.Backend, error) {
+	b, err := backend.Open(ctx, cfg, backend.Options{LockWait: g.duckdbLockWait(), Log: g.log, StateOnly: stateOnly})
+	if err != nil {
+		return nil, err
+	}
+	g.log.Debug("backend opened", "state", cfg.State.String(), "warehouse", cfg.Warehouse.String())
+	return b, nil
+}
+
+// openEngine opens the warehouse alone, for a backend opened state-only.
+func (g *globals) openEngine(ctx context.Context, cfg *config.Config) (warehouse.Engine, error) {
+	e, err := backend.OpenEngine(ctx, cfg.Warehouse, backend.Options{LockWait: g.duckdbLockWait(), Log: g.log})
+	if err != nil {
+		return nil, err
+	}
+	g.log.Debug("warehouse opened", "warehouse", cfg.Warehouse.String())
+	return e, nil
+}
+
+// duckdbLockWait maps --lock-wait to duckdb's convention, where zero means
+// the default and a negative value means do not wait.
+func (g *globals) duckdbLockWait() time.Duration {
+	if g.lockWait <= 0 {
+		return -1
+	}
+	return g.lockWait
+}
+
+// closeBackend closes b and joins a close failure into *errp, so that a
+// command that succeeded still fails when its state could not be closed.
+func (g *globals) closeBackend(b *backend.Backend, errp *error) {
+	if err := b.Close(); err != nil {
+		g.log.Warn("closing the backend", "error", err)
+		*errp = errors.Join(*errp, err)
+	}
+}
+
+// path resolves a file name given on the command line against the working
+// directory (Env.Getwd, which tests set).
+func (g *globals) path(name string) (string, error) {
+	if filepath.IsAbs(name) {
+		return name, nil
+	}
+	wd, err := g.env.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("resolving %s: %w", name, err)
+	}
+	return filepath.Join(wd, name), nil
+}
+
+// now is the wall clock for records (created_at, promoted_at); the
+// execution time is execTime.
+func (g *globals) now() time.Time { return g.env.Now().UTC() }

@@ -32,8 +32,16 @@ const (
 type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
-	Now    func() time.Time
-	Getwd  func() (string, error)
+	// Stdin answers the plan's confirmation prompt; nil reads nothing.
+	Stdin io.Reader
+	Now   func() time.Time
+	Getwd func() (string, error)
+	// Interactive says that stdin and stdout are a terminal: plan then asks
+	// before applying. Tests leave it false.
+	Interactive bool
+	// StderrTerminal says that stderr is a terminal: long work then shows
+	// progress bars there. Never set it for a pipe or a file.
+	StderrTerminal bool
 }
 
 // UsageError is a mistake in how a command was called (unknown flag, bad
@@ -52,7 +60,10 @@ type globals struct {
 	env           Env
 	projectDir    string
 	logFormat     string
+	logLevel      string
 	executionTime string
+	lockWait      time.Duration
+	level         slog.Level
 	log           *slog.Logger
 }
 
@@ -102,8 +113,23 @@ func newRoot(g *globals) *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.StringVarP(&g.projectDir, "project", "p", "", "project folder (default: found from the working directory upwards, like git)")
 	pf.StringVar(&g.logFormat, "log-format", "text", "structured log format: text or json")
+	pf.StringVar(&g.logLevel, "log-level", "info", "least important log records shown: debug, info, warn or error")
 	pf.StringVar(&g.executionTime, "execution-time", "", "the time the command acts at (default: now), e.g. 2024-03-01 or 2024-03-01T12:00:00Z")
-	root.AddCommand(newModelsCmd(g))
+	pf.DurationVar(&g.lockWait, "lock-wait", 30*time.Second, "how long to wait for another process holding the DuckDB warehouse file (0: do not wait)")
+	root.AddCommand(
+		newModelsCmd(g),
+		newInitCmd(g),
+		newPlanCmd(g),
+		newApplyCmd(g),
+		newRunCmd(g),
+		newStatusCmd(g),
+		newEnvironmentsCmd(g),
+		newInvalidateCmd(g),
+		newJanitorCmd(g),
+		newRenderCmd(g),
+		newQueryCmd(g),
+		newMigrateCmd(g),
+	)
 	// Unknown subcommands and bad argument counts are usage errors too.
 	root.Args = func(cmd *cobra.Command, args []string) error {
 		if len(args) > 0 {
@@ -116,19 +142,31 @@ func newRoot(g *globals) *cobra.Command {
 }
 
 func (g *globals) setupLogging() error {
-	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return usagef("--log-level must be debug, info, warn or error, not %q", g.logLevel)
+	}
+	g.level = level
 	switch g.logFormat {
-	case "text":
-		g.log = slog.New(slog.NewTextHandler(g.env.Stderr, opts))
-	case "json":
-		g.log = slog.New(slog.NewJSONHandler(g.env.Stderr, opts))
+	case "text", "json":
 	default:
 		return usagef("--log-format must be text or json, not %q", g.logFormat)
 	}
+	g.log = g.loggerTo(g.env.Stderr)
 	return nil
 }
 
-// exactArgs is cobra.ExactArgs / RangeArgs that reports a usage error.
+// loggerTo is a logger with the chosen format and level writing to w (the
+// progress bars' writer while they run, so that records print above them).
+func (g *globals) loggerTo(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: g.level}
+	if g.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// rangeArgs is cobra.RangeArgs that reports a usage error.
 func rangeArgs(lo, hi int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) < lo || len(args) > hi {

@@ -1,0 +1,173 @@
+// Package backend opens what a project's gapless.yaml points at: the state
+// store (SQLite embedded, or PostgreSQL) and the warehouse engine (DuckDB
+// embedded, or PostgreSQL). The command line opens one Backend per command;
+// tests open it the same way.
+//
+// The DuckDB warehouse file is held by one process at a time. Open waits a
+// bounded time for another process to let go (Options.LockWait) and then
+// fails with an error wrapping ErrLocked that names the file and says what
+// to do.
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gapless-dev/gapless/config"
+	"github.com/gapless-dev/gapless/state"
+	pgstate "github.com/gapless-dev/gapless/state/postgres"
+	"github.com/gapless-dev/gapless/state/sqlite"
+	"github.com/gapless-dev/gapless/warehouse"
+	"github.com/gapless-dev/gapless/warehouse/duckdb"
+	pgwarehouse "github.com/gapless-dev/gapless/warehouse/postgres"
+)
+
+// ErrLocked is wrapped by Open's error when another process holds the DuckDB
+// warehouse file for longer than Options.LockWait. It is the same sentinel
+// as duckdb.ErrLocked, so either may be tested with errors.Is.
+var ErrLocked = duckdb.ErrLocked
+
+// ErrUnsupported is wrapped by Open's error when a connection names a driver
+// that cannot play the role asked of it (a SQLite warehouse, a DuckDB state
+// store).
+var ErrUnsupported = errors.New("unsupported backend")
+
+// Options configures Open. The zero value is the production default.
+type Options struct {
+	// LockWait bounds how long opening a DuckDB warehouse waits while another
+	// process holds the file: zero means duckdb.DefaultLockWait, negative
+	// means fail at once.
+	LockWait time.Duration
+	// Clock paces the lock wait (nil: the real clock). Tests inject one.
+	Clock duckdb.Clock
+	// Log receives one record per opened component; nil discards.
+	Log *slog.Logger
+	// StateOnly opens the state store alone (Engine stays nil), for
+	// commands that never touch the warehouse.
+	StateOnly bool
+}
+
+// Backend is an opened state store and warehouse engine.
+type Backend struct {
+	Store  state.Store
+	Engine warehouse.Engine
+	// Config is the configuration the backend was opened from.
+	Config *config.Config
+}
+
+// Open opens the state store, then the warehouse, as cfg says. If the
+// warehouse fails to open, the store is closed again: on error nothing is
+// left open.
+func Open(ctx context.Context, cfg *config.Config, opts Options) (*Backend, error) {
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	store, err := OpenStore(ctx, cfg.State)
+	if err != nil {
+		return nil, err
+	}
+	log.Debug("state store opened", "state", cfg.State.String())
+	b := &Backend{Store: store, Config: cfg}
+	if opts.StateOnly {
+		return b, nil
+	}
+	engine, err := OpenEngine(ctx, cfg.Warehouse, opts)
+	if err != nil {
+		if cerr := store.Close(); cerr != nil {
+			log.Warn("closing the state store after a failed open", "state", cfg.State.String(), "error", cerr)
+		}
+		return nil, err
+	}
+	log.Debug("warehouse opened", "warehouse", cfg.Warehouse.String())
+	b.Engine = engine
+	return b, nil
+}
+
+// OpenStore opens (and migrates) the state store that conn names.
+func OpenStore(ctx context.Context, conn config.Conn) (state.Store, error) {
+	switch conn.Driver {
+	case config.DriverSQLite:
+		s, err := sqlite.Open(ctx, conn.Path)
+		if err != nil {
+			return nil, fmt.Errorf("opening the state store %s: %w", conn.String(), err)
+		}
+		return s, nil
+	case config.DriverPostgres:
+		s, err := pgstate.Open(ctx, conn.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("opening the state store %s: %w", conn.String(), err)
+		}
+		return s, nil
+	default:
+		return nil, fmt.Errorf("state store %s: %w: the state store is sqlite:// or postgres://", conn.String(), ErrUnsupported)
+	}
+}
+
+// OpenEngine opens the warehouse engine that conn names. For a DuckDB file
+// it creates the file's folder if needed and waits up to opts.LockWait for
+// another process holding the file.
+func OpenEngine(ctx context.Context, conn config.Conn, opts Options) (warehouse.Engine, error) {
+	switch conn.Driver {
+	case config.DriverDuckDB:
+		if conn.Path != config.Memory {
+			if err := os.MkdirAll(filepath.Dir(conn.Path), 0o755); err != nil {
+				return nil, fmt.Errorf("creating the warehouse folder: %w", err)
+			}
+		}
+		e, err := duckdb.Open(ctx, conn.Path, duckdb.Options{LockWait: opts.LockWait, Clock: opts.Clock})
+		if errors.Is(err, duckdb.ErrLocked) {
+			return nil, &LockedError{Path: conn.Path, Err: err}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("opening the warehouse %s: %w", conn.String(), err)
+		}
+		return e, nil
+	case config.DriverPostgres:
+		e, err := pgwarehouse.Open(ctx, conn.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("opening the warehouse %s: %w", conn.String(), err)
+		}
+		return e, nil
+	default:
+		return nil, fmt.Errorf("warehouse %s: %w: the warehouse is duckdb:// or postgres://", conn.String(), ErrUnsupported)
+	}
+}
+
+// LockedError reports a DuckDB warehouse file held by another process. Its
+// message is one line that names the file and says what to do; the driver's
+// detail stays reachable through Unwrap.
+type LockedError struct {
+	Path string
+	Err  error
+}
+
+// Error implements error.
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("the warehouse file %s is in use by another process (another gapless command, or a DuckDB client); "+
+		"wait for it to finish or close it, then try again", e.Path)
+}
+
+// Unwrap returns the engine's error, which wraps ErrLocked.
+func (e *LockedError) Unwrap() error { return e.Err }
+
+// Close closes the warehouse and the store, and returns both errors joined.
+func (b *Backend) Close() error {
+	var errs []error
+	if b.Engine != nil {
+		if err := b.Engine.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the warehouse: %w", err))
+		}
+	}
+	if b.Store != nil {
+		if err := b.Store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the state store: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

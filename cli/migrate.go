@@ -1,0 +1,38 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+)
+
+func newMigrateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "migrate",
+		Short: "Upgrade the state store's schema and print its version",
+		Long: `Opens the state store named in gapless.yaml, which applies every pending
+migration (on PostgreSQL under an advisory lock, so that several processes
+may run it at once), and prints the schema version. A store migrated by a
+newer gapless is refused and left untouched.`,
+		Args: rangeArgs(0, 0),
+		RunE: func(cmd *cobra.Command, _ []string) (err error) {
+			ctx := cmd.Context()
+			cfg, err := g.openConfig()
+			if err != nil {
+				return err
+			}
+			b, err := g.openBackend(ctx, cfg, true)
+			if err != nil {
+				return err
+			}
+			defer g.closeBackend(b, &err)
+			v, err := b.Store.SchemaVersion(ctx)
+			if err != nil {
+				return fmt.Errorf("reading the schema version: %w", err)
+			}
+			g.log.Info("state store migrated", "state", cfg.State.String(), "schema_version", v)
+			fmt.Fprintf(g.env.Stdout, "State store %s is at schema version %d.\n", cfg.State.String(), v)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,483 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gapless-dev/gapless/dag"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/project"
+	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/sqlparse"
+	"github.com/gapless-dev/gapless/state"
+)
+
+// planFlags are the flags of `gapless plan`.
+type planFlags struct {
+	start, end   string
+	restate      []string
+	selectModels []string
+	skipBackfill bool
+	forwardOnly  bool
+	noGaps       bool
+	out          string
+	autoApply    bool
+	asJSON       bool
+}
+
+func newPlanCmd(g *globals) *cobra.Command {
+	var f planFlags
+	cmd := &cobra.Command{
+		Use:   "plan [ENV]",
+		Short: "Build a plan against ENV (default prod), print it, and apply it when asked to",
+		Long: `Compares the project with what ENV serves and prints the plan: added,
+removed, directly and indirectly modified models (with a SQL diff for each
+direct change), the change categories, and per model the intervals to
+backfill.
+
+A new development environment starts as a copy of prod and reuses prod's
+tables for every model it does not change.
+
+Then:
+  --out FILE      writes the plan as JSON and applies nothing (gapless apply FILE);
+  --auto-apply    applies it without asking;
+  on a terminal   asks before applying;
+  otherwise       applies nothing and says how to.`,
+		Args: rangeArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			env := plan.Prod
+			if len(args) == 1 {
+				env = args[0]
+			}
+			if err := checkEnvName(env); err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("no-gaps") {
+				f.noGaps = env == plan.Prod
+			}
+			if f.out != "" && f.autoApply {
+				return usagef("--out writes the plan without applying it; it cannot be combined with --auto-apply")
+			}
+			return g.runPlan(cmd.Context(), env, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.start, "start", "", "backfill from this time (default: each model's start)")
+	fl.StringVar(&f.end, "end", "", "backfill up to this time (default: the execution time)")
+	fl.StringArrayVar(&f.restate, "restate-model", nil, "recompute this model's intervals, and those of everything downstream (repeatable)")
+	fl.StringArrayVar(&f.selectModels, "select-model", nil, "restrict the plan to this model (repeatable)")
+	fl.BoolVar(&f.skipBackfill, "skip-backfill", false, "do not backfill")
+	fl.BoolVar(&f.forwardOnly, "forward-only", false, "reuse the existing physical tables: changes apply from now on")
+	fl.BoolVar(&f.noGaps, "no-gaps", false, "the strict check: never promote a table with a gap (default on for prod)")
+	fl.StringVar(&f.out, "out", "", "write the plan as JSON to FILE and apply nothing")
+	fl.BoolVar(&f.autoApply, "auto-apply", false, "apply without asking")
+	fl.BoolVar(&f.asJSON, "json", false, "print a machine-readable summary")
+	return cmd
+}
+
+// checkEnvName refuses names that cannot be served: environment E lives in
+// schemas named schema__E.
+func checkEnvName(name string) error {
+	ok := name != "" && name[0] >= 'a' && name[0] <= 'z' && !strings.Contains(name, "__")
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
+			ok = false
+		}
+	}
+	if !ok {
+		return usagef("bad environment name %q: use lower-case letters, digits and single underscores, starting with a letter", name)
+	}
+	return nil
+}
+
+func (g *globals) runPlan(ctx context.Context, env string, f planFlags) (err error) {
+	exec, err := g.execTime()
+	if err != nil {
+		return err
+	}
+	opts, err := planOptions(f)
+	if err != nil {
+		return err
+	}
+	pr, cfg, parser, err := g.openProjectWithParser(ctx)
+	if err != nil {
+		return err
+	}
+	defer parser.Close()
+	for _, name := range append(append([]string(nil), f.selectModels...), f.restate...) {
+		if _, ok := pr.Models[name]; !ok {
+			return fmt.Errorf("model %s: no such model in %s", name, pr.Dir)
+		}
+	}
+	// Planning reads state only; the warehouse (a DuckDB file is held by one
+	// process at a time) is opened only to apply.
+	b, err := g.openBackend(ctx, cfg, true)
+	if err != nil {
+		return err
+	}
+	defer g.closeBackend(b, &err)
+
+	pl, err := buildPlan(ctx, b.Store, pr, parser, env, exec, g.now(), opts)
+	if err != nil {
+		return err
+	}
+	g.log.Debug("plan built", "plan", pl.ID, "environment", env, "changes", len(pl.Changes), "backfills", len(pl.Backfills))
+
+	if f.out != "" {
+		data, err := plan.Encode(pl)
+		if err != nil {
+			return err
+		}
+		file, err := g.path(f.out)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			return fmt.Errorf("writing the plan: %w", err)
+		}
+	}
+	if f.asJSON {
+		if err := writeJSON(g.env.Stdout, summarize(pl)); err != nil {
+			return err
+		}
+	} else {
+		printPlan(g.env.Stdout, pl)
+	}
+	out := g.env.Stdout
+	if f.asJSON {
+		out = g.env.Stderr // keep stdout one JSON document
+	}
+	switch {
+	case f.out != "":
+		fmt.Fprintf(out, "\nPlan written to %s; nothing applied. Apply it with:\n  gapless apply %s\n", f.out, f.out)
+		return nil
+	case isEmpty(pl):
+		fmt.Fprintf(out, "\n%s is up to date; nothing to apply.\n", env)
+		return nil
+	case f.autoApply:
+	case g.env.Interactive:
+		yes, err := confirm(g.env.Stdin, out, fmt.Sprintf("\nApply this plan to %s? [y/N] ", env))
+		if err != nil {
+			return err
+		}
+		if !yes {
+			fmt.Fprintln(out, "Not applied.")
+			return nil
+		}
+	default:
+		fmt.Fprintf(out, "\nNot applied. To apply it, run:\n  gapless plan %s --auto-apply\nor save it and apply it later:\n  gapless plan %s --out plan.json && gapless apply plan.json\n", env, env)
+		return nil
+	}
+	if b.Engine, err = g.openEngine(ctx, cfg); err != nil {
+		return err
+	}
+	if err := g.applyPlan(ctx, out, b, cfg.Dir, pl); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nApplied plan %s to %s.\n", pl.ID, env)
+	return nil
+}
+
+// planOptions parses the flags into plan.Options.
+func planOptions(f planFlags) (plan.Options, error) {
+	o := plan.Options{
+		ForwardOnly: f.forwardOnly, SkipBackfill: f.skipBackfill, NoGaps: f.noGaps,
+		Restate: f.restate, Select: f.selectModels,
+	}
+	var err error
+	if f.start != "" {
+		if o.Start, err = model.ParseTime(f.start); err != nil {
+			return o, usagef("--start: %w", err)
+		}
+	}
+	if f.end != "" {
+		if o.End, err = model.ParseTime(f.end); err != nil {
+			return o, usagef("--end: %w", err)
+		}
+	}
+	if !o.Start.IsZero() && !o.End.IsZero() && !o.Start.Before(o.End) {
+		return o, usagef("--start %s is not before --end %s", f.start, f.end)
+	}
+	return o, nil
+}
+
+// buildPlan reads env and what it serves from the store and builds a plan
+// from it to the project. A new development environment starts from prod.
+func buildPlan(ctx context.Context, store state.Store, pr *project.Project, parser *sqlparse.Parser,
+	env string, exec, now time.Time, opts plan.Options) (*plan.Plan, error) {
+	current, err := liveEnvironment(ctx, store, env)
+	if err != nil {
+		return nil, err
+	}
+	baseEnv := current
+	if baseEnv == nil && env != plan.Prod {
+		if baseEnv, err = liveEnvironment(ctx, store, plan.Prod); err != nil {
+			return nil, err
+		}
+	}
+	base, err := servedSnapshots(ctx, store, baseEnv)
+	if err != nil {
+		return nil, err
+	}
+	next, graph, err := selectNext(pr, base, opts.Select)
+	if err != nil {
+		return nil, err
+	}
+	id, err := newPlanID()
+	if err != nil {
+		return nil, err
+	}
+	pl, err := plan.Build(ctx, plan.BuildParams{
+		ID: id, Environment: env, Current: current, Base: base,
+		Next: next, Graph: graph, Intervals: store,
+		Additive:      project.Additive(ctx, parser),
+		ExecutionTime: exec, Now: now, Options: opts,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("building the plan for %s: %w", env, err)
+	}
+	return pl, nil
+}
+
+// selectNext restricts a plan to the selected models (--select-model) and
+// their upstream models: every other model keeps the snapshot the base
+// serves (a change to it waits for a later plan), and a new model that is
+// not selected is left out. Without a selection it is the project as is.
+func selectNext(pr *project.Project, base map[string]*snapshot.Snapshot, selected []string) (map[string]*snapshot.Snapshot, *dag.Graph, error) {
+	if len(selected) == 0 {
+		return pr.Snapshots, pr.Graph, nil
+	}
+	take := map[string]bool{}
+	for _, n := range append(pr.Graph.Upstream(selected...), selected...) {
+		take[n] = true
+	}
+	next := map[string]*snapshot.Snapshot{}
+	edges := map[string][]string{}
+	keep := func(s *snapshot.Snapshot) {
+		next[s.Name] = s
+		edges[s.Name] = s.Parents
+	}
+	for name, s := range pr.Snapshots {
+		if take[name] {
+			keep(s)
+		} else if b, ok := base[name]; ok {
+			keep(b)
+		}
+	}
+	for name, b := range base {
+		if _, ok := next[name]; !ok {
+			keep(b) // removed from the project but not selected: still served
+		}
+	}
+	g, err := dag.New(edges)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--select-model: %w", err)
+	}
+	return next, g, nil
+}
+
+// liveEnvironment returns the environment, or nil when it does not exist or
+// was invalidated (a plan then starts it afresh).
+func liveEnvironment(ctx context.Context, store state.Reader, name string) (*state.Environment, error) {
+	e, err := store.GetEnvironment(ctx, name)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading environment %s: %w", name, err)
+	}
+	if e.Invalidated {
+		return nil, nil
+	}
+	return e, nil
+}
+
+// servedSnapshots returns the snapshots env serves, by model name; empty
+// for a nil env. A snapshot the environment names but the store lacks is an
+// error: the state is damaged, and planning against it could drop a model.
+func servedSnapshots(ctx context.Context, store state.Store, env *state.Environment) (map[string]*snapshot.Snapshot, error) {
+	out := map[string]*snapshot.Snapshot{}
+	if env == nil || len(env.Snapshots) == 0 {
+		return out, nil
+	}
+	keys := make([]state.SnapshotKey, len(env.Snapshots))
+	for i, r := range env.Snapshots {
+		keys[i] = r.Key()
+	}
+	got, err := store.GetSnapshots(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("reading the snapshots environment %s serves: %w", env.Name, err)
+	}
+	for _, r := range env.Snapshots {
+		s, ok := got[r.Key()]
+		if !ok {
+			return nil, fmt.Errorf("environment %s serves %s at %s, which is missing from the state store", env.Name, r.Name, r.Fingerprint)
+		}
+		out[r.Name] = s
+	}
+	return out, nil
+}
+
+// newPlanID returns a fresh random plan id.
+func newPlanID() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generating a plan id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// isEmpty: the environment exists and the plan changes nothing and computes
+// nothing.
+func isEmpty(pl *plan.Plan) bool {
+	return pl.Expected.PlanID != "" && len(pl.Changes) == 0 && len(pl.Backfills) == 0
+}
+
+func confirm(in io.Reader, out io.Writer, prompt string) (bool, error) {
+	fmt.Fprint(out, prompt)
+	if in == nil {
+		return false, nil
+	}
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("reading the answer: %w", err)
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+// planSummary is the --json form of a plan; its field names are stable.
+type planSummary struct {
+	ID            string        `json:"id"`
+	Environment   string        `json:"environment"`
+	ExecutionTime time.Time     `json:"execution_time"`
+	Expected      plan.Expected `json:"expected"`
+	Added         []string      `json:"added"`
+	Removed       []string      `json:"removed"`
+	Direct        []string      `json:"directly_modified"`
+	Indirect      []string      `json:"indirectly_modified"`
+	Changes       []plan.Change `json:"changes"`
+	Backfills     []backfillRow `json:"backfills"`
+}
+
+type backfillRow struct {
+	Name    string   `json:"name"`
+	Version string   `json:"version"`
+	Whole   bool     `json:"whole,omitempty"`
+	Ranges  []string `json:"ranges,omitempty"`
+	Buckets int      `json:"buckets"`
+}
+
+func summarize(pl *plan.Plan) planSummary {
+	s := planSummary{ID: pl.ID, Environment: pl.Environment, ExecutionTime: pl.ExecutionTime, Expected: pl.Expected,
+		Added: []string{}, Removed: []string{}, Direct: []string{}, Indirect: []string{},
+		Changes: pl.Changes, Backfills: []backfillRow{}}
+	if s.Changes == nil {
+		s.Changes = []plan.Change{}
+	}
+	for _, c := range pl.Changes {
+		switch {
+		case c.Category == snapshot.Added:
+			s.Added = append(s.Added, c.Name)
+		case c.Category == snapshot.Removed:
+			s.Removed = append(s.Removed, c.Name)
+		case c.Category.Direct():
+			s.Direct = append(s.Direct, c.Name)
+		default:
+			s.Indirect = append(s.Indirect, c.Name)
+		}
+	}
+	for _, b := range pl.Backfills {
+		r := backfillRow{Name: b.Name, Version: b.Version, Whole: b.Whole, Buckets: b.Buckets}
+		for rg := range b.Ranges.All() {
+			r.Ranges = append(r.Ranges, rg.String())
+		}
+		s.Backfills = append(s.Backfills, r)
+	}
+	return s
+}
+
+// printPlan writes the human form of a plan.
+func printPlan(w io.Writer, pl *plan.Plan) {
+	s := summarize(pl)
+	fmt.Fprintf(w, "Plan %s for %s at %s\n", pl.ID, pl.Environment, pl.ExecutionTime.Format(time.RFC3339))
+	if pl.Expected.PlanID == "" {
+		fmt.Fprintf(w, "%s does not exist yet: this plan creates it.\n", pl.Environment)
+	}
+	byName := map[string]plan.Change{}
+	for _, c := range pl.Changes {
+		byName[c.Name] = c
+	}
+	section := func(title, mark string, names []string, diffs bool) {
+		if len(names) == 0 {
+			return
+		}
+		fmt.Fprintf(w, "\n%s (%d):\n", title, len(names))
+		for _, n := range names {
+			c := byName[n]
+			extra := ""
+			if c.ForwardOnly {
+				extra += ", forward-only"
+			}
+			if c.MetadataChanged {
+				extra += ", metadata changed"
+			}
+			fmt.Fprintf(w, "  %s %s  [%s%s]\n", mark, n, c.Category, extra)
+			if diffs && c.Diff != "" {
+				for _, line := range strings.Split(strings.TrimRight(c.Diff, "\n"), "\n") {
+					fmt.Fprintf(w, "      %s\n", line)
+				}
+			}
+		}
+	}
+	section("Added", "+", s.Added, false)
+	section("Removed", "-", s.Removed, false)
+	section("Directly modified", "~", s.Direct, true)
+	section("Indirectly modified", "~", s.Indirect, false)
+	if len(pl.Changes) == 0 {
+		fmt.Fprintln(w, "\nNo model changed.")
+	}
+	if len(s.Backfills) == 0 {
+		if pl.Options.SkipBackfill {
+			fmt.Fprintln(w, "\nBackfill: skipped (--skip-backfill).")
+		} else {
+			fmt.Fprintln(w, "\nBackfill: nothing to compute.")
+		}
+		return
+	}
+	fmt.Fprintln(w, "\nBackfill:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, b := range s.Backfills {
+		what := "whole table"
+		if !b.Whole {
+			what = fmt.Sprintf("%d intervals in %s", b.Buckets, strings.Join(b.Ranges, ", "))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", b.Name, b.Version, what)
+	}
+	_ = tw.Flush()
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
+}

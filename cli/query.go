@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+func newQueryCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   `query "SQL"`,
+		Short: "Run a read query on the warehouse and print the rows",
+		Long: `Runs one read query on the project's warehouse and prints the rows as a
+table, or with --json as {"columns": [...], "rows": [[...], ...]}. prod's
+models are views named schema.table; environment E's are schema__E.table.`,
+		Args: rangeArgs(1, 1),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			ctx := cmd.Context()
+			cfg, err := g.openConfig()
+			if err != nil {
+				return err
+			}
+			b, err := g.openBackend(ctx, cfg, false)
+			if err != nil {
+				return err
+			}
+			defer g.closeBackend(b, &err)
+			res, err := b.Engine.Query(ctx, args[0])
+			if err != nil {
+				return fmt.Errorf("query: %w", err)
+			}
+			if asJSON {
+				out := warehouse.Result{Columns: res.Columns, Rows: res.Rows}
+				if out.Columns == nil {
+					out.Columns = []string{}
+				}
+				if out.Rows == nil {
+					out.Rows = [][]any{}
+				}
+				return writeJSON(g.env.Stdout, out)
+			}
+			return printResult(g.env.Stdout, res)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// printResult writes rows as an aligned table, then the row count.
+func printResult(w io.Writer, res *warehouse.Result) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(res.Columns, "\t"))
+	for _, row := range res.Rows {
+		cells := make([]string, len(row))
+		for i, v := range row {
+			cells[i] = cell(v)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("writing rows: %w", err)
+	}
+	fmt.Fprintf(w, "(%d rows)\n", len(res.Rows))
+	return nil
+}
+
+func cell(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "NULL"
+	case time.Time:
+		return x.UTC().Format(time.RFC3339Nano)
+	case []byte:
+		return fmt.Sprintf("%x", x)
+	}
+	s := fmt.Sprint(v)
+	return strings.NewReplacer("\t", " ", "\n", " ").Replace(s)
+}

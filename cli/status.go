@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gapless-dev/gapless/dag"
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/schedule"
+	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/state"
+)
+
+// statusRow is one model of `gapless status`; its JSON form is stable.
+type statusRow struct {
+	Name         string   `json:"name"`
+	Version      string   `json:"version"`
+	Kind         string   `json:"kind"`
+	Cron         string   `json:"cron"`
+	IntervalUnit string   `json:"interval_unit"`
+	Covered      []string `json:"covered"`
+	// Frontier is the end of the covered range; "" when nothing is covered.
+	Frontier string `json:"frontier,omitempty"`
+	// Missing lists the gaps: intervals due at the execution time and not
+	// computed (schedule.Spec.Missing).
+	Missing        []string `json:"missing"`
+	MissingBuckets int      `json:"missing_buckets"`
+}
+
+// statusReport is `gapless status --json`.
+type statusReport struct {
+	Environment   string      `json:"environment"`
+	Generation    int64       `json:"generation"`
+	PlanID        string      `json:"plan_id"`
+	PromotedAt    time.Time   `json:"promoted_at"`
+	ExecutionTime time.Time   `json:"execution_time"`
+	Models        []statusRow `json:"models"`
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [ENV]",
+		Short: "Per model of ENV (default prod): version, kind, cron, covered ranges, frontier and gaps",
+		Long: `Reads the state store only (the warehouse is not opened). For every model
+ENV serves it prints the version, kind and cron, the covered ranges, the
+frontier (end of the covered range) and the missing ranges: intervals due at
+--execution-time that are not computed. "gapless run" computes them.`,
+		Args: rangeArgs(0, 1),
+		RunE: func(cmd *cobra.Command, args []string) (err error) {
+			ctx := cmd.Context()
+			env := plan.Prod
+			if len(args) == 1 {
+				env = args[0]
+			}
+			if err := checkEnvName(env); err != nil {
+				return err
+			}
+			exec, err := g.execTime()
+			if err != nil {
+				return err
+			}
+			cfg, err := g.openConfig()
+			if err != nil {
+				return err
+			}
+			b, err := g.openBackend(ctx, cfg, true)
+			if err != nil {
+				return err
+			}
+			defer g.closeBackend(b, &err)
+			rep, err := environmentStatus(ctx, b.Store, env, exec)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(g.env.Stdout, rep)
+			}
+			return printStatus(g.env.Stdout, rep)
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// environmentStatus reads env, the snapshots it serves and their intervals
+// (in one read), and computes each model's gaps at exec.
+func environmentStatus(ctx context.Context, store state.Store, env string, exec time.Time) (*statusReport, error) {
+	e, err := store.GetEnvironment(ctx, env)
+	if errors.Is(err, state.ErrNotFound) {
+		return nil, fmt.Errorf("environment %s does not exist; create it with: gapless plan %s", env, env)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading environment %s: %w", env, err)
+	}
+	if e.Invalidated {
+		return nil, fmt.Errorf("environment %s is invalidated (janitor removes it); recreate it with: gapless plan %s", env, env)
+	}
+	snaps, err := servedSnapshots(ctx, store, e)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]state.VersionKey, len(e.Snapshots))
+	for i, r := range e.Snapshots {
+		keys[i] = r.VersionKey()
+	}
+	covered, err := store.GetIntervals(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("reading intervals of %s: %w", env, err)
+	}
+	rep := &statusReport{Environment: e.Name, Generation: e.Generation, PlanID: e.PlanID, PromotedAt: e.PromotedAt,
+		ExecutionTime: exec, Models: []statusRow{}}
+	for _, r := range dependencyOrder(e.Snapshots, snaps) {
+		m := snaps[r.Name].Model
+		set := covered[r.VersionKey()]
+		row := statusRow{Name: r.Name, Version: r.Version, Kind: string(m.Kind), Cron: m.Cron,
+			IntervalUnit: string(m.IntervalUnit), Covered: rangeStrings(set), Missing: []string{}}
+		if !set.IsEmpty() {
+			row.Frontier = set.Frontier().Format(time.RFC3339)
+		}
+		if m.Kind != model.KindExternal {
+			spec, err := schedule.ForModel(m)
+			switch {
+			case errors.Is(err, schedule.ErrNoStart):
+				// Without a start nothing can be counted as missing.
+			case err != nil:
+				return nil, err
+			default:
+				res := spec.Missing(set, exec)
+				row.Missing, row.MissingBuckets = rangeStrings(res.Missing), res.Buckets
+			}
+		}
+		rep.Models = append(rep.Models, row)
+	}
+	return rep, nil
+}
+
+// dependencyOrder sorts refs parents first (by name where the graph does not
+// decide), the order the project's commands print models in.
+func dependencyOrder(refs []state.SnapshotRef, snaps map[string]*snapshot.Snapshot) []state.SnapshotRef {
+	edges := make(map[string][]string, len(refs))
+	for _, r := range refs {
+		var parents []string
+		for _, p := range snaps[r.Name].Parents {
+			if _, ok := snaps[p]; ok {
+				parents = append(parents, p)
+			}
+		}
+		edges[r.Name] = parents
+	}
+	g, err := dag.New(edges)
+	if err != nil {
+		return refs // a served set is acyclic; if not, keep the stored order
+	}
+	byName := make(map[string]state.SnapshotRef, len(refs))
+	for _, r := range refs {
+		byName[r.Name] = r
+	}
+	out := make([]state.SnapshotRef, 0, len(refs))
+	for _, n := range g.Order() {
+		out = append(out, byName[n])
+	}
+	return out
+}
+
+func rangeStrings(s interval.Set) []string {
+	out := []string{}
+	for r := range s.All() {
+		out = append(out, r.String())
+	}
+	return out
+}
+
+func printStatus(w io.Writer, rep *statusReport) error {
+	fmt.Fprintf(w, "Environment %s: generation %d, plan %s, promoted %s; at %s\n\n", rep.Environment, rep.Generation,
+		rep.PlanID, rep.PromotedAt.UTC().Format(time.RFC3339), rep.ExecutionTime.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tVERSION\tKIND\tCRON\tCOVERED\tFRONTIER\tMISSING")
+	for _, r := range rep.Models {
+		missing := "-"
+		if len(r.Missing) > 0 {
+			missing = fmt.Sprintf("%d %s intervals in %s", r.MissingBuckets, r.IntervalUnit, strings.Join(r.Missing, ", "))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Version, r.Kind, r.Cron,
+			orDash(strings.Join(r.Covered, ", ")), orDash(r.Frontier), missing)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
