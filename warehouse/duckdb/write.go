@@ -44,7 +44,7 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 	var inserted int64
 	err := e.write(ctx, func(s *session) error {
 		return s.inTx(ctx, func() error {
-			cols, err := columns(ctx, s, p.Table)
+			cols, err := columnNames(ctx, s, p.Table)
 			if err != nil {
 				return err
 			}
@@ -107,7 +107,7 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 	var merged int64
 	err = e.write(ctx, func(s *session) error {
 		return s.inTx(ctx, func() error {
-			cols, err := columns(ctx, s, p.Table)
+			cols, err := columnNames(ctx, s, p.Table)
 			if err != nil {
 				return err
 			}
