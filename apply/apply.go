@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/gapless-dev/gapless/execute"
@@ -385,11 +384,12 @@ func (a *applier) incumbentSnapshots(ctx context.Context) (map[string]*snapshot.
 	return out, nil
 }
 
-// updateViews points the environment's views at the plan's physical tables
-// and drops the views of models the plan removed. Views already pointing at
-// the right table (see unchangedViews) are left alone; a resumed apply
-// updates every view. It refuses, with ErrSuperseded, when the environment
-// has moved past this plan.
+// updateViews points the environment's views at the plan's physical tables,
+// all in one engine transaction (see createViews), and then drops the views
+// of models the plan removed, one by one. Views already pointing at the
+// right table (see unchangedViews) are left alone; a resumed apply updates
+// every view. It refuses, with ErrSuperseded, when the environment has
+// moved past this plan.
 func (a *applier) updateViews(ctx context.Context, res *Result) error {
 	env := a.Plan.Environment
 	cur, err := a.Store.GetEnvironment(ctx, env)
@@ -448,46 +448,19 @@ func (a *applier) updateViews(ctx context.Context, res *Result) error {
 	return nil
 }
 
-// createViews creates or replaces views on up to Workers connections at
-// once (independent statements; an engine that serialises writes simply
-// queues them). The first failure cancels the rest and is returned.
+// createViews points every view of views at its table in one
+// CreateOrReplaceViews call: the engine commits them together, so readers
+// of the environment see all of its views old or all new, never a mix, and
+// a failure leaves every view as it was (the apply can be resumed). An
+// empty batch (every view already in place) sends nothing.
 func (a *applier) createViews(ctx context.Context, views []warehouse.ViewParams) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		mu       sync.Mutex
-		firstErr error
-		wg       sync.WaitGroup
-	)
-	next := make(chan warehouse.ViewParams)
-	for range min(a.Workers, max(len(views), 1)) {
-		wg.Go(func() {
-			for v := range next {
-				if err := a.Engine.CreateOrReplaceView(ctx, v); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = fmt.Errorf("pointing view %s at its table: %w", v.View, err)
-					}
-					mu.Unlock()
-					cancel()
-				}
-			}
-		})
+	if len(views) == 0 {
+		return nil
 	}
-feed:
-	for _, v := range views {
-		select {
-		case next <- v:
-		case <-ctx.Done():
-			break feed
-		}
+	if err := a.Engine.CreateOrReplaceViews(ctx, views); err != nil {
+		return fmt.Errorf("pointing %d views of environment %s at their tables: %w", len(views), a.Plan.Environment, err)
 	}
-	close(next)
-	wg.Wait()
-	if firstErr != nil {
-		return firstErr
-	}
-	return ctx.Err()
+	return nil
 }
 
 // finalize marks the plan finalised, pinned to its id.

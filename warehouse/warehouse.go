@@ -16,6 +16,9 @@
 //   - ReplaceTable builds the new table beside the old one and swaps it in
 //     within one transaction: if anything fails, the old table still serves,
 //     intact;
+//   - CreateOrReplaceViews repoints a whole environment in one transaction:
+//     a reader never sees some views old and others new, and a batch that
+//     fails changes no view;
 //   - every error is an *Error naming the operation, the object and the SQL.
 package warehouse
 
@@ -116,6 +119,13 @@ type Engine interface {
 	ReplaceTable(ctx context.Context, p ReplaceTableParams) error
 	InsertRows(ctx context.Context, p InsertRowsParams) (int64, error)
 	CreateOrReplaceView(ctx context.Context, p ViewParams) error
+	// CreateOrReplaceViews creates or replaces every view in one transaction:
+	// readers see all the old definitions or all the new ones, never a mix. On
+	// any failure nothing changes. Views are created in the order given (a
+	// view may read one created earlier in the batch); an empty batch is a
+	// no-op, and a batch naming one view twice is refused. The error names
+	// the view that failed.
+	CreateOrReplaceViews(ctx context.Context, views []ViewParams) error
 	// DropTable and DropView succeed when the object does not exist.
 	DropTable(ctx context.Context, t Table) error
 	DropView(ctx context.Context, t Table) error

@@ -213,3 +213,66 @@ func columns(ctx context.Context, s *session, t warehouse.Table) ([]warehouse.Co
 	}
 	return cols, nil
 }
+
+// CreateOrReplaceViews creates or re-points every view of views, in order,
+// in one write transaction. DuckDB's MVCC serves readers the snapshot that
+// was committed when their statement began, so a reader sees every old
+// definition or every new one, never a mix. Every name and query is
+// checked before anything runs; a failing statement (a query that does not
+// bind, a table holding a view's name) rolls the whole batch back, so on
+// any failure no view has changed. The error names the view that failed.
+// An empty batch takes no lock and runs nothing. A batch that names one
+// view twice (by DuckDB's catalog rule: ASCII letters case-insensitively)
+// is refused, since which definition should win would be a guess.
+func (e *Engine) CreateOrReplaceViews(ctx context.Context, views []warehouse.ViewParams) error {
+	const op = "create or replace views"
+	if len(views) == 0 {
+		return nil
+	}
+	stmts := make([]string, len(views))
+	seen := make(map[string]int, len(views))
+	for i, v := range views {
+		object := v.View.String()
+		if err := checkTable(v.View); err != nil {
+			return fail(op, object, err)
+		}
+		if err := checkSQL("query", v.Query); err != nil {
+			return fail(op, object, err)
+		}
+		key := foldASCII(v.View.Schema) + "\x00" + foldASCII(v.View.Name)
+		if j, dup := seen[key]; dup {
+			return fail(op, object, invalidf("view %s is in the batch twice (positions %d and %d)", object, j, i))
+		}
+		seen[key] = i
+		stmts[i] = "CREATE OR REPLACE VIEW " + quoteTable(v.View) + " AS\n" + body(v.Query) + "\n"
+	}
+	failed := views[0].View.String()
+	if len(views) > 1 {
+		// Until a statement fails, a failure (the lock, the commit) is the
+		// whole batch's.
+		failed = fmt.Sprintf("%s and %d more views", failed, len(views)-1)
+	}
+	err := e.write(ctx, func(s *session) error {
+		return s.inTx(ctx, func() error {
+			for i, q := range stmts {
+				if _, err := s.exec(ctx, q); err != nil {
+					failed = views[i].View.String()
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	return fail(op, failed, err)
+}
+
+// foldASCII lower-cases ASCII letters only, as DuckDB's catalog compares
+// names (see asciiFoldEqual).
+func foldASCII(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, s)
+}

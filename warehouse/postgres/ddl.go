@@ -377,8 +377,7 @@ func (e *Engine) CreateOrReplaceView(ctx context.Context, p warehouse.ViewParams
 	if err != nil {
 		return fail(op, obj, "", err)
 	}
-	body := " AS " + subquery(q)
-	replaceSQL := "CREATE OR REPLACE VIEW " + quoteTable(p.View) + body
+	v := newViewStmt(p.View, q)
 	err = e.inTx(ctx, func(tx pgx.Tx) error {
 		if err := lockName(ctx, tx, p.View); err != nil {
 			return err
@@ -387,33 +386,63 @@ func (e *Engine) CreateOrReplaceView(ctx context.Context, p warehouse.ViewParams
 		if err != nil {
 			return err
 		}
-		_, rerr := execOne(ctx, sp, replaceSQL)
+		_, rerr := execOne(ctx, sp, v.replaceSQL)
 		if rerr == nil {
 			return sp.Commit(ctx)
 		}
 		if err := sp.Rollback(ctx); err != nil {
 			return err
 		}
-		if c := pgCode(rerr); c != codeInvalidTableDef && c != codeDatatypeMismatch {
-			return &stepError{sql: replaceSQL, err: rerr}
-		}
-		// The column list changed: build beside and swap.
-		old, found, err := resolve(ctx, tx, p.View)
-		if err != nil {
-			return err
-		}
-		if !found || old.kind != relkindView {
-			return &stepError{sql: replaceSQL, err: rerr}
-		}
-		tmp, err := tempName()
-		if err != nil {
-			return err
-		}
-		tmpTable := warehouse.Table{Schema: p.View.Schema, Name: tmp}
-		if _, err := exec(ctx, tx, "CREATE VIEW "+quoteTable(tmpTable)+body); err != nil {
-			return err
-		}
-		return swapIn(ctx, tx, p.View, old, tmp)
+		return swapView(ctx, tx, v, rerr)
 	})
 	return failStep(op, obj, err)
+}
+
+// viewStmt is a view to create or replace, rendered.
+type viewStmt struct {
+	view       warehouse.Table
+	body       string // " AS (<query>)"
+	replaceSQL string // CREATE OR REPLACE VIEW <view> AS (<query>)
+}
+
+// newViewStmt renders view as q, a query already trimmed by trimQuery.
+func newViewStmt(view warehouse.Table, q string) viewStmt {
+	body := " AS " + subquery(q)
+	return viewStmt{view: view, body: body, replaceSQL: "CREATE OR REPLACE VIEW " + quoteTable(view) + body}
+}
+
+// isColumnChange reports whether PostgreSQL refused a CREATE OR REPLACE
+// VIEW because the new query drops, renames or retypes a column: the one
+// refusal that building beside and swapping in can get past.
+func isColumnChange(err error) bool {
+	c := pgCode(err)
+	return c == codeInvalidTableDef || c == codeDatatypeMismatch
+}
+
+// swapView finishes a CREATE OR REPLACE VIEW that PostgreSQL refused with
+// rerr, inside tx, whose caller holds the advisory lock on v's name and has
+// rolled the refused statement back. When the refusal is a column change of
+// an existing view it builds the new view beside the old one and swaps it
+// in (see swapIn, which empties search_path until the commit); any other
+// refusal is returned as the failure of v.replaceSQL.
+func swapView(ctx context.Context, tx pgx.Tx, v viewStmt, rerr error) error {
+	if !isColumnChange(rerr) {
+		return &stepError{sql: v.replaceSQL, err: rerr}
+	}
+	old, found, err := resolve(ctx, tx, v.view)
+	if err != nil {
+		return err
+	}
+	if !found || old.kind != relkindView {
+		return &stepError{sql: v.replaceSQL, err: rerr}
+	}
+	tmp, err := tempName()
+	if err != nil {
+		return err
+	}
+	tmpTable := warehouse.Table{Schema: v.view.Schema, Name: tmp}
+	if _, err := exec(ctx, tx, "CREATE VIEW "+quoteTable(tmpTable)+v.body); err != nil {
+		return err
+	}
+	return swapIn(ctx, tx, v.view, old, tmp)
 }

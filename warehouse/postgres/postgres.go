@@ -30,6 +30,8 @@
 //     advisory lock on the relation's name (see lockName), so racing
 //     rebuilds of one table, or promotions of one view, take turns and all
 //     succeed, even when the relation does not exist yet.
+//     CreateOrReplaceViews takes the same lock for every view of its batch,
+//     in one global order (see lockNames), before changing any of them.
 //   - PostgreSQL views bind to the identity (OID) of what they read, not its
 //     name. A swap (ReplaceTable, or a CreateOrReplaceView that changes
 //     columns) therefore re-creates, in the same transaction, every view

@@ -36,6 +36,12 @@
 //   - CreateOrReplaceView may change the view's columns (added, removed,
 //     renamed, retyped), fails when a table has that name, and is safe to
 //     race on one view.
+//   - CreateOrReplaceViews is all or nothing: when any view of the batch
+//     fails (a bad query, a table's name, an invalid name, a view named
+//     twice) every view keeps its old definition and none is created; it
+//     may change columns, may create a view that reads one created earlier
+//     in the batch, and a read joining two views of one batch sees both old
+//     or both new. An empty batch is a no-op.
 //   - Columns fails for a missing table and returns, for a view, the view's
 //     columns. Its types are the engine's spelling of the actual type, and
 //     CreateTable accepts them back unchanged.
@@ -102,6 +108,7 @@ func Run(t *testing.T, newEngine Factory) {
 		{"Schema", schemaScenarios},
 		{"Table", tableScenarios},
 		{"View", viewScenarios},
+		{"Views", viewBatchScenarios},
 		{"Query", queryScenarios},
 		{"InsertInterval", insertIntervalScenarios},
 		{"MergeByKey", mergeScenarios},

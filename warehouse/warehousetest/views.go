@@ -1,0 +1,224 @@
+package warehousetest
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+// viewBatchScenarios cover CreateOrReplaceViews: a promotion repoints an
+// environment's views in one step.
+var viewBatchScenarios = []scenario{
+	{"AllOrNothing", testViewsAllOrNothing},
+	{"RefusedNameChangesNothing", testViewsRefusedName},
+	{"SmuggledStatementRunsNothing", testViewsSmuggled},
+	{"ManyViewsAllServed", testViewsMany},
+	{"EmptyBatchIsNoOp", testViewsEmpty},
+	{"ReadersNeverSeeAMix", testViewsNoMix},
+}
+
+// gen is the query of a one-row view serving generation g.
+func gen(g int) string { return fmt.Sprintf("SELECT CAST(%d AS BIGINT) AS gen", g) }
+
+// Scenario: a promotion repoints three views (one of which also changes
+// its columns, and one of which is new) and the last view's query names a
+// column that does not exist. The promotion fails naming that view and its
+// SQL, and every view still serves its old definition: none was repointed,
+// the new one was not created.
+func testViewsAllOrNothing(t *testing.T, f *fixture) {
+	old1, old2 := f.table("t__v1"), f.table("t__v2")
+	f.createAs(old1, "SELECT CAST(1 AS BIGINT) AS id")
+	f.createAs(old2, "SELECT CAST(2 AS BIGINT) AS id")
+	new1 := f.table("t__v1_next")
+	f.createAs(new1, "SELECT CAST(10 AS BIGINT) AS id")
+	a, b, c, fresh := f.table("a"), f.table("b"), f.table("c"), f.table("fresh")
+	require.NoError(t, f.e.CreateOrReplaceViews(f.ctx, []warehouse.ViewParams{
+		{View: a, Query: "SELECT id FROM " + f.q(old1)},
+		{View: b, Query: "SELECT id FROM " + f.q(old2)},
+		{View: c, Query: "SELECT id FROM " + f.q(old1)},
+	}))
+
+	err := f.e.CreateOrReplaceViews(f.ctx, []warehouse.ViewParams{
+		{View: a, Query: "SELECT id FROM " + f.q(new1)},
+		{View: b, Query: "SELECT id, CAST('wider' AS TEXT) AS label FROM " + f.q(new1)},
+		{View: fresh, Query: "SELECT id FROM " + f.q(new1)},
+		{View: c, Query: "SELECT id, no_such_column FROM " + f.q(new1)},
+	})
+	we := requireEngineError(t, err, c)
+	require.Contains(t, we.SQL, "no_such_column", "Error.SQL is not the failing statement")
+
+	require.Equal(t, [][]any{row(1)}, f.rowsOf(a, "id", "id"), "an earlier view of the failed batch was repointed")
+	require.Equal(t, [][]any{row(2)}, f.rowsOf(b, "*", "id"), "an earlier view of the failed batch changed its columns")
+	require.Equal(t, [][]any{row(1)}, f.rowsOf(c, "id", "id"))
+	ok, err := f.e.TableExists(f.ctx, fresh)
+	require.NoError(t, err)
+	require.False(t, ok, "a view created by the failed batch exists")
+}
+
+// Scenario: a batch holds a view whose name is a physical table's (a
+// mix-up of names), after a valid one, or a name that can never be valid,
+// or the same view twice. Each batch fails naming the offending view, the
+// table keeps its rows, and the valid view keeps its old definition.
+func testViewsRefusedName(t *testing.T, f *fixture) {
+	tbl := f.table("solid")
+	f.createAs(tbl, "SELECT CAST(1 AS BIGINT) AS gen")
+	view := f.table("served")
+	require.NoError(t, f.e.CreateOrReplaceView(f.ctx, warehouse.ViewParams{View: view, Query: gen(1)}))
+
+	err := f.e.CreateOrReplaceViews(f.ctx, []warehouse.ViewParams{{View: view, Query: gen(2)}, {View: tbl, Query: gen(2)}})
+	requireEngineError(t, err, tbl)
+	bad := f.table("bad\x00name")
+	err = f.e.CreateOrReplaceViews(f.ctx, []warehouse.ViewParams{{View: view, Query: gen(2)}, {View: bad, Query: gen(2)}})
+	requireFails(t, err)
+	err = f.e.CreateOrReplaceViews(f.ctx, []warehouse.ViewParams{{View: view, Query: gen(2)}, {View: view, Query: gen(3)}})
+	requireEngineError(t, err, view)
+
+	require.Equal(t, [][]any{row(1)}, f.rowsOf(tbl, "gen", "gen"))
+	require.Equal(t, [][]any{row(1)}, f.rowsOf(view, "gen", "gen"))
+}
+
+// Scenario: the last model query of a promotion closes the subquery the
+// engine wraps it in and starts a statement of its own. The batch fails
+// naming that view, nothing of it runs: the canary survives and the valid
+// view before it keeps its old definition.
+func testViewsSmuggled(t *testing.T, f *fixture) {
+	c := f.canary()
+	view, other := f.table("kept"), f.table("smuggler")
+	require.NoError(t, f.e.CreateOrReplaceView(f.ctx, warehouse.ViewParams{View: view, Query: gen(1)}))
+	for _, q := range []string{
+		`SELECT 1 AS id; DROP TABLE "canary"."x"`,
+		`SELECT 1 AS id) AS q; DROP TABLE "canary"."x"; SELECT * FROM (SELECT 1`,
+	} {
+		err := f.e.CreateOrReplaceViews(f.ctx, []warehouse.ViewParams{{View: view, Query: gen(2)}, {View: other, Query: q}})
+		requireEngineError(t, err, other)
+	}
+	f.requireCanary(c)
+	require.Equal(t, [][]any{row(1)}, f.rowsOf(view, "gen", "gen"))
+	ok, err := f.e.TableExists(f.ctx, other)
+	require.NoError(t, err)
+	require.False(t, ok)
+}
+
+// Scenario: an environment of 200 models is promoted in one batch (the
+// later half reading views created earlier in the same batch), then
+// promoted again with some views changing their columns. Every view serves
+// its new definition after each batch.
+func testViewsMany(t *testing.T, f *fixture) {
+	const n = 200
+	name := func(i int) warehouse.Table { return f.table(fmt.Sprintf("m%03d", i)) }
+	batch := func(g int) []warehouse.ViewParams {
+		views := make([]warehouse.ViewParams, n)
+		for i := range n {
+			q := fmt.Sprintf("SELECT CAST(%d AS BIGINT) AS id, CAST(%d AS BIGINT) AS gen", i, g)
+			if i >= n/2 {
+				q = "SELECT id + " + fmt.Sprint(n/2) + " AS id, gen FROM " + f.q(name(i-n/2))
+			}
+			if g > 1 && i%50 == 7 {
+				q = fmt.Sprintf("SELECT CAST(%d AS BIGINT) AS id, CAST(%d AS TEXT) AS gen, CAST('x' AS TEXT) AS extra", i, g)
+			}
+			views[i] = warehouse.ViewParams{View: name(i), Query: q}
+		}
+		return views
+	}
+	served := func() [][]any {
+		parts := make([]string, n)
+		for i := range n {
+			parts[i] = "SELECT id, CAST(gen AS TEXT) AS gen FROM " + f.q(name(i))
+		}
+		return f.query("SELECT id, gen FROM (" + strings.Join(parts, " UNION ALL ") + ") AS u ORDER BY id")
+	}
+	want := func(g int) [][]any {
+		out := make([][]any, n)
+		for i := range n {
+			out[i] = row(i, fmt.Sprint(g))
+		}
+		return out
+	}
+
+	require.NoError(t, f.e.CreateOrReplaceViews(f.ctx, batch(1)))
+	require.Equal(t, want(1), served())
+	require.NoError(t, f.e.CreateOrReplaceViews(f.ctx, batch(2)))
+	require.Equal(t, want(2), served())
+	cols, err := f.e.Columns(f.ctx, name(57))
+	require.NoError(t, err)
+	require.Len(t, cols, 3, "a view whose columns changed in the batch kept its old ones")
+}
+
+// Scenario: a promotion whose views all already point at the right tables
+// repoints nothing; an empty batch succeeds and changes nothing.
+func testViewsEmpty(t *testing.T, f *fixture) {
+	before := f.objects(f.schema)
+	require.NoError(t, f.e.CreateOrReplaceViews(f.ctx, nil))
+	require.NoError(t, f.e.CreateOrReplaceViews(f.ctx, []warehouse.ViewParams{}))
+	require.Equal(t, before, f.objects(f.schema))
+}
+
+// Scenario: a dashboard joins two views of one environment while
+// promotions repoint both of them together, generation after generation.
+// Every read sees both views at the same generation, never one old and one
+// new, and generations never go backwards; once the promotions are done,
+// both serve the last one. (The reader's joins race the promotions; the
+// assertion holds under every interleaving, and fails for an engine that
+// commits the views one by one as soon as a read lands between two
+// commits.)
+func testViewsNoMix(t *testing.T, f *fixture) {
+	a, b := f.table("left_view"), f.table("right_view")
+	require.NoError(t, f.e.CreateOrReplaceViews(f.ctx, []warehouse.ViewParams{{View: a, Query: gen(0)}, {View: b, Query: gen(0)}}))
+	join := "SELECT x.gen, y.gen FROM " + f.q(a) + " AS x CROSS JOIN " + f.q(b) + " AS y"
+
+	const generations = 25
+	done := make(chan struct{})
+	var (
+		wg      sync.WaitGroup
+		reads   int
+		readErr error
+	)
+	wg.Go(func() {
+		last := int64(-1)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			res, err := f.e.Query(f.ctx, join)
+			if err != nil {
+				readErr = fmt.Errorf("read %d: %w", reads, err)
+				return
+			}
+			rows := NormalizeRows(res.Rows)
+			if len(rows) != 1 {
+				readErr = fmt.Errorf("read %d: %d rows, want 1", reads, len(rows))
+				return
+			}
+			x, y := rows[0][0].(int64), rows[0][1].(int64)
+			if x != y {
+				readErr = fmt.Errorf("read %d saw a mix: left view at generation %d, right view at %d", reads, x, y)
+				return
+			}
+			if x < last {
+				readErr = fmt.Errorf("read %d went back from generation %d to %d", reads, last, x)
+				return
+			}
+			last = x
+			reads++
+		}
+	})
+	for g := 1; g <= generations; g++ {
+		err := f.e.CreateOrReplaceViews(f.ctx, []warehouse.ViewParams{{View: a, Query: gen(g)}, {View: b, Query: gen(g)}})
+		if err != nil {
+			close(done)
+			wg.Wait()
+			require.NoError(t, err, "generation %d", g)
+		}
+	}
+	close(done)
+	wg.Wait()
+	require.NoError(t, readErr)
+	require.Equal(t, [][]any{row(generations, generations)}, f.query(join))
+}
