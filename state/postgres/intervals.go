@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -130,7 +129,7 @@ func (s *Store) writeIntervals(ctx context.Context, p state.IntervalsParams, rem
 	var fence *state.Fence
 	if p.Fence != nil {
 		f := *p.Fence
-		if err := validateFence(f, p.Now); err != nil {
+		if err := f.Validate(p.Now); err != nil {
 			return fmt.Errorf("postgres state: %s intervals of %s@%s: %w", verb, p.Key.Name, p.Key.Version, err)
 		}
 		fence = &f
@@ -282,27 +281,6 @@ func diffRanges(stored, after []state.RangeMicros) (del []int64, ins []state.Ran
 	}
 	slices.Sort(del)
 	return del, ins
-}
-
-// validateFence rejects a fence that is not exactly one of its two forms: a
-// lease key and token (with Now, to compare the expiry with), or an
-// environment and a positive generation. A malformed fence is a caller's
-// bug and fails closed: the write is refused, never performed unfenced.
-func validateFence(f state.Fence, now time.Time) error {
-	leaseForm := f.LeaseKey != "" && f.LeaseToken != ""
-	anyLease := f.LeaseKey != "" || f.LeaseToken != ""
-	envForm := f.Environment != "" && f.Generation > 0
-	anyEnv := f.Environment != "" || f.Generation != 0
-	switch {
-	case leaseForm && !anyEnv:
-		if now.IsZero() {
-			return fmt.Errorf("lease fence on %q: %w", f.LeaseKey, errNoNow)
-		}
-		return nil
-	case envForm && !anyLease:
-		return nil
-	}
-	return fmt.Errorf("malformed fence %+v: set either LeaseKey and LeaseToken, or Environment and a positive Generation", f)
 }
 
 // queueFence queues, right after the batch's BEGIN, the check that the

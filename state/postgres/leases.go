@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -24,15 +22,6 @@ func scanLease(row pgx.Row) (state.Lease, error) {
 	l.AcquiredAt = state.FromMicros(acquired)
 	l.ExpiresAt = state.FromMicros(expires)
 	return l, nil
-}
-
-// newToken returns 128 random bits from crypto/rand, hex-encoded.
-func newToken() (string, error) {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generating a lease token: %w", err)
-	}
-	return hex.EncodeToString(b), nil
 }
 
 // expiry is now + ttl in microseconds, refusing a missing Now, a TTL under a
@@ -71,7 +60,7 @@ func (s *Store) AcquireLease(ctx context.Context, p state.AcquireLeaseParams) (s
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q: %w", p.Key, err)
 	}
-	token, err := newToken()
+	token, err := state.NewLeaseToken()
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q: %w", p.Key, err)
 	}

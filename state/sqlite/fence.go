@@ -10,34 +10,11 @@ import (
 	"github.com/gapless-dev/gapless/state"
 )
 
-// checkFenceShape refuses a fence that is not exactly one of its two forms.
-// A malformed fence is a caller's bug, and it fails closed: the write is
-// refused, never performed unfenced.
-func checkFenceShape(f *state.Fence, now time.Time) error {
-	if f == nil {
-		return nil
-	}
-	leaseForm := f.LeaseKey != "" && f.LeaseToken != ""
-	anyLease := f.LeaseKey != "" || f.LeaseToken != ""
-	envForm := f.Environment != "" && f.Generation > 0
-	anyEnv := f.Environment != "" || f.Generation != 0
-	switch {
-	case leaseForm && !anyEnv:
-		if now.IsZero() {
-			return fmt.Errorf("lease fence on %q: %w", f.LeaseKey, errNoNow)
-		}
-		return nil
-	case envForm && !anyLease:
-		return nil
-	}
-	return fmt.Errorf("malformed fence %+v: set either LeaseKey and LeaseToken, or Environment and a positive Generation", *f)
-}
-
 // checkFence verifies, inside the caller's write transaction, that the
 // writer still holds the evidence its fence names: the lease token still
 // holds the lease, unexpired at now, or the environment is still at the
 // generation. It fails wrapping state.ErrFenced otherwise. The shape was
-// checked by checkFenceShape.
+// checked by validFence.
 func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, f *state.Fence, now time.Time) error {
 	if f == nil {
 		return nil
@@ -67,4 +44,13 @@ func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, f *state.Fence, now 
 		return fmt.Errorf("%w: environment %q is at generation %d, the fence expects %d", state.ErrFenced, f.Environment, gen, f.Generation)
 	}
 	return nil
+}
+
+// validFence checks an optional fence's shape (state.Fence.Validate); a nil
+// fence is an unfenced write.
+func validFence(f *state.Fence, now time.Time) error {
+	if f == nil {
+		return nil
+	}
+	return f.Validate(now)
 }

@@ -43,7 +43,7 @@ func (s *Store) changeIntervals(ctx context.Context, p state.IntervalsParams, ad
 	if err := checkRanges(p.Ranges); err != nil {
 		return err
 	}
-	if err := checkFenceShape(p.Fence, p.Now); err != nil {
+	if err := validFence(p.Fence, p.Now); err != nil {
 		return err
 	}
 	return s.write(ctx, func(tx *sql.Tx) error {

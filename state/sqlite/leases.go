@@ -2,9 +2,7 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -24,15 +22,6 @@ func scanLease(sc interface{ Scan(...any) error }) (state.Lease, error) {
 	l.AcquiredAt = state.FromMicros(acquired)
 	l.ExpiresAt = state.FromMicros(expires)
 	return l, nil
-}
-
-// newToken returns 128 random bits as hex: unguessable, and never reused.
-func newToken() (string, error) {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("lease token: %w", err)
-	}
-	return hex.EncodeToString(b), nil
 }
 
 // checkLeaseTiming refuses a lease call without a positive TTL or a Now.
@@ -59,7 +48,7 @@ func (s *Store) AcquireLease(ctx context.Context, p state.AcquireLeaseParams) (s
 	if err := checkLeaseTiming(p.Key, p.TTL, p.Now); err != nil {
 		return state.Lease{}, fmt.Errorf("sqlite: acquire lease: %w", err)
 	}
-	token, err := newToken()
+	token, err := state.NewLeaseToken()
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("sqlite: acquire lease %q: %w", p.Key, err)
 	}
