@@ -58,11 +58,8 @@ Then:
   otherwise       applies nothing and says how to.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			env := plan.Prod
-			if len(args) == 1 {
-				env = args[0]
-			}
-			if err := checkEnvName(env); err != nil {
+			env, err := envArg(args)
+			if err != nil {
 				return err
 			}
 			if !cmd.Flags().Changed("no-gaps") {

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/plan"
 )
 
 // Exit codes.
@@ -177,4 +178,17 @@ func rangeArgs(lo, hi int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// envArg is a command's optional ENV argument: prod when absent, and
+// checked to be a valid environment name.
+func envArg(args []string) (string, error) {
+	env := plan.Prod
+	if len(args) == 1 {
+		env = args[0]
+	}
+	if err := checkEnvName(env); err != nil {
+		return "", err
+	}
+	return env, nil
 }

@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/gapless-dev/gapless/plan"
 )
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -21,11 +19,8 @@ it never writes on behalf of a retired version.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
-			env := plan.Prod
-			if len(args) == 1 {
-				env = args[0]
-			}
-			if err := checkEnvName(env); err != nil {
+			env, err := envArg(args)
+			if err != nil {
 				return err
 			}
 			exec, err := g.execTime()

@@ -14,7 +14,6 @@ import (
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
-	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
@@ -58,11 +57,8 @@ frontier (end of the covered range) and the missing ranges: intervals due at
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
-			env := plan.Prod
-			if len(args) == 1 {
-				env = args[0]
-			}
-			if err := checkEnvName(env); err != nil {
+			env, err := envArg(args)
+			if err != nil {
 				return err
 			}
 			exec, err := g.execTime()
