@@ -33,11 +33,7 @@ views and finalises.`,
 			if err != nil {
 				return fmt.Errorf("%s: %w", args[0], err)
 			}
-			cfg, err := g.openConfig()
-			if err != nil {
-				return err
-			}
-			b, err := g.openBackend(ctx, cfg, false)
+			cfg, b, err := g.open(ctx, false)
 			if err != nil {
 				return err
 			}

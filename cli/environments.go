@@ -31,11 +31,7 @@ func newEnvironmentsCmd(g *globals) *cobra.Command {
 		Args:  rangeArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			ctx := cmd.Context()
-			cfg, err := g.openConfig()
-			if err != nil {
-				return err
-			}
-			b, err := g.openBackend(ctx, cfg, true)
+			_, b, err := g.open(ctx, true)
 			if err != nil {
 				return err
 			}

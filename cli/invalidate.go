@@ -28,11 +28,7 @@ func newInvalidateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg, err := g.openConfig()
-			if err != nil {
-				return err
-			}
-			b, err := g.openBackend(ctx, cfg, true)
+			_, b, err := g.open(ctx, true)
 			if err != nil {
 				return err
 			}

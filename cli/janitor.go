@@ -54,11 +54,7 @@ to be run again.`,
 			if err != nil {
 				return err
 			}
-			cfg, err := g.openConfig()
-			if err != nil {
-				return err
-			}
-			b, err := g.openBackend(ctx, cfg, false)
+			_, b, err := g.open(ctx, false)
 			if err != nil {
 				return err
 			}

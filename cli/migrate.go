@@ -17,11 +17,7 @@ newer gapless is refused and left untouched.`,
 		Args: rangeArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			ctx := cmd.Context()
-			cfg, err := g.openConfig()
-			if err != nil {
-				return err
-			}
-			b, err := g.openBackend(ctx, cfg, true)
+			cfg, b, err := g.open(ctx, true)
 			if err != nil {
 				return err
 			}

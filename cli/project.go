@@ -126,3 +126,18 @@ func (g *globals) path(name string) (string, error) {
 // now is the wall clock for records (created_at, promoted_at); the
 // execution time is execTime.
 func (g *globals) now() time.Time { return g.env.Now().UTC() }
+
+// open reads the project's config and opens the backends it names (only the
+// state store when stateOnly): the first step of every command that touches
+// state. The caller closes the backend with closeBackend.
+func (g *globals) open(ctx context.Context, stateOnly bool) (*config.Config, *backend.Backend, error) {
+	cfg, err := g.openConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := g.openBackend(ctx, cfg, stateOnly)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cfg, b, nil
+}

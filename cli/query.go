@@ -23,11 +23,7 @@ models are views named schema.table; environment E's are schema__E.table.`,
 		Args: rangeArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
-			cfg, err := g.openConfig()
-			if err != nil {
-				return err
-			}
-			b, err := g.openBackend(ctx, cfg, false)
+			_, b, err := g.open(ctx, false)
 			if err != nil {
 				return err
 			}

@@ -27,11 +27,7 @@ it never writes on behalf of a retired version.`,
 			if err != nil {
 				return err
 			}
-			cfg, err := g.openConfig()
-			if err != nil {
-				return err
-			}
-			b, err := g.openBackend(ctx, cfg, false)
+			cfg, b, err := g.open(ctx, false)
 			if err != nil {
 				return err
 			}

@@ -65,11 +65,7 @@ frontier (end of the covered range) and the missing ranges: intervals due at
 			if err != nil {
 				return err
 			}
-			cfg, err := g.openConfig()
-			if err != nil {
-				return err
-			}
-			b, err := g.openBackend(ctx, cfg, true)
+			_, b, err := g.open(ctx, true)
 			if err != nil {
 				return err
 			}

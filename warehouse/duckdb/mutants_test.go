@@ -57,7 +57,7 @@ func TestSuiteCatchesMutants(t *testing.T) {
 func TestMutantChild(t *testing.T) {
 	kind := os.Getenv(mutantEnv)
 	if kind == "" {
-		t.Skip("runs only as a child process of TestSuiteCatchesMutants")
+		return // only meaningful as a child process of TestSuiteCatchesMutants; nothing to check here
 	}
 	warehousetest.Run(t, func(t *testing.T) warehouse.Engine {
 		return &mutant{Engine: memoryEngine(t), kind: kind}
