@@ -30,6 +30,7 @@ import (
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
@@ -74,6 +75,14 @@ type Params struct {
 	// called from the backfill's workers, concurrently.
 	OnEvent func(Event)
 	Hooks   Hooks
+	// Policy, when set, overrides the promotion policy the plan recorded
+	// (apply --on-incumbent-advance and its bounds).
+	Policy *policy.Policy
+	// Replan builds a fresh plan for the same project source and operator
+	// choices as prev, against the environment as it is at the given time
+	// (see plan.Rebuild). The replan policy needs it; without it replan
+	// fails as strict does.
+	Replan func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error)
 }
 
 // ModelResult is what the backfill did for one model.
@@ -94,6 +103,27 @@ type Result struct {
 	// AlreadyPromoted: an earlier attempt had promoted this plan; this one
 	// only finished the later stages.
 	AlreadyPromoted bool
+	// Policy is the policy the promotion ran under (Policy.String()).
+	Policy string
+	// Verdicts are the promotion check's verdicts, one per model in its
+	// scope, of the promotion that succeeded.
+	Verdicts []policy.Verdict
+	// Debts are the gaps the promotion accepted (trailing-gap).
+	Debts []state.Debt
+	// CatchUp is what catch-up computed beyond the plan, per round.
+	CatchUp []CatchUpRound
+	// Attempts lists every plan applied under replan, the first being the
+	// one given; the last is the one that promoted (or failed).
+	Attempts []Attempt
+}
+
+// Attempt is one plan applied under the replan policy.
+type Attempt struct {
+	PlanID string        `json:"plan_id"`
+	Models []ModelResult `json:"models"`
+	// Err is why the attempt's promotion failed; empty for the last,
+	// successful attempt.
+	Err string `json:"error,omitempty"`
 }
 
 type applier struct {
@@ -108,10 +138,20 @@ type applier struct {
 	unchangedViews map[string]bool
 }
 
+// ErrPolicyUnavailable: the plan asks for a promotion policy this build
+// cannot run.
+var ErrPolicyUnavailable = errors.New("promotion policy not available")
+
 // Apply runs every stage of p in order and records each in the plan's
 // application history. It returns the first failure, wrapped with the
-// stage: a *execute.BatchError from the backfill, a *GapError or
+// stage: a *execute.BatchError from the backfill, a *policy.Error or
 // state.ErrConflictingPlan from the promotion.
+//
+// Under the replan policy, a promotion refused only because the scheduler
+// advanced the incumbent (policy.Error.OnlyAdvanced) is followed by a fresh
+// plan from Params.Replan, applied in turn, at most Policy.Attempts()
+// times; Result.Attempts lists every plan applied and what it backfilled.
+// Any other failure is returned as is.
 func Apply(ctx context.Context, prm Params) (*Result, error) {
 	if prm.Plan == nil {
 		return nil, errors.New("apply: no plan")
@@ -119,14 +159,61 @@ func Apply(ctx context.Context, prm Params) (*Result, error) {
 	if prm.Workers <= 0 {
 		prm.Workers = DefaultWorkers
 	}
+	a := newApplier(prm)
+	pol := a.policy()
+	if err := pol.Validate(); err != nil {
+		return nil, fmt.Errorf("apply %s: %w", prm.Plan.ID, err)
+	}
+	if pol.Name == policy.Lock {
+		return nil, fmt.Errorf("apply %s: %w: lock needs scheduler leases on the DAG, which this build does not take yet; use strict, trailing-gap, catch-up or replan",
+			prm.Plan.ID, ErrPolicyUnavailable)
+	}
+	res, err := a.run(ctx)
+	if pol.Name != policy.Replan || !prm.Plan.Options.NoGaps {
+		return res, err
+	}
+	res.Attempts = []Attempt{{PlanID: prm.Plan.ID, Models: res.Models}}
+	for n := 1; ; n++ {
+		var perr *policy.Error
+		if err == nil || !errors.As(err, &perr) || !perr.OnlyAdvanced() || prm.Replan == nil {
+			if err != nil {
+				res.Attempts[len(res.Attempts)-1].Err = err.Error()
+			}
+			return res, err
+		}
+		res.Attempts[len(res.Attempts)-1].Err = err.Error()
+		if n > pol.Attempts() {
+			return res, a.exhausted(ctx, perr, n)
+		}
+		next, rerr := prm.Replan(ctx, a.Plan, a.now())
+		if rerr != nil {
+			return res, fmt.Errorf("replanning after plan %s was refused: %w (the refusal: %v)", a.Plan.ID, rerr, err)
+		}
+		a.log.InfoContext(ctx, "the scheduler advanced the incumbent; applying a fresh plan",
+			slog.String("policy", pol.String()), slog.Int("attempt", n+1), slog.String("next_plan_id", next.ID))
+		a.appendEvents(ctx, []state.Event{{At: a.now(), Kind: state.EventReplan, Environment: a.Plan.Environment, PlanID: a.Plan.ID,
+			Reason: string(policy.IncumbentAdvanced), Data: mustJSON(map[string]any{"next_plan_id": next.ID, "attempt": n + 1})}})
+		attempts := res.Attempts
+		prm.Plan = next
+		a = newApplier(prm)
+		res, err = a.run(ctx)
+		res.Attempts = append(attempts, Attempt{PlanID: next.ID, Models: res.Models})
+	}
+}
+
+func newApplier(prm Params) *applier {
 	base := prm.Logger
 	if base == nil {
 		base = slog.Default()
 	}
 	a := &applier{Params: prm, log: base.With(slog.String("env", prm.Plan.Environment), slog.String("plan_id", prm.Plan.ID))}
 	a.x = &execute.Executor{Engine: prm.Engine, Store: prm.Store, ProjectDir: prm.ProjectDir, Now: a.now, Logger: a.log,
-		OnBatch: func(b execute.Batch) { a.emit(ctx, BatchCommitted{Batch: b}) }}
+		OnBatch: func(b execute.Batch) { a.emit(context.Background(), BatchCommitted{Batch: b}) }}
+	return a
+}
 
+// run runs the plan's stages once.
+func (a *applier) run(ctx context.Context) (*Result, error) {
 	res := &Result{}
 	stages := []struct {
 		stage Stage
@@ -260,128 +347,6 @@ func (a *applier) snapshotRefs() []state.SnapshotRef {
 		refs[i] = state.SnapshotRef{Name: s.Name, Fingerprint: s.Fingerprint.String(), Version: s.Version}
 	}
 	return refs
-}
-
-// promote is the compare-and-swap on the expected plan id with the strict
-// no-gap check inside the transaction (when the plan asks for it). If an
-// earlier attempt already promoted this very plan, it is not repeated.
-func (a *applier) promote(ctx context.Context, res *Result) error {
-	env := a.Plan.Environment
-	cur, err := a.Store.GetEnvironment(ctx, env)
-	if err != nil && !errors.Is(err, state.ErrNotFound) {
-		return fmt.Errorf("reading environment %s: %w", env, err)
-	}
-	if cur != nil && !cur.Invalidated && cur.PlanID == a.Plan.ID {
-		res.Environment, res.AlreadyPromoted = cur, true
-		a.log.InfoContext(ctx, "plan already promoted; resuming after promotion", slog.Int64("generation", cur.Generation))
-		return nil
-	}
-	incumbents, err := a.incumbentSnapshots(ctx)
-	if err != nil {
-		return err
-	}
-	var check func(context.Context, state.Reader) error
-	if a.Plan.Options.NoGaps {
-		check = func(ctx context.Context, r state.Reader) error { return checkNoGaps(ctx, r, a.Plan, incumbents) }
-	}
-	promoted, err := a.Store.Promote(ctx, state.PromoteParams{
-		Environment: env, ExpectedPlanID: a.Plan.Expected.PlanID, PlanID: a.Plan.ID,
-		Snapshots: a.snapshotRefs(), Now: a.now(), Check: check,
-	})
-	if err != nil {
-		a.emit(ctx, PromotionRejected{Environment: env, Err: err})
-		a.appendEvents(ctx, rejectionEvents(a.Plan, err, a.now()))
-		return err
-	}
-	res.Environment = promoted
-	a.unchangedViews = unchangedViews(cur, a.Plan)
-	a.emit(ctx, PromotionAccepted{Environment: env, Generation: promoted.Generation})
-	data, _ := json.Marshal(map[string]int64{"generation": promoted.Generation})
-	a.appendEvents(ctx, []state.Event{{At: a.now(), Kind: state.EventPromotionAccepted, Environment: env, PlanID: a.Plan.ID, Data: data}})
-	return nil
-}
-
-// unchangedViews is the set of models whose view needs no update after
-// replacing prev by p: prev was finalised (every view of it was created) and
-// served the same version. The promotion's compare-and-swap on prev's plan
-// id guarantees prev is exactly what was replaced.
-func unchangedViews(prev *state.Environment, p *plan.Plan) map[string]bool {
-	out := map[string]bool{}
-	if prev == nil || prev.Invalidated || prev.FinalizedAt.IsZero() || prev.PlanID != p.Expected.PlanID {
-		return out
-	}
-	before := map[string]string{}
-	for _, r := range prev.Snapshots {
-		before[r.Name] = r.Version
-	}
-	for _, s := range p.Snapshots {
-		if v, ok := before[s.Name]; ok && v == s.Version {
-			out[s.Name] = true
-		}
-	}
-	return out
-}
-
-// rejectionEvents records why a promotion was refused: one event per model
-// with a gap, or one for the environment.
-func rejectionEvents(p *plan.Plan, err error, now time.Time) []state.Event {
-	var out []state.Event
-	var gaps []*GapError
-	collectGaps(err, &gaps)
-	for _, g := range gaps {
-		data, _ := json.Marshal(map[string]any{"missing": g.Missing, "frontier_at_plan": g.FrontierAtPlan, "frontier_now": g.FrontierNow})
-		out = append(out, state.Event{At: now, Kind: state.EventPromotionRejected, Environment: p.Environment,
-			Model: g.Model, PlanID: p.ID, Reason: g.Error(), Data: data})
-	}
-	if len(out) == 0 {
-		out = append(out, state.Event{At: now, Kind: state.EventPromotionRejected, Environment: p.Environment, PlanID: p.ID, Reason: err.Error()})
-	}
-	return out
-}
-
-// collectGaps finds every *GapError in an error tree (errors.Join keeps
-// them all; errors.As would find only the first).
-func collectGaps(err error, out *[]*GapError) {
-	if err == nil {
-		return
-	}
-	if g, ok := err.(*GapError); ok {
-		*out = append(*out, g)
-		return
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			collectGaps(e, out)
-		}
-	case interface{ Unwrap() error }:
-		collectGaps(u.Unwrap(), out)
-	}
-}
-
-// appendEvents records history (promotion outcomes, plan applied); a
-// failure is logged, not returned: the outcome it describes has already
-// happened.
-func (a *applier) appendEvents(ctx context.Context, evs []state.Event) {
-	if _, err := a.Store.AppendEvents(context.WithoutCancel(ctx), evs...); err != nil {
-		a.log.ErrorContext(ctx, "recording promotion events", slog.Any("error", err))
-	}
-}
-
-func (a *applier) incumbentSnapshots(ctx context.Context) (map[string]*snapshot.Snapshot, error) {
-	keys := make([]state.SnapshotKey, 0, len(a.Plan.Incumbents))
-	for _, inc := range a.Plan.Incumbents {
-		keys = append(keys, inc.Snapshot.Key())
-	}
-	got, err := a.Store.GetSnapshots(ctx, keys)
-	if err != nil {
-		return nil, fmt.Errorf("reading incumbent snapshots: %w", err)
-	}
-	out := make(map[string]*snapshot.Snapshot, len(got))
-	for k, s := range got {
-		out[k.Name] = s
-	}
-	return out, nil
 }
 
 // updateViews points the environment's views at the plan's physical tables,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/interval"
@@ -29,8 +30,18 @@ func (a *applier) backfill(ctx context.Context, res *Result) error {
 	if err := a.clearRestated(ctx); err != nil {
 		return err
 	}
+	models, err := a.runWork(ctx, a.Plan.Backfills, a.Plan.ExecutionTime, true)
+	res.Models = append(res.Models, models...)
+	return err
+}
+
+// runWork computes work in DAG order on the bounded worker pool (see
+// backfill for the invariants), with macros at exec. With skipCovered each
+// model computes only what state does not cover yet; without it every
+// range is recomputed (each interval's rows replaced, never duplicated).
+func (a *applier) runWork(ctx context.Context, backfills []plan.Backfill, exec time.Time, skipCovered bool) ([]ModelResult, error) {
 	work := map[string]plan.Backfill{}
-	for _, b := range a.Plan.Backfills {
+	for _, b := range backfills {
 		work[b.Name] = b
 	}
 	deps := a.workAncestors(work)
@@ -79,7 +90,7 @@ func (a *applier) backfill(ctx context.Context, res *Result) error {
 			if ctx.Err() != nil {
 				return
 			}
-			r, err := a.backfillModel(ctx, b)
+			r, err := a.backfillModel(ctx, b, exec, skipCovered)
 			if err != nil {
 				fail(err)
 				return
@@ -90,22 +101,23 @@ func (a *applier) backfill(ctx context.Context, res *Result) error {
 		})
 	}
 	wg.Wait()
+	var out []ModelResult
 	for _, s := range a.Plan.Snapshots {
 		if r, ok := results[s.Name]; ok {
-			res.Models = append(res.Models, r)
+			out = append(out, r)
 		}
 	}
 	if firstErr != nil {
-		return firstErr
+		return out, firstErr
 	}
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
+		return out, err
 	}
-	return ctx.Err()
+	return out, ctx.Err()
 }
 
 // backfillModel runs one model's share of the plan.
-func (a *applier) backfillModel(ctx context.Context, b plan.Backfill) (ModelResult, error) {
+func (a *applier) backfillModel(ctx context.Context, b plan.Backfill, exec time.Time, skipCovered bool) (ModelResult, error) {
 	if a.Hooks.BeforeModel != nil {
 		if err := a.Hooks.BeforeModel(ctx, b.Name); err != nil {
 			return ModelResult{}, fmt.Errorf("before-model hook for %s: %w", b.Name, err)
@@ -120,7 +132,7 @@ func (a *applier) backfillModel(ctx context.Context, b plan.Backfill) (ModelResu
 	}
 	a.emit(ctx, ModelStarted{Model: b.Name, Version: b.Version, Ranges: b.Ranges, Whole: b.Whole})
 	r, err := a.x.Execute(ctx, execute.Work{Template: t, Ranges: b.Ranges, Whole: b.Whole,
-		Execution: a.Plan.ExecutionTime, SkipCovered: true})
+		Execution: exec, SkipCovered: skipCovered})
 	if err != nil {
 		return ModelResult{}, err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/state"
 )
 
 // Stage is one stage of an apply, as recorded in the plan's application
@@ -18,6 +19,9 @@ const (
 	StageCreateTables    Stage = "create_tables"
 	StageBackfill        Stage = "backfill"
 	StagePromote         Stage = "promote"
+	// StageCatchUp is recorded within the promote stage, once per catch-up
+	// round that computed something (policy catch-up).
+	StageCatchUp Stage = "catch_up"
 	StageUpdateViews     Stage = "update_views"
 	StageFinalize        Stage = "finalize"
 )
@@ -81,14 +85,17 @@ type ModelFinished struct {
 	Skipped        interval.Set
 }
 
-// PromotionAccepted: the environment now serves the plan at Generation.
+// PromotionAccepted: the environment now serves the plan at Generation,
+// under Policy, with Debts the accepted gaps (trailing-gap).
 type PromotionAccepted struct {
 	Environment string
 	Generation  int64
+	Policy      string
+	Debts       []state.Debt
 }
 
 // PromotionRejected: the promotion did not happen; Err says why (a
-// *GapError, or state.ErrConflictingPlan).
+// *policy.Error, or state.ErrConflictingPlan).
 type PromotionRejected struct {
 	Environment string
 	Err         error
@@ -131,7 +138,8 @@ func (e ModelFinished) log(ctx context.Context, l *slog.Logger) {
 }
 
 func (e PromotionAccepted) log(ctx context.Context, l *slog.Logger) {
-	l.InfoContext(ctx, "promotion accepted", slog.String("env", e.Environment), slog.Int64("generation", e.Generation))
+	l.InfoContext(ctx, "promotion accepted", slog.String("env", e.Environment), slog.Int64("generation", e.Generation),
+		slog.String("policy", e.Policy), slog.Int("debts", len(e.Debts)))
 }
 
 func (e PromotionRejected) log(ctx context.Context, l *slog.Logger) {

@@ -9,6 +9,7 @@ import (
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/run"
 )
 
@@ -74,9 +75,9 @@ func TestBackendParity(t *testing.T) {
 			_, err := runOnce(ctx, b, plan.Prod, at(2024, 1, 4, 3), run.Hooks{})
 			return err
 		}}, nil)
-		var gap *apply.GapError
-		require.ErrorAs(t, err, &gap)
-		out.Gap = gap.Model + " " + gap.Missing.String()
+		var perr *policy.Error
+		require.ErrorAs(t, err, &perr)
+		out.Gap = perr.Verdicts[0].Model + " " + perr.Verdicts[0].Missing.String()
 		snap()
 
 		p3 := b.Plan(t, "p3", plan.Prod, at(2024, 1, 4, 3), plan.Options{})

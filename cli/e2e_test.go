@@ -502,9 +502,10 @@ func TestStrictPromotionFailsWhenRunAdvancedTheIncumbent(t *testing.T) {
 	mustRun(t, dir, "run", "--execution-time", t1) // the incumbent reaches 05:00
 	r := run(t, dir, "apply", "plan.json")
 	require.Equal(t, ExitFailure, r.code, r.stdout)
-	require.Contains(t, r.stderr, "no-gap check failed for demo.events")
+	require.Contains(t, r.stderr, "demo.events [incumbent_advanced] under strict")
 	require.Contains(t, r.stderr, "[2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z)")
-	require.Contains(t, r.stderr, "Nothing was promoted")
+	require.Contains(t, r.stderr, "frontier 2024-01-02T00:00:00Z at plan time, 2024-01-02T05:00:00Z now")
+	require.Contains(t, r.stderr, "was not promoted")
 	after := statusOf(t, dir, "--execution-time", t1)
 	require.Equal(t, before["demo.events"].Version, after["demo.events"].Version, "prod still serves the incumbent")
 

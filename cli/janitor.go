@@ -104,7 +104,7 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 		if !expired(e, exec) {
 			continue
 		}
-		snaps, err := servedSnapshots(ctx, b.Store, e)
+		snaps, err := plan.Served(ctx, b.Store, e)
 		if err != nil {
 			return nil, fmt.Errorf("janitor: %w", err)
 		}

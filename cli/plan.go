@@ -36,6 +36,7 @@ type planFlags struct {
 	out          string
 	autoApply    bool
 	asJSON       bool
+	policy       policyFlags
 }
 
 func newPlanCmd(g *globals) *cobra.Command {
@@ -55,7 +56,13 @@ Then:
   --out FILE      writes the plan as JSON and applies nothing (gapless apply FILE);
   --auto-apply    applies it without asking;
   on a terminal   asks before applying;
-  otherwise       applies nothing and says how to.`,
+  otherwise       applies nothing and says how to.
+
+The plan records its promotion policy: what promotion does when the
+scheduler advanced what ENV serves after the plan was built. It is ENV's
+on_incumbent_advance (with max_trailing_gap_intervals and max_attempts) in
+gapless.yaml, strict when unset; --on-incumbent-advance,
+--max-trailing-gap-intervals and --max-attempts override it field by field.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			env, err := envArg(args)
@@ -68,7 +75,11 @@ Then:
 			if f.out != "" && f.autoApply {
 				return usagef("--out writes the plan without applying it; it cannot be combined with --auto-apply")
 			}
-			return g.runPlan(cmd.Context(), env, f)
+			pol, err := f.policy.override(cmd)
+			if err != nil {
+				return err
+			}
+			return g.runPlan(cmd.Context(), env, f, pol)
 		},
 	}
 	fl := cmd.Flags()
@@ -82,6 +93,7 @@ Then:
 	fl.StringVar(&f.out, "out", "", "write the plan as JSON to FILE and apply nothing")
 	fl.BoolVar(&f.autoApply, "auto-apply", false, "apply without asking")
 	fl.BoolVar(&f.asJSON, "json", false, "print a machine-readable summary")
+	addPolicyFlags(cmd, &f.policy, "the environment's on_incumbent_advance in gapless.yaml")
 	return cmd
 }
 
@@ -100,7 +112,7 @@ func checkEnvName(name string) error {
 	return nil
 }
 
-func (g *globals) runPlan(ctx context.Context, env string, f planFlags) (err error) {
+func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol policyOverride) (err error) {
 	exec, err := g.execTime()
 	if err != nil {
 		return err
@@ -114,6 +126,12 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags) (err err
 		return err
 	}
 	defer parser.Close()
+	if opts.Policy, err = pol.on(cfg.Environment(env).Policy()); err != nil {
+		return err
+	}
+	for _, w := range pol.warnings(opts.Policy, opts.NoGaps) {
+		g.log.Warn(w)
+	}
 	for _, name := range append(append([]string(nil), f.selectModels...), f.restate...) {
 		if _, ok := pr.Models[name]; !ok {
 			return fmt.Errorf("model %s: no such model in %s", name, pr.Dir)
@@ -181,10 +199,11 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags) (err err
 	if b.Engine, err = g.openEngine(ctx, cfg); err != nil {
 		return err
 	}
-	if err := g.applyPlan(ctx, out, b, cfg.Dir, pl); err != nil {
+	res, err := g.applyPlan(ctx, out, b, cfg.Dir, pl, nil)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\nApplied plan %s to %s.\n", pl.ID, env)
+	fmt.Fprintf(out, "\n%s\n", appliedLine(pl, res))
 	return nil
 }
 
@@ -215,17 +234,7 @@ func planOptions(f planFlags) (plan.Options, error) {
 // from it to the project. A new development environment starts from prod.
 func buildPlan(ctx context.Context, store state.Store, pr *project.Project, parser *sqlparse.Parser,
 	env string, exec, now time.Time, opts plan.Options) (*plan.Plan, error) {
-	current, err := liveEnvironment(ctx, store, env)
-	if err != nil {
-		return nil, err
-	}
-	baseEnv := current
-	if baseEnv == nil && env != plan.Prod {
-		if baseEnv, err = liveEnvironment(ctx, store, plan.Prod); err != nil {
-			return nil, err
-		}
-	}
-	base, err := servedSnapshots(ctx, store, baseEnv)
+	current, base, err := plan.Against(ctx, store, env)
 	if err != nil {
 		return nil, err
 	}
@@ -286,48 +295,6 @@ func selectNext(pr *project.Project, base map[string]*snapshot.Snapshot, selecte
 	return next, g, nil
 }
 
-// liveEnvironment returns the environment, or nil when it does not exist or
-// was invalidated (a plan then starts it afresh).
-func liveEnvironment(ctx context.Context, store state.Reader, name string) (*state.Environment, error) {
-	e, err := store.GetEnvironment(ctx, name)
-	if errors.Is(err, state.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading environment %s: %w", name, err)
-	}
-	if e.Invalidated {
-		return nil, nil
-	}
-	return e, nil
-}
-
-// servedSnapshots returns the snapshots env serves, by model name; empty
-// for a nil env. A snapshot the environment names but the store lacks is an
-// error: the state is damaged, and planning against it could drop a model.
-func servedSnapshots(ctx context.Context, store state.Store, env *state.Environment) (map[string]*snapshot.Snapshot, error) {
-	out := map[string]*snapshot.Snapshot{}
-	if env == nil || len(env.Snapshots) == 0 {
-		return out, nil
-	}
-	keys := make([]state.SnapshotKey, len(env.Snapshots))
-	for i, r := range env.Snapshots {
-		keys[i] = r.Key()
-	}
-	got, err := store.GetSnapshots(ctx, keys)
-	if err != nil {
-		return nil, fmt.Errorf("reading the snapshots environment %s serves: %w", env.Name, err)
-	}
-	for _, r := range env.Snapshots {
-		s, ok := got[r.Key()]
-		if !ok {
-			return nil, fmt.Errorf("environment %s serves %s at %s, which is missing from the state store", env.Name, r.Name, r.Fingerprint)
-		}
-		out[r.Name] = s
-	}
-	return out, nil
-}
-
 // newPlanID returns a fresh random plan id.
 func newPlanID() (string, error) {
 	var b [8]byte
@@ -371,6 +338,8 @@ type planSummary struct {
 	Indirect      []string      `json:"indirectly_modified"`
 	Changes       []plan.Change `json:"changes"`
 	Backfills     []backfillRow `json:"backfills"`
+	// Policy is the promotion policy the plan records.
+	Policy policySummary `json:"policy"`
 }
 
 type backfillRow struct {
@@ -384,7 +353,7 @@ type backfillRow struct {
 func summarize(pl *plan.Plan) planSummary {
 	s := planSummary{ID: pl.ID, Environment: pl.Environment, ExecutionTime: pl.ExecutionTime, Expected: pl.Expected,
 		Added: []string{}, Removed: []string{}, Direct: []string{}, Indirect: []string{},
-		Changes: pl.Changes, Backfills: []backfillRow{}}
+		Changes: pl.Changes, Backfills: []backfillRow{}, Policy: summarizePolicy(pl.Options.Policy, pl.Options.NoGaps)}
 	if s.Changes == nil {
 		s.Changes = []plan.Change{}
 	}
@@ -417,6 +386,7 @@ func printPlan(w io.Writer, pl *plan.Plan) {
 	if pl.Expected.PlanID == "" {
 		fmt.Fprintf(w, "%s does not exist yet: this plan creates it.\n", pl.Environment)
 	}
+	fmt.Fprintf(w, "Promotion policy: %s\n", policyLine(pl))
 	byName := map[string]plan.Change{}
 	for _, c := range pl.Changes {
 		byName[c.Name] = c

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/policy"
 )
 
 // Exit codes.
@@ -124,6 +125,7 @@ func newRoot(g *globals) *cobra.Command {
 		newApplyCmd(g),
 		newRunCmd(g),
 		newStatusCmd(g),
+		newDebtCmd(g),
 		newEnvironmentsCmd(g),
 		newInvalidateCmd(g),
 		newJanitorCmd(g),
@@ -160,7 +162,7 @@ func (g *globals) setupLogging() error {
 // loggerTo is a logger with the chosen format and level writing to w (the
 // progress bars' writer while they run, so that records print above them).
 func (g *globals) loggerTo(w io.Writer) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: g.level}
+	opts := &slog.HandlerOptions{Level: g.level, ReplaceAttr: shortPolicyErrors}
 	if g.logFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
@@ -191,4 +193,26 @@ func envArg(args []string) (string, error) {
 		return "", err
 	}
 	return env, nil
+}
+
+// shortPolicyErrors logs a refused promotion (*policy.Error) by its models
+// and reason codes only. The full explanation of each rejection (the rule,
+// the range, the frontiers and the policy or flag that would have helped) is
+// the command's error, printed once, last; the apply's per-model
+// "promotion verdict" records carry every stable field for grep and
+// dashboards.
+func shortPolicyErrors(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() != slog.KindAny {
+		return a
+	}
+	err, ok := a.Value.Any().(error)
+	var perr *policy.Error
+	if !ok || !errors.As(err, &perr) {
+		return a
+	}
+	parts := make([]string, len(perr.Verdicts))
+	for i, v := range perr.Verdicts {
+		parts[i] = strings.TrimSpace(v.Model + " [" + string(v.Reason) + "]")
+	}
+	return slog.String(a.Key, "promotion refused: "+strings.Join(parts, ", "))
 }

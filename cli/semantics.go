@@ -2,13 +2,18 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/project"
 	scheduler "github.com/gapless-dev/gapless/run"
 	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
@@ -18,12 +23,20 @@ import (
 // This file is the one place the command line calls the semantics packages
 // (apply, run): the same functions the scenario tests call.
 
-// applyPlan applies pl to its environment on b and prints a line per
-// backfilled model. projectDir is where SEED files are read from.
-func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backend, projectDir string, pl *plan.Plan) error {
+// applyPlan applies pl to its environment on b and reports what happened on
+// out: per backfilled model its batches and rows, then which promotion
+// policy acted and what it accepted, caught up or replanned (see
+// printOutcome). projectDir is where SEED files are read from. override,
+// when set, replaces the policy pl recorded (apply's policy flags).
+//
+// A promotion the policy refused is returned as a *refusedError: every
+// rejecting model on its own line, with the rule that rejected it and the
+// policy or flag that would have helped.
+func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backend, projectDir string, pl *plan.Plan,
+	override *policy.Policy) (*apply.Result, error) {
 	parser, err := sqlparse.Open()
 	if err != nil {
-		return fmt.Errorf("starting the SQL parser: %w", err)
+		return nil, fmt.Errorf("starting the SQL parser: %w", err)
 	}
 	defer parser.Close()
 	bar := g.newProgress("backfill "+pl.Environment, planSteps(pl))
@@ -35,27 +48,165 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 				bar.Increment()
 			}
 		},
+		Policy: override,
+		Replan: func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
+			id, err := newPlanID()
+			if err != nil {
+				return nil, err
+			}
+			return plan.Rebuild(ctx, plan.RebuildParams{Prev: prev, ID: id, Store: b.Store,
+				Additive: project.Additive(ctx, parser), ExecutionTime: at, Now: g.now()})
+		},
 	})
 	bar.Done(err == nil)
 	if err != nil {
+		var perr *policy.Error
+		if errors.As(err, &perr) {
+			return res, &refusedError{env: pl.Environment, planID: lastPlanID(pl, res), attempts: attempts(res), policy: perr, err: err}
+		}
 		// apply's error names the plan, the stage and, for a failed batch, the
 		// model and the interval; the SQL follows on the next lines.
-		return fmt.Errorf("%s: %w", pl.Environment, err)
+		return res, fmt.Errorf("%s: %w", pl.Environment, err)
 	}
-	if len(res.Models) > 0 {
-		fmt.Fprintln(out, "\nBackfilled:")
+	printOutcome(out, pl, res)
+	if res.Environment != nil {
+		g.log.Info("plan applied", "plan", res.Environment.PlanID, "environment", pl.Environment, "generation", res.Environment.Generation)
 	}
-	for _, m := range res.Models {
-		line := fmt.Sprintf("  %s %s: %d batches, %d rows", m.Model, m.Version, m.Batches, m.Rows)
+	return res, nil
+}
+
+// refusedError is a promotion the policy refused, as the command line says
+// it: which plan was not promoted, then one line per rejecting model (its
+// rule, range, frontiers, and what would have helped: policy.Verdict's
+// Explain).
+type refusedError struct {
+	env, planID string
+	attempts    int
+	policy      *policy.Error
+	err         error
+}
+
+func (e *refusedError) Error() string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s: plan %s was not promoted", e.env, e.planID)
+	if e.attempts > 1 {
+		fmt.Fprintf(&sb, " after %d attempts", e.attempts)
+	}
+	fmt.Fprintf(&sb, "; %s serves what it served before. Promotion refused:", e.env)
+	for _, v := range e.policy.Verdicts {
+		sb.WriteString("\n  " + v.Explain())
+	}
+	return sb.String()
+}
+
+func (e *refusedError) Unwrap() error { return e.err }
+
+// lastPlanID is the plan the apply promoted or failed with: the last
+// replan attempt's, else pl's.
+func lastPlanID(pl *plan.Plan, res *apply.Result) string {
+	if res != nil && len(res.Attempts) > 0 {
+		return res.Attempts[len(res.Attempts)-1].PlanID
+	}
+	return pl.ID
+}
+
+// attempts counts the plans an apply applied: more than one under replan.
+func attempts(res *apply.Result) int {
+	if res == nil || len(res.Attempts) == 0 {
+		return 1
+	}
+	return len(res.Attempts)
+}
+
+// appliedLine is the last line of a successful apply.
+func appliedLine(pl *plan.Plan, res *apply.Result) string {
+	if id := lastPlanID(pl, res); id != pl.ID {
+		return fmt.Sprintf("Applied plan %s to %s (a replan of plan %s).", id, pl.Environment, pl.ID)
+	}
+	return fmt.Sprintf("Applied plan %s to %s.", pl.ID, pl.Environment)
+}
+
+// printOutcome says what an apply did: what it backfilled, then which
+// promotion policy acted and what it accepted (trailing-gap: each debt),
+// computed beyond the plan (catch-up: per round and model) or replanned
+// (replan: per attempt, what it backfilled).
+func printOutcome(out io.Writer, pl *plan.Plan, res *apply.Result) {
+	replanned := len(res.Attempts) > 1
+	if !replanned {
+		printModels(out, "\nBackfilled:", "  ", res.Models)
+	}
+	if res.AlreadyPromoted {
+		fmt.Fprintf(out, "\nPlan %s was already promoted by an earlier apply; this one finished the later stages.\n", res.Environment.PlanID)
+		return
+	}
+	if !pl.Options.NoGaps {
+		return // no promotion check: no policy acted
+	}
+	pol := res.Policy
+	if pol == "" {
+		pol = pl.Options.Policy.OrDefault().String()
+	}
+	var accepted []policy.Verdict
+	for _, v := range res.Verdicts {
+		if v.Reason == policy.TrailingGapAccepted {
+			accepted = append(accepted, v)
+		}
+	}
+	switch {
+	case len(accepted) > 0:
+		// The verdicts, not res.Debts, say what was accepted: the debts are
+		// their durable record (gapless debt lists them).
+		fmt.Fprintf(out, "\nPromotion policy %s: the scheduler advanced %s after the plan was built; accepted %d trailing gap(s) as freshness debt, which the next `gapless run` repairs (see `gapless debt`):\n",
+			pol, pl.Environment, len(accepted))
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		for _, v := range accepted {
+			fmt.Fprintf(tw, "  %s\t%s\t%d/%d advances\n", v.Model, v.Suffix, v.Advances, v.Bound)
+		}
+		_ = tw.Flush()
+	case len(res.CatchUp) > 0:
+		fmt.Fprintf(out, "\nPromotion policy %s: the scheduler advanced %s after the plan was built; caught up beyond the plan in %d round(s), then promoted with no gap:\n",
+			pol, pl.Environment, len(res.CatchUp))
+		for _, r := range res.CatchUp {
+			printModels(out, fmt.Sprintf("  round %d:", r.Round), "    ", r.Models)
+		}
+	case replanned:
+		fmt.Fprintf(out, "\nPromotion policy %s: the scheduler advanced %s after the plan was built; %d attempts, the last promoted with no gap:\n",
+			pol, pl.Environment, len(res.Attempts))
+		for i, a := range res.Attempts {
+			// Replan retries only a refusal for an incumbent advance, so
+			// every attempt but the last was refused for that.
+			what := "promoted"
+			if a.Err != "" {
+				what = "refused: " + string(policy.IncumbentAdvanced)
+			}
+			title := fmt.Sprintf("  attempt %d, plan %s (%s):", i+1, a.PlanID, what)
+			if len(a.Models) == 0 {
+				title += " backfilled nothing"
+			}
+			printModels(out, title, "    ", a.Models)
+		}
+	default:
+		fmt.Fprintf(out, "\nPromotion policy %s: no gap; %s was promoted as planned.\n", pol, pl.Environment)
+	}
+}
+
+// printModels prints a title and one line per model that computed or
+// skipped something: its version, the ranges recorded, batches and rows.
+func printModels(out io.Writer, title, indent string, models []apply.ModelResult) {
+	if len(models) == 0 {
+		return
+	}
+	fmt.Fprintln(out, title)
+	for _, m := range models {
+		line := fmt.Sprintf("%s%s %s: %d batches, %d rows", indent, m.Model, m.Version, m.Batches, m.Rows)
+		if !m.Recorded.IsEmpty() {
+			line += ", computed " + strings.Join(rangeStrings(m.Recorded), ", ")
+		}
 		if !m.Skipped.IsEmpty() {
-			line += ", already done: " + m.Skipped.String()
+			line += ", already done: " + strings.Join(rangeStrings(m.Skipped), ", ")
 		}
 		fmt.Fprintln(out, line)
 	}
-	if res.Environment != nil {
-		g.log.Info("plan applied", "plan", pl.ID, "environment", pl.Environment, "generation", res.Environment.Generation)
-	}
-	return nil
 }
 
 // planSteps counts the batches a plan's backfill runs, for the progress bar.
@@ -81,7 +232,7 @@ func planSteps(pl *plan.Plan) int64 {
 // at exec (only the selected models when any are given), and prints a line
 // per model that did work.
 func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projectDir, env string, exec time.Time, selected []string) error {
-	e, err := liveEnvironment(ctx, b.Store, env)
+	e, _, err := plan.Against(ctx, b.Store, env)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
@@ -33,16 +34,30 @@ type statusRow struct {
 	// computed (schedule.Spec.Missing).
 	Missing        []string `json:"missing"`
 	MissingBuckets int      `json:"missing_buckets"`
+	// OpenDebt lists the model's open freshness debt: trailing gaps a
+	// promotion policy accepted, not repaired yet (see `gapless debt`).
+	OpenDebt []openDebtRow `json:"open_debt"`
+}
+
+// openDebtRow is one open debt of a model in `gapless status --json`.
+type openDebtRow struct {
+	Range      string    `json:"range"`
+	AcceptedAt time.Time `json:"accepted_at"`
+	// AgeSeconds is how long it has been open at the execution time.
+	AgeSeconds int64  `json:"age_seconds"`
+	PlanID     string `json:"plan_id"`
 }
 
 // statusReport is `gapless status --json`.
 type statusReport struct {
-	Environment   string      `json:"environment"`
-	Generation    int64       `json:"generation"`
-	PlanID        string      `json:"plan_id"`
-	PromotedAt    time.Time   `json:"promoted_at"`
-	ExecutionTime time.Time   `json:"execution_time"`
-	Models        []statusRow `json:"models"`
+	Environment   string    `json:"environment"`
+	Generation    int64     `json:"generation"`
+	PlanID        string    `json:"plan_id"`
+	PromotedAt    time.Time `json:"promoted_at"`
+	ExecutionTime time.Time `json:"execution_time"`
+	// OpenDebts counts the environment's open freshness debts.
+	OpenDebts int         `json:"open_debts"`
+	Models    []statusRow `json:"models"`
 }
 
 func newStatusCmd(g *globals) *cobra.Command {
@@ -52,8 +67,10 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Short: "Per model of ENV (default prod): version, kind, cron, covered ranges, frontier and gaps",
 		Long: `Reads the state store only (the warehouse is not opened). For every model
 ENV serves it prints the version, kind and cron, the covered ranges, the
-frontier (end of the covered range) and the missing ranges: intervals due at
---execution-time that are not computed. "gapless run" computes them.`,
+frontier (end of the covered range), the missing ranges (intervals due at
+--execution-time that are not computed; "gapless run" computes them) and
+its open freshness debt with its age: trailing gaps a promotion policy
+accepted, which the next run repairs (see "gapless debt").`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
@@ -97,7 +114,7 @@ func environmentStatus(ctx context.Context, store state.Store, env string, exec 
 	if e.Invalidated {
 		return nil, fmt.Errorf("environment %s is invalidated (janitor removes it); recreate it with: gapless plan %s", env, env)
 	}
-	snaps, err := servedSnapshots(ctx, store, e)
+	snaps, err := plan.Served(ctx, store, e)
 	if err != nil {
 		return nil, err
 	}
@@ -109,13 +126,25 @@ func environmentStatus(ctx context.Context, store state.Store, env string, exec 
 	if err != nil {
 		return nil, fmt.Errorf("reading intervals of %s: %w", env, err)
 	}
+	debts, err := store.ListDebts(ctx, state.DebtFilter{Environment: env, OpenOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("reading the freshness debt of %s: %w", env, err)
+	}
+	open := map[string][]openDebtRow{}
+	for _, d := range debts {
+		open[d.Model] = append(open[d.Model], openDebtRow{Range: d.Range.String(), AcceptedAt: d.AcceptedAt.UTC(),
+			AgeSeconds: seconds(debtAge(d, exec)), PlanID: d.PlanID})
+	}
 	rep := &statusReport{Environment: e.Name, Generation: e.Generation, PlanID: e.PlanID, PromotedAt: e.PromotedAt,
-		ExecutionTime: exec, Models: []statusRow{}}
+		ExecutionTime: exec, OpenDebts: len(debts), Models: []statusRow{}}
 	for _, r := range dependencyOrder(e.Snapshots, snaps) {
 		m := snaps[r.Name].Model
 		set := covered[r.VersionKey()]
 		row := statusRow{Name: r.Name, Version: r.Version, Kind: string(m.Kind), Cron: m.Cron,
-			IntervalUnit: string(m.IntervalUnit), Covered: rangeStrings(set), Missing: []string{}}
+			IntervalUnit: string(m.IntervalUnit), Covered: rangeStrings(set), Missing: []string{}, OpenDebt: []openDebtRow{}}
+		if o := open[r.Name]; o != nil {
+			row.OpenDebt = o
+		}
 		if !set.IsEmpty() {
 			row.Frontier = set.Frontier().Format(time.RFC3339)
 		}
@@ -175,15 +204,18 @@ func rangeStrings(s interval.Set) []string {
 func printStatus(w io.Writer, rep *statusReport) error {
 	fmt.Fprintf(w, "Environment %s: generation %d, plan %s, promoted %s; at %s\n\n", rep.Environment, rep.Generation,
 		rep.PlanID, rep.PromotedAt.UTC().Format(time.RFC3339), rep.ExecutionTime.Format(time.RFC3339))
+	if rep.OpenDebts > 0 {
+		fmt.Fprintf(w, "Freshness debt: %d open (the next `gapless run` repairs it; see `gapless debt %s`)\n\n", rep.OpenDebts, rep.Environment)
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tVERSION\tKIND\tCRON\tCOVERED\tFRONTIER\tMISSING")
+	fmt.Fprintln(tw, "MODEL\tVERSION\tKIND\tCRON\tCOVERED\tFRONTIER\tMISSING\tDEBT")
 	for _, r := range rep.Models {
 		missing := "-"
 		if len(r.Missing) > 0 {
 			missing = fmt.Sprintf("%d %s intervals in %s", r.MissingBuckets, r.IntervalUnit, strings.Join(r.Missing, ", "))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Version, r.Kind, r.Cron,
-			orDash(strings.Join(r.Covered, ", ")), orDash(r.Frontier), missing)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Version, r.Kind, r.Cron,
+			orDash(strings.Join(r.Covered, ", ")), orDash(r.Frontier), missing, debtCell(r.OpenDebt))
 	}
 	return tw.Flush()
 }
@@ -193,4 +225,17 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// debtCell is a model's open debt in `status`: how many, and the oldest's
+// age ("1 open, 1h old"); "-" when none.
+func debtCell(open []openDebtRow) string {
+	if len(open) == 0 {
+		return "-"
+	}
+	var oldest int64
+	for _, d := range open {
+		oldest = max(oldest, d.AgeSeconds)
+	}
+	return fmt.Sprintf("%d open, %s old", len(open), shortDuration(time.Duration(oldest)*time.Second))
 }

@@ -16,6 +16,7 @@
 //	  prod:
 //	    on_incumbent_advance: strict            # strict|trailing-gap|catch-up|replan|lock
 //	    max_trailing_gap_intervals: 0
+//	    max_attempts: 3                         # catch-up rounds / replans
 package config
 
 import (
@@ -35,6 +36,7 @@ import (
 	"github.com/gapless-dev/gapless/cron"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/model/suggest"
+	"github.com/gapless-dev/gapless/policy"
 )
 
 // FileName is the project configuration file, at the project's root.
@@ -67,20 +69,20 @@ type Config struct {
 }
 
 // PromotionPolicy is what promotion does when the environment's incumbent
-// moved after the plan was built (see DESIGN.md).
-type PromotionPolicy string
+// moved after the plan was built (see DESIGN.md and package policy).
+type PromotionPolicy = policy.Name
 
 // The promotion policies.
 const (
-	PolicyStrict      PromotionPolicy = "strict"
-	PolicyTrailingGap PromotionPolicy = "trailing-gap"
-	PolicyCatchUp     PromotionPolicy = "catch-up"
-	PolicyReplan      PromotionPolicy = "replan"
-	PolicyLock        PromotionPolicy = "lock"
+	PolicyStrict      = policy.Strict
+	PolicyTrailingGap = policy.TrailingGap
+	PolicyCatchUp     = policy.CatchUp
+	PolicyReplan      = policy.Replan
+	PolicyLock        = policy.Lock
 )
 
 // Policies lists every promotion policy.
-var Policies = []PromotionPolicy{PolicyStrict, PolicyTrailingGap, PolicyCatchUp, PolicyReplan, PolicyLock}
+var Policies = policy.Names
 
 // Environment is the configuration of one environment.
 type Environment struct {
@@ -89,6 +91,14 @@ type Environment struct {
 	// MaxTrailingGapIntervals bounds the trailing gap the trailing-gap
 	// policy may accept, in intervals; never negative.
 	MaxTrailingGapIntervals int
+	// MaxAttempts bounds catch-up rounds and replans; 0 means
+	// policy.DefaultMaxAttempts; never negative.
+	MaxAttempts int
+}
+
+// Policy is the environment's promotion policy with its bounds.
+func (e Environment) Policy() policy.Policy {
+	return policy.Policy{Name: e.OnIncumbentAdvance, MaxTrailingGapIntervals: e.MaxTrailingGapIntervals, MaxAttempts: e.MaxAttempts}
 }
 
 // DefaultEnvironment is the configuration of an environment gapless.yaml
@@ -185,6 +195,7 @@ type fileModelDefaults struct {
 type fileEnvironment struct {
 	OnIncumbentAdvance      string `yaml:"on_incumbent_advance"`
 	MaxTrailingGapIntervals *int   `yaml:"max_trailing_gap_intervals"`
+	MaxAttempts             *int   `yaml:"max_attempts"`
 }
 
 // pos is a line and column in gapless.yaml.
@@ -468,20 +479,30 @@ func (l *loader) environment(name string, raw fileEnvironment) (Environment, err
 		}
 		env.OnIncumbentAdvance = p
 	}
-	if raw.MaxTrailingGapIntervals != nil {
-		n := *raw.MaxTrailingGapIntervals
-		mk := key + ".max_trailing_gap_intervals"
-		if node := l.valNode[mk]; node != nil && node.Type() != ast.IntegerType {
-			// go-yaml would silently truncate 1.5 to 1.
-			return Environment{}, l.valueErr(mk, nil, "%s: want a whole number, got %s", mk, node.String())
-		}
-		if n < 0 {
-			return Environment{}, l.valueErr(key+".max_trailing_gap_intervals", nil,
-				"%s.max_trailing_gap_intervals must not be negative, got %d", key, n)
-		}
-		env.MaxTrailingGapIntervals = n
+	var err error
+	if env.MaxTrailingGapIntervals, err = l.count(key+".max_trailing_gap_intervals", raw.MaxTrailingGapIntervals, env.MaxTrailingGapIntervals); err != nil {
+		return Environment{}, err
+	}
+	if env.MaxAttempts, err = l.count(key+".max_attempts", raw.MaxAttempts, env.MaxAttempts); err != nil {
+		return Environment{}, err
 	}
 	return env, nil
+}
+
+// count reads a whole, non-negative number at key, or keeps def when the
+// key is absent.
+func (l *loader) count(key string, raw *int, def int) (int, error) {
+	if raw == nil {
+		return def, nil
+	}
+	if node := l.valNode[key]; node != nil && node.Type() != ast.IntegerType {
+		// go-yaml would silently truncate 1.5 to 1.
+		return 0, l.valueErr(key, nil, "%s: want a whole number, got %s", key, node.String())
+	}
+	if *raw < 0 {
+		return 0, l.valueErr(key, nil, "%s must not be negative, got %d", key, *raw)
+	}
+	return *raw, nil
 }
 
 // validEnvName: [a-z][a-z0-9_]* without "__", because environment E is
@@ -500,19 +521,7 @@ func validEnvName(s string) bool {
 }
 
 // ErrUnknownPolicy is wrapped by ParsePolicy's error.
-var ErrUnknownPolicy = errors.New("unknown promotion policy")
+var ErrUnknownPolicy = policy.ErrUnknown
 
 // ParsePolicy returns the policy named s (case-insensitive).
-func ParsePolicy(s string) (PromotionPolicy, error) {
-	names := make([]string, len(Policies))
-	for i, p := range Policies {
-		if strings.EqualFold(string(p), strings.TrimSpace(s)) {
-			return p, nil
-		}
-		names[i] = string(p)
-	}
-	if hint, ok := suggest.Closest(s, names); ok {
-		return "", fmt.Errorf("%w %q: did you mean %s?", ErrUnknownPolicy, s, hint)
-	}
-	return "", fmt.Errorf("%w %q (policies: %s)", ErrUnknownPolicy, s, strings.Join(names, ", "))
-}
+func ParsePolicy(s string) (PromotionPolicy, error) { return policy.Parse(s) }

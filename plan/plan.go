@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -79,6 +80,9 @@ type Options struct {
 	NoGaps       bool      `json:"no_gaps,omitempty"`
 	Restate      []string  `json:"restate,omitempty"`
 	Select       []string  `json:"select,omitempty"`
+	// Policy is what promotion does when the incumbent advanced after the
+	// plan was built, with its bounds; apply may override it.
+	Policy policy.Policy `json:"policy,omitzero"`
 }
 
 // Change is one model's categorised change.

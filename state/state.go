@@ -133,7 +133,69 @@ type PromoteParams struct {
 	// commit against. An error aborts the promotion and is returned wrapped.
 	// This is where the no-gap check runs, so that no interval or
 	// environment change can slip between check and promotion.
-	Check func(ctx context.Context, r Reader) error
+	//
+	// What Check returns is written in the same transaction as the
+	// promotion: the debts a policy accepted (design invariant 2: every
+	// accepted gap has a record) and the history events of the acceptance.
+	// Check may run more than once (a retried transaction); it must only
+	// read through r, and its result replaces any earlier one.
+	Check func(ctx context.Context, r Reader) (CheckResult, error)
+}
+
+// CheckResult is what a promotion's Check asks the promotion to write
+// atomically with it.
+type CheckResult struct {
+	// Debts are the gaps accepted by the promotion's policy. The store
+	// assigns their IDs and fills Environment, PlanID (from PromoteParams)
+	// and AcceptedAt (PromoteParams.Now) when they are empty.
+	Debts []Debt
+	// Events are appended as with AppendEvents.
+	Events []Event
+}
+
+// Debt is freshness debt: a range of a model's version that a promotion
+// policy accepted serving missing, until the scheduler fills it.
+//
+// A debt is open until either
+//   - the range is fully covered by the version's intervals: AddIntervals
+//     stamps RepairedAt (its Now) in the transaction that completes the
+//     coverage, and appends an EventGapRepaired event; or
+//   - a later promotion of the environment stops serving the version:
+//     Promote stamps SupersededAt (its Now) in the promotion transaction.
+//
+// A debt recorded for a range that is already covered when the promotion
+// commits is recorded repaired at once.
+type Debt struct {
+	ID          int64          `json:"id"` // assigned by the store, increasing
+	Environment string         `json:"environment"`
+	Model       string         `json:"model"`
+	Version     string         `json:"version"`
+	Range       interval.Range `json:"range"`
+	PlanID      string         `json:"plan_id"`
+	Policy      string         `json:"policy"`
+	// Bound is the policy's bound, in scheduler advances; Advances is what
+	// was counted at acceptance (Advances <= Bound).
+	Bound        int       `json:"bound"`
+	Advances     int       `json:"advances"`
+	AcceptedAt   time.Time `json:"accepted_at"`
+	RepairedAt   time.Time `json:"repaired_at,omitzero"`
+	SupersededAt time.Time `json:"superseded_at,omitzero"`
+}
+
+// Open reports whether d is neither repaired nor superseded.
+func (d Debt) Open() bool { return d.RepairedAt.IsZero() && d.SupersededAt.IsZero() }
+
+// Key is the interval record the debt waits on.
+func (d Debt) Key() VersionKey { return VersionKey{Name: d.Model, Version: d.Version} }
+
+// DebtFilter selects debts; zero fields do not filter. Results are in ID
+// order.
+type DebtFilter struct {
+	Environment string
+	Model       string
+	PlanID      string
+	// OpenOnly keeps only open debts (see Debt).
+	OpenOnly bool
 }
 
 // FinalizeParams are the parameters of Finalize.
@@ -219,6 +281,9 @@ const (
 	EventPromotionRejected = "promotion_rejected"
 	EventGapAccepted       = "gap_accepted"
 	EventGapRepaired       = "gap_repaired"
+	EventGapSuperseded     = "gap_superseded"
+	EventCatchUp           = "catch_up"
+	EventReplan            = "replan"
 )
 
 // EventFilter selects events; zero fields do not filter. Results are in ID
@@ -307,6 +372,11 @@ type Store interface {
 	ReleaseLease(ctx context.Context, p ReleaseLeaseParams) error
 	// GetLease returns the lease row (possibly expired) or ErrNotFound.
 	GetLease(ctx context.Context, key string) (Lease, error)
+
+	// ListDebts returns the freshness debts matching f, in ID order. Debts
+	// are written only by Promote (through PromoteParams.Check) and updated
+	// only by AddIntervals (repair) and Promote (supersession).
+	ListDebts(ctx context.Context, f DebtFilter) ([]Debt, error)
 
 	// AppendEvents records events, assigning their IDs.
 	AppendEvents(ctx context.Context, events ...Event) ([]Event, error)

@@ -108,10 +108,14 @@ func (r txReader) GetEnvironment(ctx context.Context, name string) (*state.Envir
 //     error aborts the promotion and is returned wrapped;
 //  4. writes the new snapshots with generation + 1, PreviousPlanID set to
 //     the plan id the row held (also when invalidated; "" when absent or
-//     deleted), FinalizedAt and Invalidated cleared.
+//     deleted), FinalizedAt and Invalidated cleared;
+//  5. records what the check returned (its debts and events), and
+//     supersedes the environment's open debts on versions it no longer
+//     serves (see recordCheckResult).
 //
 // A promotion aborted by the deadlock detector is retried from step 1, so
-// p.Check may run more than once; it must only read.
+// p.Check may run more than once; it must only read, and only the result of
+// the attempt that commits is written.
 func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Environment, error) {
 	if p.Environment == "" {
 		return nil, errors.New("postgres state: promote: the environment has no name")
@@ -149,8 +153,12 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 		if current != p.ExpectedPlanID {
 			return fmt.Errorf("expected current plan %q, but it is %q: %w", p.ExpectedPlanID, current, state.ErrConflictingPlan)
 		}
+		// A retried transaction runs the check again: its result replaces
+		// the earlier one, which was rolled back with everything else.
+		var res state.CheckResult
 		if p.Check != nil {
-			if err := p.Check(ctx, txReader{tx: tx}); err != nil {
+			var err error
+			if res, err = p.Check(ctx, txReader{tx: tx}); err != nil {
 				return fmt.Errorf("check: %w", err)
 			}
 		}
@@ -164,6 +172,9 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 			RETURNING generation`,
 			p.Environment, p.PlanID, stored, string(encoded), state.Micros(p.Now), state.Micros(p.ExpiresAt)).Scan(&gen); err != nil {
 			return fmt.Errorf("writing the environment: %w", err)
+		}
+		if err := recordCheckResult(ctx, tx, p, refs, res); err != nil {
+			return err
 		}
 		out = &state.Environment{
 			Name:           p.Environment,

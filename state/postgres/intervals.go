@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
@@ -87,8 +88,13 @@ func getIntervals(ctx context.Context, q querier, keys []state.VersionKey, lockK
 	return out, nil
 }
 
-// AddIntervals marks p.Ranges as computed for p.Key; see writeIntervals.
+// AddIntervals marks p.Ranges as computed for p.Key, and repairs the
+// freshness debts of p.Key that this completes; see writeIntervals. p.Now is
+// required: it is the repair time.
 func (s *Store) AddIntervals(ctx context.Context, p state.IntervalsParams) error {
+	if p.Now.IsZero() {
+		return fmt.Errorf("postgres state: add intervals of %s@%s: %w", p.Key.Name, p.Key.Version, errNoNow)
+	}
 	return s.writeIntervals(ctx, p, false)
 }
 
@@ -115,6 +121,16 @@ func (s *Store) RemoveIntervals(ctx context.Context, p state.IntervalsParams) er
 //     transaction; a stale fence returns state.ErrFenced and nothing is
 //     written. A takeover or promotion racing the write waits for it to
 //     commit, so the write is ordered before the change that made it stale.
+//   - Debt repair (adds only): in the same transaction, every open debt of
+//     the key whose range the merged ranges now cover is stamped repaired at
+//     p.Now, with one gap_repaired event; a stale fence repairs nothing. The
+//     key's open debts are read after the key row is locked FOR UPDATE, and
+//     a promotion that records a debt holds that row FOR SHARE from before
+//     it reads the key's coverage until it commits (see recordCheckResult),
+//     so a debt and the write that completes its range never miss each
+//     other: one of the two transactions always sees the other's commit.
+//     A debt that a promotion supersedes meanwhile is left alone (see
+//     repairDebts): a debt is never both repaired and superseded.
 //
 // Instants are stored as microseconds (state.Micros); a boundary finer than
 // a microsecond is refused and nothing is written.
@@ -161,11 +177,14 @@ func microsSet(s interval.Set) (interval.Set, error) {
 
 // writeKey is one attempt at writeIntervals' transaction, in two round
 // trips on one connection. The first batch pipelines BEGIN, the fence check,
-// the key lock and the read of the touched ranges (each still a statement of
-// its own, so the read's snapshot is taken after the lock is granted). The
-// merged ranges are computed in Go with interval.Set, and the second batch
-// pipelines their write and COMMIT. With remove, written is cut out of the
-// touched ranges instead of merged into them. Any failure leaves the
+// the key lock, the read of the touched ranges and, for an add, the read of
+// the key's open debts (each still a statement of its own, so the reads'
+// snapshots are taken after the lock is granted). The merged ranges are
+// computed in Go with interval.Set, and the second batch pipelines their
+// write and COMMIT. Only when the write completes the range of an open debt
+// does the transaction take more round trips, to stamp the repair and append
+// its events before COMMIT. With remove, written is cut out of the touched
+// ranges instead of merged into them. Any failure leaves the
 // transaction uncommitted, and it is rolled back before the connection goes
 // back to the pool.
 func (s *Store) writeKey(ctx context.Context, key state.VersionKey, written interval.Set, fence *state.Fence, now int64, remove bool) (err error) {
@@ -189,6 +208,7 @@ func (s *Store) writeKey(ctx context.Context, key state.VersionKey, written inte
 		starts[i], ends[i] = r.Start, r.End
 	}
 	var touched []state.RangeMicros
+	var open []state.Debt // the key's open debts, read only by adds
 	first := &pgx.Batch{}
 	first.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	if fence != nil {
@@ -213,6 +233,15 @@ func (s *Store) writeKey(ctx context.Context, key state.VersionKey, written inte
 			})
 			return err
 		})
+		if !remove {
+			// Pipelined with the rest: on the common path (no open debt)
+			// this costs one index probe and no round trip.
+			first.Queue(openDebtsQuery, key.Name, key.Version).Query(func(rows pgx.Rows) error {
+				var err error
+				open, err = collectDebts(rows)
+				return err
+			})
+		}
 	}
 	if err := conn.SendBatch(ctx, first).Close(); err != nil {
 		return err
@@ -222,6 +251,7 @@ func (s *Store) writeKey(ctx context.Context, key state.VersionKey, written inte
 	}
 
 	second := &pgx.Batch{}
+	var repaired []state.Debt
 	if len(ws) > 0 {
 		before := state.SetFromMicros(touched)
 		var after interval.Set
@@ -230,6 +260,7 @@ func (s *Store) writeKey(ctx context.Context, key state.VersionKey, written inte
 		} else {
 			after = before.Union(written)
 		}
+		repaired = coveredDebts(open, after, now)
 		del, ins := diffRanges(touched, state.ToMicros(after))
 		if len(del) > 0 {
 			second.Queue(`DELETE FROM intervals WHERE name = $1 AND version = $2 AND start_us = ANY($3::int8[])`,
@@ -247,14 +278,98 @@ func (s *Store) writeKey(ctx context.Context, key state.VersionKey, written inte
 				key.Name, key.Version, insStarts, insEnds)
 		}
 	}
-	second.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
+	if len(repaired) == 0 {
+		queueCommit(second)
+	}
+	if err := conn.SendBatch(ctx, second).Close(); err != nil {
+		return fmt.Errorf("writing the merged ranges: %w", err)
+	}
+	if len(repaired) == 0 {
+		return nil
+	}
+	if err := repairDebts(ctx, conn, repaired); err != nil {
+		return err
+	}
+	commit := &pgx.Batch{}
+	queueCommit(commit)
+	if err := conn.SendBatch(ctx, commit).Close(); err != nil {
+		return fmt.Errorf("committing: %w", err)
+	}
+	return nil
+}
+
+// queueCommit queues a COMMIT that fails the batch unless the transaction
+// really committed (a failed transaction answers COMMIT with ROLLBACK).
+func queueCommit(b *pgx.Batch) {
+	b.Queue("COMMIT").Exec(func(tag pgconn.CommandTag) error {
 		if tag.String() != "COMMIT" {
 			return fmt.Errorf("the transaction ended with %s instead of COMMIT", tag)
 		}
 		return nil
 	})
-	if err := conn.SendBatch(ctx, second).Close(); err != nil {
-		return fmt.Errorf("writing the merged ranges: %w", err)
+}
+
+// coveredDebts returns the debts among open whose range after covers,
+// stamped repaired at now (microseconds).
+//
+// after holds the merged form of every stored range that touches a written
+// range, so it holds every stored range that this write changed. A debt
+// that this write completes is covered by one merged range, which contains
+// a written range, so it is in after. (A debt covered without this write was
+// already stamped, by the write that covered it or, when it was recorded,
+// by its promotion.)
+func coveredDebts(open []state.Debt, after interval.Set, now int64) []state.Debt {
+	var out []state.Debt
+	for _, d := range open {
+		if after.Covers(d.Range) {
+			d.RepairedAt = state.FromMicros(now)
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// repairDebts stamps the debts repaired (at their RepairedAt) and appends
+// one gap_repaired event for each debt it stamped, inside the interval
+// write's transaction on conn. The UPDATE re-checks under the row lock that
+// each debt is still open: one that a promotion superseded since the write
+// read it (READ COMMITTED re-evaluates the condition on the committed row)
+// is neither stamped nor announced, so a debt is never both repaired and
+// superseded, and never repaired twice (the key row lock orders the writes
+// of one key).
+func repairDebts(ctx context.Context, conn *pgxpool.Conn, debts []state.Debt) error {
+	ids := make([]int64, len(debts))
+	for i, d := range debts {
+		ids[i] = d.ID
+	}
+	rows, err := conn.Query(ctx, `
+		UPDATE debts SET repaired_at_us = $1 WHERE id = ANY($2::int8[]) AND `+openDebt+`
+		RETURNING id`,
+		state.Micros(debts[0].RepairedAt), ids)
+	if err != nil {
+		return fmt.Errorf("stamping %d debts repaired: %w", len(debts), err)
+	}
+	stamped, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return fmt.Errorf("stamping %d debts repaired: %w", len(debts), err)
+	}
+	var events []state.Event
+	for _, d := range debts { // in id order, like openDebtsQuery
+		if !slices.Contains(stamped, d.ID) {
+			continue // superseded meanwhile
+		}
+		ev, err := repairedEvent(d)
+		if err != nil {
+			return err
+		}
+		events = append(events, ev)
+	}
+	encoded, err := encodeEvents(events)
+	if err != nil {
+		return err
+	}
+	if _, err := encoded.insert(ctx, conn); err != nil {
+		return fmt.Errorf("appending %d gap_repaired events: %w", len(debts), err)
 	}
 	return nil
 }

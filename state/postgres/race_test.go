@@ -312,32 +312,32 @@ func TestPromotionCheckHoldsWhatItRead(t *testing.T) {
 	_, err = b.store.Promote(ctx, state.PromoteParams{
 		Environment: "prod", ExpectedPlanID: "p1", PlanID: "p2",
 		Snapshots: []state.SnapshotRef{ref("a.x", "v1")}, Now: t0.Add(time.Hour),
-		Check: func(ctx context.Context, r state.Reader) error {
+		Check: func(ctx context.Context, r state.Reader) (state.CheckResult, error) {
 			got, err := r.GetIntervals(ctx, []state.VersionKey{key})
 			if err != nil {
-				return err
+				return state.CheckResult{}, err
 			}
 			if !hours(0, 10).Equal(got[key]) {
-				return fmt.Errorf("check read %v", got[key])
+				return state.CheckResult{}, fmt.Errorf("check read %v", got[key])
 			}
 			env, err := r.GetEnvironment(ctx, "prod")
 			if err != nil {
-				return err
+				return state.CheckResult{}, err
 			}
 			if env.PlanID != "p1" {
-				return fmt.Errorf("check read plan %q", env.PlanID)
+				return state.CheckResult{}, fmt.Errorf("check read plan %q", env.PlanID)
 			}
 			if err := impatient.RemoveIntervals(ctx, state.IntervalsParams{Key: key, Ranges: hours(0, 1), Now: t0}); !isLockTimeout(err) {
-				return fmt.Errorf("restatement during the check: want a lock timeout, got %v", err)
+				return state.CheckResult{}, fmt.Errorf("restatement during the check: want a lock timeout, got %v", err)
 			}
 			if err := impatient.AddIntervals(ctx, state.IntervalsParams{Key: key, Ranges: hours(10, 11), Fence: fence, Now: t0}); !isLockTimeout(err) {
-				return fmt.Errorf("fenced write during the check: want a lock timeout, got %v", err)
+				return state.CheckResult{}, fmt.Errorf("fenced write during the check: want a lock timeout, got %v", err)
 			}
 			if _, err := impatient.Promote(ctx, state.PromoteParams{Environment: "prod", ExpectedPlanID: "p1", PlanID: "p3", Now: t0}); !isLockTimeout(err) {
-				return fmt.Errorf("second promotion during the check: want a lock timeout, got %v", err)
+				return state.CheckResult{}, fmt.Errorf("second promotion during the check: want a lock timeout, got %v", err)
 			}
 			checked = true
-			return nil
+			return state.CheckResult{}, nil
 		},
 	})
 	require.NoError(t, err)
@@ -380,4 +380,54 @@ func TestFencedWriteAndTakeoverSerialise(t *testing.T) {
 	err = b.store.AddIntervals(ctx, state.IntervalsParams{Key: key, Ranges: hours(1, 2), Fence: fence, Now: t0})
 	require.ErrorIs(t, err, state.ErrFenced)
 	require.True(t, hours(0, 1).Equal(intervalsOf(t, b.store, key)))
+}
+
+func TestRepairYieldsToASupersessionThatCommittedFirst(t *testing.T) {
+	// Scenario: a scheduler's write has read the open debt of a.x@v1 that
+	// its hours complete, and before it stamps the repair a deploy
+	// promotes prod to a.x@v2, superseding that debt, and commits (the
+	// write does not lock the debts it only reads). The write still
+	// commits its intervals, but it must not stamp the superseded debt
+	// repaired nor announce a repair: a debt ends exactly one way.
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	other := open(t, b.url)
+	key := state.VersionKey{Name: "a.x", Version: "v1"}
+	_, err := b.store.Promote(ctx, state.PromoteParams{
+		Environment: "prod", PlanID: "p1", Snapshots: []state.SnapshotRef{ref("a.x", "v1")}, Now: t0,
+		Check: func(context.Context, state.Reader) (state.CheckResult, error) {
+			return state.CheckResult{Debts: []state.Debt{{Model: "a.x", Version: "v1", Range: hours(0, 2).Span(), Policy: "trailing-gap(2)", Bound: 2, Advances: 2}}}, nil
+		},
+	})
+	require.NoError(t, err)
+	l, err := b.store.AcquireLease(ctx, state.AcquireLeaseParams{Key: "run:a.x", Owner: "scheduler", TTL: 3 * time.Hour, Now: t0})
+	require.NoError(t, err)
+
+	var promoteErr error
+	postgres.SetAfterFenceHook(b.store, func() {
+		_, promoteErr = other.Promote(ctx, state.PromoteParams{
+			Environment: "prod", ExpectedPlanID: "p1", PlanID: "p2",
+			Snapshots: []state.SnapshotRef{ref("a.x", "v2")}, Now: t0.Add(time.Hour),
+		})
+	})
+	err = b.store.AddIntervals(ctx, state.IntervalsParams{
+		Key: key, Ranges: hours(0, 2), Fence: &state.Fence{LeaseKey: l.Key, LeaseToken: l.Token}, Now: t0.Add(2 * time.Hour),
+	})
+	postgres.SetAfterFenceHook(b.store, nil)
+	require.NoError(t, err)
+	require.NoError(t, promoteErr)
+	require.True(t, hours(0, 2).Equal(intervalsOf(t, b.store, key)))
+
+	debts, err := b.store.ListDebts(ctx, state.DebtFilter{})
+	require.NoError(t, err)
+	require.Len(t, debts, 1)
+	require.True(t, t0.Add(time.Hour).Equal(debts[0].SupersededAt), "superseded at %v", debts[0].SupersededAt)
+	require.True(t, debts[0].RepairedAt.IsZero(), "a superseded debt was stamped repaired at %v", debts[0].RepairedAt)
+	repaired, err := b.store.ListEvents(ctx, state.EventFilter{Kinds: []string{state.EventGapRepaired}})
+	require.NoError(t, err)
+	require.Empty(t, repaired)
+	superseded, err := b.store.ListEvents(ctx, state.EventFilter{Kinds: []string{state.EventGapSuperseded}})
+	require.NoError(t, err)
+	require.Len(t, superseded, 1)
 }

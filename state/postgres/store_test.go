@@ -26,7 +26,7 @@ func TestFailedCheckLeavesNoTrace(t *testing.T) {
 	gap := errors.New("gap in a.x")
 	_, err := b.store.Promote(ctx, state.PromoteParams{
 		Environment: "prod", PlanID: "p1", Snapshots: []state.SnapshotRef{ref("a.x", "v1")}, Now: t0,
-		Check: func(context.Context, state.Reader) error { return gap },
+		Check: func(context.Context, state.Reader) (state.CheckResult, error) { return state.CheckResult{}, gap },
 	})
 	require.ErrorIs(t, err, gap)
 	_, err = b.store.GetEnvironment(ctx, "prod")

@@ -122,12 +122,16 @@ func checkPromote(p state.PromoteParams) ([]state.SnapshotRef, error) {
 // Promote points an environment at new snapshots, as a compare-and-swap on
 // p.ExpectedPlanID.
 //
-// Invariant: reading the current plan id, comparing it, running p.Check and
-// writing the new row happen in one IMMEDIATE transaction, so of any number
-// of promoters that expect the same plan id exactly one succeeds and the
-// others fail with state.ErrConflictingPlan having changed nothing. The new
-// generation exceeds every generation the name ever had, also across
-// DeleteEnvironment. p.Check must read only through the Reader it is given.
+// Invariant: reading the current plan id, comparing it, running p.Check,
+// writing the new row, and recording what the check returned (debts and
+// events) together with the supersession of the environment's debts on
+// versions it no longer serves (see recordCheckResult), happen in one
+// IMMEDIATE transaction, so of any number of promoters that expect the same
+// plan id exactly one succeeds and the others fail with
+// state.ErrConflictingPlan having changed nothing, and a failed check or an
+// unrecordable debt leaves no trace. The new generation exceeds every
+// generation the name ever had, also across DeleteEnvironment. p.Check must
+// read only through the Reader it is given.
 func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Environment, error) {
 	refs, err := checkPromote(p)
 	if err != nil {
@@ -150,8 +154,9 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 			return fmt.Errorf("%w: environment %q is at plan %q, the promotion of plan %q expected %q",
 				state.ErrConflictingPlan, p.Environment, current, p.PlanID, p.ExpectedPlanID)
 		}
+		var res state.CheckResult
 		if p.Check != nil {
-			if err := p.Check(ctx, txReader{tx}); err != nil {
+			if res, err = p.Check(ctx, txReader{tx}); err != nil {
 				return fmt.Errorf("promotion check of plan %q: %w", p.PlanID, err)
 			}
 		}
@@ -170,6 +175,9 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 		}
 		if err := writeEnvironment(ctx, tx, e); err != nil {
 			return err
+		}
+		if err := recordCheckResult(ctx, tx, p, refs, res); err != nil {
+			return fmt.Errorf("promotion of plan %q: %w", p.PlanID, err)
 		}
 		out = e
 		return nil

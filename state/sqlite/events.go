@@ -15,40 +15,58 @@ import (
 // lock, so they are unique and increasing across every process on the file,
 // in commit order, and never reused.
 func (s *Store) AppendEvents(ctx context.Context, events ...state.Event) ([]state.Event, error) {
+	out, data, err := prepareEvents(events)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: append events: %w", err)
+	}
+	if len(events) == 0 {
+		return out, nil
+	}
+	err = s.write(ctx, func(tx *sql.Tx) error { return insertEvents(ctx, tx, out, data) })
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: append %d events: %w", len(events), err)
+	}
+	return out, nil
+}
+
+// prepareEvents checks events before anything is written (a kind, data that
+// is valid JSON) and returns a copy with At truncated to what the store
+// keeps, and each event's data column value. One invalid event refuses the
+// whole batch.
+func prepareEvents(events []state.Event) ([]state.Event, []any, error) {
 	out := make([]state.Event, len(events))
 	data := make([]any, len(events))
 	for i, e := range events {
 		if e.Kind == "" {
-			return nil, fmt.Errorf("sqlite: append events: event %d has no kind", i)
+			return nil, nil, fmt.Errorf("event %d has no kind", i)
 		}
 		d, err := optionalJSON("data", e.Data)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite: append events: event %d (%s): %w", i, e.Kind, err)
+			return nil, nil, fmt.Errorf("event %d (%s): %w", i, e.Kind, err)
 		}
 		data[i] = d
 		e.At = state.FromMicros(state.Micros(e.At))
 		out[i] = e
 	}
-	if len(events) == 0 {
-		return out, nil
-	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		for i := range out {
-			e := &out[i]
-			if err := tx.QueryRowContext(ctx, `
-				INSERT INTO events (at_us, kind, environment, model, plan_id, reason, data)
-				VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-				state.Micros(e.At), e.Kind, e.Environment, e.Model, e.PlanID, e.Reason, data[i],
-			).Scan(&e.ID); err != nil {
-				return fmt.Errorf("event %d (%s): %w", i, e.Kind, err)
-			}
+	return out, data, nil
+}
+
+// insertEvents inserts events prepared by prepareEvents inside the caller's
+// write transaction, in order, and sets their ids. Every writer of events
+// goes through it, so ids follow the transaction's commit order (see
+// AppendEvents).
+func insertEvents(ctx context.Context, tx *sql.Tx, events []state.Event, data []any) error {
+	for i := range events {
+		e := &events[i]
+		if err := tx.QueryRowContext(ctx, `
+			INSERT INTO events (at_us, kind, environment, model, plan_id, reason, data)
+			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			state.Micros(e.At), e.Kind, e.Environment, e.Model, e.PlanID, e.Reason, data[i],
+		).Scan(&e.ID); err != nil {
+			return fmt.Errorf("event %d (%s): %w", i, e.Kind, err)
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: append %d events: %w", len(events), err)
 	}
-	return out, nil
+	return nil
 }
 
 // ListEvents returns the events matching f, in id order.

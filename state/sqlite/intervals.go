@@ -13,12 +13,24 @@ import (
 
 // AddIntervals marks p.Ranges as computed for p.Key.
 //
-// Invariant: the fence check, the read of the stored ranges the new ones
-// touch, and the rewrite of their merged form happen in one IMMEDIATE
-// transaction, so concurrent adds on one key never lose each other, and the
-// key's rows stay disjoint and non-adjacent (one row per gap-separated
-// range, never one per bucket). A stale fence writes nothing.
+// Invariants:
+//   - the fence check, the read of the stored ranges the new ones touch,
+//     and the rewrite of their merged form happen in one IMMEDIATE
+//     transaction, so concurrent adds on one key never lose each other, and
+//     the key's rows stay disjoint and non-adjacent (one row per
+//     gap-separated range, never one per bucket). A stale fence writes
+//     nothing;
+//   - in the same transaction, every open freshness debt of the key whose
+//     range is now covered is stamped repaired at p.Now, with one
+//     gap_repaired event (see repairDebts). The write lock serialises this
+//     with promotions, so a debt and the write that repairs it never miss
+//     each other.
+//
+// p.Now is required: it is the repair time of any debt the write completes.
 func (s *Store) AddIntervals(ctx context.Context, p state.IntervalsParams) error {
+	if p.Now.IsZero() {
+		return fmt.Errorf("sqlite: add intervals to %s@%s: %w", p.Key.Name, p.Key.Version, errNoNow)
+	}
 	if err := s.changeIntervals(ctx, p, true); err != nil {
 		return fmt.Errorf("sqlite: add intervals to %s@%s: %w", p.Key.Name, p.Key.Version, err)
 	}
@@ -69,7 +81,13 @@ func (s *Store) changeIntervals(ctx context.Context, p state.IntervalsParams, ad
 		} else {
 			next = next.Subtract(p.Ranges)
 		}
-		return s.rewriteRanges(ctx, tx, p.Key, old, state.ToMicros(next))
+		if err := s.rewriteRanges(ctx, tx, p.Key, old, state.ToMicros(next)); err != nil {
+			return err
+		}
+		if !add {
+			return nil // removing coverage never repairs a debt
+		}
+		return s.repairDebts(ctx, tx, p.Key, p.Now)
 	})
 }
 

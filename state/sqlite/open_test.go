@@ -206,10 +206,10 @@ func TestQueuedWriterGivesUpWithItsContext(t *testing.T) {
 	go func() {
 		_, err := st.Promote(t.Context(), state.PromoteParams{
 			Environment: "prod", PlanID: "plan-1", Now: day.Start,
-			Check: func(context.Context, state.Reader) error {
+			Check: func(context.Context, state.Reader) (state.CheckResult, error) {
 				close(checking)
 				<-release
-				return nil
+				return state.CheckResult{}, nil
 			},
 		})
 		promoted <- err

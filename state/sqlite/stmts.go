@@ -8,16 +8,18 @@ import (
 )
 
 // stmts are the statements of the interval write path, the hottest one (a
-// scheduler records every batch through it). They are prepared once:
+// scheduler records every batch through it), including the repair of the
+// freshness debts a write completes. They are prepared once:
 // database/sql keeps one prepared copy per connection and Tx.StmtContext
 // reuses it, so SQLite parses each of them once per connection instead of
 // at every call.
 type stmts struct {
-	windowAdd, windowRemove *sql.Stmt
-	deleteRange             *sql.Stmt
-	insertRange             *sql.Stmt
-	leaseFence              *sql.Stmt
-	all                     []*sql.Stmt
+	windowAdd, windowRemove  *sql.Stmt
+	deleteRange              *sql.Stmt
+	insertRange              *sql.Stmt
+	leaseFence               *sql.Stmt
+	hasOpenDebt, repairDebts *sql.Stmt
+	all                      []*sql.Stmt
 }
 
 // prepareStmts prepares the hot statements on db (after migration: they
@@ -33,6 +35,8 @@ func prepareStmts(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.deleteRange, `DELETE FROM intervals WHERE name = ? AND version = ? AND start_us = ?`},
 		{&s.insertRange, `INSERT INTO intervals (name, version, start_us, end_us) VALUES (?, ?, ?, ?)`},
 		{&s.leaseFence, `SELECT 1 FROM leases WHERE key = ? AND token = ? AND expires_at_us > ?`},
+		{&s.hasOpenDebt, hasOpenDebtQuery},
+		{&s.repairDebts, repairDebtsQuery},
 	} {
 		st, err := db.PrepareContext(ctx, p.query)
 		if err != nil {

@@ -22,7 +22,8 @@ const (
 // (the suite closes them). Each reports ns/op for its whole operation and,
 // where it helps, a per-item metric.
 func RunBenchmarks(b *testing.B, newStore func(b *testing.B) state.Store) {
-	b.Run("RecordIntervalBatches", func(b *testing.B) { benchRecord(b, openBench(b, newStore)) })
+	b.Run("RecordIntervalBatches", func(b *testing.B) { benchRecord(b, openBench(b, newStore), false) })
+	b.Run("RecordIntervalBatchesWithOpenDebt", func(b *testing.B) { benchRecord(b, openBench(b, newStore), true) })
 	b.Run("GetIntervals10000Snapshots", func(b *testing.B) { benchRead(b, openBench(b, newStore)) })
 	b.Run("Promote1000Snapshots", func(b *testing.B) { benchPromote(b, openBench(b, newStore)) })
 }
@@ -46,8 +47,30 @@ func openBench(b *testing.B, newStore func(b *testing.B) state.Store) state.Stor
 // round-robin over a few models, as a scheduler catching up would; ns/op is
 // the cost per record. -benchtime=100000x records the 100,000
 // batches. Afterwards each model must hold one compacted range.
-func benchRecord(b *testing.B, st state.Store) {
+//
+// withDebt first gives every model an open freshness debt far beyond the
+// recorded hours, so that each record also finds an open debt on its key and
+// checks it, without repairing it: the cost of debt tracking on the hot path
+// when debts exist. Without it, the key has no open debt, the common case.
+func benchRecord(b *testing.B, st state.Store, withDebt bool) {
 	ctx := b.Context()
+	if withDebt {
+		snaps := make([]state.SnapshotRef, benchModels)
+		debts := make([]state.Debt, benchModels)
+		for i := range benchModels {
+			name := fmt.Sprintf("m.bench%d", i)
+			snaps[i] = state.SnapshotRef{Name: name, Fingerprint: "fp-" + name, Version: "v1"}
+			debts[i] = state.Debt{Model: name, Version: "v1", Range: hours(1_000_000, 1_000_001), Policy: "trailing-gap(1)", Bound: 1}
+		}
+		if _, err := st.Promote(ctx, state.PromoteParams{
+			Environment: "prod", PlanID: "plan-1", Snapshots: snaps, Now: hour(0),
+			Check: func(context.Context, state.Reader) (state.CheckResult, error) {
+				return state.CheckResult{Debts: debts}, nil
+			},
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
 	n := 0
 	for b.Loop() {
 		k := vkey(fmt.Sprintf("m.bench%d", n%benchModels), "v1")
@@ -69,6 +92,15 @@ func benchRecord(b *testing.B, st state.Store) {
 	for _, k := range keys[:min(n, benchModels)] {
 		if got[k].Len() != 1 {
 			b.Fatalf("%+v holds %d ranges after adjacent adds, want 1", k, got[k].Len())
+		}
+	}
+	if withDebt {
+		open, err := st.ListDebts(ctx, state.DebtFilter{OpenOnly: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(open) != benchModels {
+			b.Fatalf("%d debts open after the records, want %d (none was covered)", len(open), benchModels)
 		}
 	}
 }
@@ -109,17 +141,17 @@ func benchPromote(b *testing.B, st state.Store) {
 			b.Fatal(err)
 		}
 	}
-	check := func(ctx context.Context, r state.Reader) error {
+	check := func(ctx context.Context, r state.Reader) (state.CheckResult, error) {
 		got, err := r.GetIntervals(ctx, keys)
 		if err != nil {
-			return err
+			return state.CheckResult{}, err
 		}
 		for _, k := range keys {
 			if !got[k].Covers(hours(0, 24)) {
-				return fmt.Errorf("%+v has a gap", k)
+				return state.CheckResult{}, fmt.Errorf("%+v has a gap", k)
 			}
 		}
-		return nil
+		return state.CheckResult{}, nil
 	}
 	prev := ""
 	for i := 0; b.Loop(); i++ {

@@ -76,7 +76,10 @@ func testEnvConflict(t *testing.T, b *bundle) {
 	// Check never runs.
 	before := promote(t, b, "prod", "", "plan-1", hour(0), refs(2, "a")...)
 	checked := false
-	check := func(context.Context, state.Reader) error { checked = true; return nil }
+	check := func(context.Context, state.Reader) (state.CheckResult, error) {
+		checked = true
+		return state.CheckResult{}, nil
+	}
 	for _, p := range []state.PromoteParams{
 		{Environment: "prod", ExpectedPlanID: "plan-0", PlanID: "plan-2"},
 		{Environment: "prod", ExpectedPlanID: "", PlanID: "plan-2"},
@@ -103,18 +106,18 @@ func testEnvCheckReads(t *testing.T, b *bundle) {
 	var seenSet bool
 	e2, err := b.store.Promote(b.ctx, state.PromoteParams{
 		Environment: "prod", ExpectedPlanID: "plan-1", PlanID: "plan-2", Now: hour(1),
-		Check: func(ctx context.Context, r state.Reader) error {
+		Check: func(ctx context.Context, r state.Reader) (state.CheckResult, error) {
 			e, err := r.GetEnvironment(ctx, "prod")
 			if err != nil {
-				return err
+				return state.CheckResult{}, err
 			}
 			seenEnv = e
 			got, err := r.GetIntervals(ctx, []state.VersionKey{k, vkey("m.b", "v1")})
 			if err != nil {
-				return err
+				return state.CheckResult{}, err
 			}
 			seenSet = set(hours(0, 24)).Equal(got[k]) && got[vkey("m.b", "v1")].IsEmpty()
-			return nil
+			return state.CheckResult{}, nil
 		},
 	})
 	require.NoError(t, err)
@@ -133,7 +136,7 @@ func testEnvCheckAborts(t *testing.T, b *bundle) {
 	before := promote(t, b, "prod", "", "plan-1", hour(0), refs(1, "a")...)
 	_, err := b.store.Promote(b.ctx, state.PromoteParams{
 		Environment: "prod", ExpectedPlanID: "plan-1", PlanID: "plan-2", Now: hour(1), Snapshots: refs(4, "b"),
-		Check: func(context.Context, state.Reader) error { return errGap },
+		Check: func(context.Context, state.Reader) (state.CheckResult, error) { return state.CheckResult{}, errGap },
 	})
 	require.ErrorIs(t, err, errGap)
 	require.NotErrorIs(t, err, state.ErrConflictingPlan)

@@ -33,7 +33,16 @@
 //     a positive TTL or a Now, with an error other than ErrLeaseHeld;
 //   - record a batch of snapshots or events atomically: one invalid element
 //     (nil snapshot, event without a kind, data that is not JSON) refuses
-//     the whole batch; a negative event limit is an error.
+//     the whole batch; a negative event limit is an error;
+//   - refuse AddIntervals without Now (it is the repair time of the debts
+//     the write completes);
+//   - refuse, failing the whole promotion, a Check result it could not
+//     track: a debt on a version the promotion does not serve, with an
+//     empty range, Advances outside [0, Bound], another environment or plan
+//     than the promotion's, or a repair or supersession time already set;
+//   - append a gap_repaired event also for a debt recorded repaired at once
+//     (its range was covered when the promotion committed), so that every
+//     repaired debt has exactly one.
 package statetest
 
 import (
@@ -97,6 +106,7 @@ func groups() []struct {
 		{"Plans", planTests()},
 		{"Leases", leaseTests()},
 		{"Events", eventTests()},
+		{"Debts", debtTests()},
 		{"Schema", schemaTests()},
 		{"Races", raceTests()},
 	}
@@ -104,7 +114,8 @@ func groups() []struct {
 
 // Run runs every conformance test against stores from newStore, as parallel
 // subtests grouped by area (Snapshots, Intervals, Fencing, Environments,
-// Plans, Leases, Events, Schema, Races). Each test gets its own store.
+// Plans, Leases, Events, Debts, Schema, Races). Each test gets its own
+// store.
 func Run(t *testing.T, newStore Factory) {
 	t.Helper()
 	for _, g := range groups() {

@@ -1,0 +1,143 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/policy"
+)
+
+// The promotion policy flags, shared by plan and apply.
+const (
+	flagOnIncumbentAdvance      = "on-incumbent-advance"
+	flagMaxTrailingGapIntervals = "max-trailing-gap-intervals"
+	flagMaxAttempts             = "max-attempts"
+)
+
+// policyFlags are --on-incumbent-advance and its bounds, as given.
+type policyFlags struct {
+	name        string
+	maxGap      int
+	maxAttempts int
+}
+
+func addPolicyFlags(cmd *cobra.Command, f *policyFlags, what string) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.name, flagOnIncumbentAdvance, "",
+		"what promotion does when the scheduler advanced the incumbent after the plan was built: strict, trailing-gap, catch-up, replan or lock (default: "+what+")")
+	fl.IntVar(&f.maxGap, flagMaxTrailingGapIntervals, 0,
+		"trailing-gap's bound: the most scheduler advances an accepted trailing gap may span (default: "+what+")")
+	fl.IntVar(&f.maxAttempts, flagMaxAttempts, 0,
+		fmt.Sprintf("catch-up rounds or replans before giving up (default: %s, else %d)", what, policy.DefaultMaxAttempts))
+}
+
+// policyOverride is what the policy flags that were given change of a
+// policy; the flags not given leave their field alone.
+type policyOverride struct {
+	name                         policy.Name
+	maxGap, maxAttempts          int
+	setName, setGap, setAttempts bool
+}
+
+// override reads the policy flags that cmd was given. A bad value is a
+// usage error naming its flag.
+func (f *policyFlags) override(cmd *cobra.Command) (policyOverride, error) {
+	var o policyOverride
+	fl := cmd.Flags()
+	if fl.Changed(flagOnIncumbentAdvance) {
+		n, err := policy.Parse(f.name)
+		if err != nil {
+			return o, usagef("--%s: %w", flagOnIncumbentAdvance, err)
+		}
+		o.name, o.setName = n, true
+	}
+	if fl.Changed(flagMaxTrailingGapIntervals) {
+		if f.maxGap < 0 {
+			return o, usagef("--%s must not be negative, got %d", flagMaxTrailingGapIntervals, f.maxGap)
+		}
+		o.maxGap, o.setGap = f.maxGap, true
+	}
+	if fl.Changed(flagMaxAttempts) {
+		if f.maxAttempts < 0 {
+			return o, usagef("--%s must not be negative, got %d", flagMaxAttempts, f.maxAttempts)
+		}
+		o.maxAttempts, o.setAttempts = f.maxAttempts, true
+	}
+	return o, nil
+}
+
+// given reports whether any policy flag was given.
+func (o policyOverride) given() bool { return o.setName || o.setGap || o.setAttempts }
+
+// on returns base with the given flags' fields replaced, validated. base is
+// what the flags override: the environment's policy from gapless.yaml (plan)
+// or the policy the saved plan recorded (apply).
+func (o policyOverride) on(base policy.Policy) (policy.Policy, error) {
+	p := base.OrDefault()
+	if o.setName {
+		p.Name = o.name
+	}
+	if o.setGap {
+		p.MaxTrailingGapIntervals = o.maxGap
+	}
+	if o.setAttempts {
+		p.MaxAttempts = o.maxAttempts
+	}
+	if err := p.Validate(); err != nil {
+		return p, usagef("promotion policy %s: %w", p, err)
+	}
+	return p, nil
+}
+
+// warnings name what is suspicious in a policy the flags produced: a
+// policy given to a plan without the no-gap check (checked false: it never
+// acts), a bound given for a policy that ignores it, or trailing-gap with a
+// bound of 0 (it then accepts no gap at all).
+func (o policyOverride) warnings(p policy.Policy, checked bool) []string {
+	var out []string
+	if o.given() && !checked {
+		return []string{"the plan runs no no-gap check at promotion (--no-gaps is off), so its promotion policy never acts"}
+	}
+	if o.setGap && p.Name != policy.TrailingGap {
+		out = append(out, fmt.Sprintf("--%s has no effect under %s", flagMaxTrailingGapIntervals, p))
+	}
+	if o.setAttempts && p.Name != policy.CatchUp && p.Name != policy.Replan {
+		out = append(out, fmt.Sprintf("--%s has no effect under %s", flagMaxAttempts, p))
+	}
+	if o.setName && p.Name == policy.TrailingGap && p.MaxTrailingGapIntervals == 0 {
+		out = append(out, fmt.Sprintf("trailing-gap(0) accepts no trailing gap; set --%s N", flagMaxTrailingGapIntervals))
+	}
+	return out
+}
+
+// policySummary is a plan's promotion policy in `plan --json`; its field
+// names are stable.
+type policySummary struct {
+	// Name is the policy: strict, trailing-gap, catch-up, replan or lock.
+	Name string `json:"name"`
+	// Text is the policy with its bound, as printed: "trailing-gap(1)".
+	Text                    string `json:"text"`
+	MaxTrailingGapIntervals int    `json:"max_trailing_gap_intervals"`
+	// MaxAttempts is the bound catch-up and replan use (the default when
+	// none is set).
+	MaxAttempts int `json:"max_attempts"`
+	// Checked: the plan runs the no-gap check at promotion (--no-gaps, on
+	// for prod); without it the policy never acts.
+	Checked bool `json:"checked"`
+}
+
+func summarizePolicy(p policy.Policy, checked bool) policySummary {
+	p = p.OrDefault()
+	return policySummary{Name: string(p.Name), Text: p.String(), MaxTrailingGapIntervals: p.MaxTrailingGapIntervals,
+		MaxAttempts: p.Attempts(), Checked: checked}
+}
+
+// policyLine is the promotion policy of a plan as `plan` prints it.
+func policyLine(pl *plan.Plan) string {
+	if !pl.Options.NoGaps {
+		return fmt.Sprintf("none: no no-gap check at promotion (--no-gaps is off for %s)", pl.Environment)
+	}
+	return pl.Options.Policy.OrDefault().String()
+}

@@ -1,0 +1,40 @@
+-- Freshness debt: the gaps a promotion policy accepted serving, until the
+-- scheduler fills them (state.Debt). Instants are int64 microseconds since
+-- the Unix epoch (state.Micros); 0 means "unset".
+
+-- +goose Up
+
+-- A debt is open while repaired_at_us = 0 AND superseded_at_us = 0. It is
+-- inserted by the promotion that accepted it (in the promotion's
+-- transaction), stamped repaired by the interval write that completes the
+-- coverage of [start_us, end_us) for (model, version), or stamped
+-- superseded by a later promotion of the environment that no longer serves
+-- the version. AUTOINCREMENT: ids are never reused, so they only increase.
+CREATE TABLE debts (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    environment      TEXT    NOT NULL,
+    model            TEXT    NOT NULL,
+    version          TEXT    NOT NULL,
+    start_us         INTEGER NOT NULL,
+    end_us           INTEGER NOT NULL,
+    plan_id          TEXT    NOT NULL,
+    policy           TEXT    NOT NULL DEFAULT '',
+    bound            INTEGER NOT NULL DEFAULT 0,
+    advances         INTEGER NOT NULL DEFAULT 0,
+    accepted_at_us   INTEGER NOT NULL,
+    repaired_at_us   INTEGER NOT NULL DEFAULT 0,
+    superseded_at_us INTEGER NOT NULL DEFAULT 0,
+    CHECK (start_us < end_us)
+);
+
+-- Every interval write looks up the open debts of its key, so that lookup
+-- must stay one probe of a small index however many debts were ever
+-- repaired; a promotion looks up the open debts of its environment. Queries
+-- repeat the WHERE clause word for word so that SQLite can use the indexes.
+CREATE INDEX debts_open_by_key ON debts (model, version, id)
+    WHERE repaired_at_us = 0 AND superseded_at_us = 0;
+CREATE INDEX debts_open_by_environment ON debts (environment, id)
+    WHERE repaired_at_us = 0 AND superseded_at_us = 0;
+
+-- +goose Down
+DROP TABLE debts;
