@@ -21,9 +21,9 @@ const (
 	StagePromote         Stage = "promote"
 	// StageCatchUp is recorded within the promote stage, once per catch-up
 	// round that computed something (policy catch-up).
-	StageCatchUp Stage = "catch_up"
-	StageUpdateViews     Stage = "update_views"
-	StageFinalize        Stage = "finalize"
+	StageCatchUp     Stage = "catch_up"
+	StageUpdateViews Stage = "update_views"
+	StageFinalize    Stage = "finalize"
 )
 
 // Stages lists every stage in the order an apply runs them.

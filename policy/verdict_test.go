@@ -14,7 +14,9 @@ import (
 	"github.com/gapless-dev/gapless/state"
 )
 
-func hour(h int) time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(h) * time.Hour) }
+func hour(h int) time.Time {
+	return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(h) * time.Hour)
+}
 
 func spec(t testing.TB, expr string, unit interval.Unit) schedule.Spec {
 	c, err := cron.Parse(expr)
@@ -39,7 +41,9 @@ func seed(t testing.TB) policy.Candidate {
 		FrontierAtPlan: hour(10), FrontierNow: hour(11), Covered: covered([2]int{0, 10})}
 }
 
-func tg(n int) policy.Policy { return policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: n} }
+func tg(n int) policy.Policy {
+	return policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: n}
+}
 
 // Scenario: each rule of Judge decides the seed's case and its variants,
 // with the reason code the rule names.
