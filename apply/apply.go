@@ -28,6 +28,7 @@ import (
 
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
@@ -54,6 +55,9 @@ type Hooks struct {
 	// AfterBackfill runs once the backfill stage has finished, before the
 	// promote stage starts.
 	AfterBackfill func(ctx context.Context) error
+	// Locked runs under the lock policy once the deploy holds its leases,
+	// before the final catch-up.
+	Locked func(ctx context.Context) error
 }
 
 // Params are what Apply needs.
@@ -83,6 +87,9 @@ type Params struct {
 	// (see plan.Rebuild). The replan policy needs it; without it replan
 	// fails as strict does.
 	Replan func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error)
+	// Lease is how the lock policy takes and keeps its leases (TTL, wait
+	// bound, clock); the owner is set per plan.
+	Lease lease.Options
 }
 
 // ModelResult is what the backfill did for one model.
@@ -138,10 +145,6 @@ type applier struct {
 	unchangedViews map[string]bool
 }
 
-// ErrPolicyUnavailable: the plan asks for a promotion policy this build
-// cannot run.
-var ErrPolicyUnavailable = errors.New("promotion policy not available")
-
 // Apply runs every stage of p in order and records each in the plan's
 // application history. It returns the first failure, wrapped with the
 // stage: a *execute.BatchError from the backfill, a *policy.Error or
@@ -163,10 +166,6 @@ func Apply(ctx context.Context, prm Params) (*Result, error) {
 	pol := a.policy()
 	if err := pol.Validate(); err != nil {
 		return nil, fmt.Errorf("apply %s: %w", prm.Plan.ID, err)
-	}
-	if pol.Name == policy.Lock {
-		return nil, fmt.Errorf("apply %s: %w: lock needs scheduler leases on the DAG, which this build does not take yet; use strict, trailing-gap, catch-up or replan",
-			prm.Plan.ID, ErrPolicyUnavailable)
 	}
 	res, err := a.run(ctx)
 	if pol.Name != policy.Replan || !prm.Plan.Options.NoGaps {

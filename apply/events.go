@@ -21,7 +21,10 @@ const (
 	StagePromote         Stage = "promote"
 	// StageCatchUp is recorded within the promote stage, once per catch-up
 	// round that computed something (policy catch-up).
-	StageCatchUp     Stage = "catch_up"
+	StageCatchUp Stage = "catch_up"
+	// StageLock is recorded within the promote stage when the lock policy
+	// has taken its leases.
+	StageLock        Stage = "lock"
 	StageUpdateViews Stage = "update_views"
 	StageFinalize    Stage = "finalize"
 )

@@ -38,6 +38,9 @@ func (a *applier) promote(ctx context.Context, res *Result) error {
 		return err
 	}
 	pol := a.policy()
+	if pol.Name == policy.Lock && a.Plan.Options.NoGaps {
+		return a.promoteLocked(ctx, res, cur, incumbents, pol)
+	}
 	catchUp := pol.Name == policy.CatchUp && a.Plan.Options.NoGaps
 	for round := 1; ; round++ {
 		if catchUp {

@@ -148,9 +148,13 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 // that wrote its rows has committed; a failing batch returns a *BatchError
 // and records nothing, and batches before it stay recorded, so running the
 // same work again with SkipCovered resumes after the last committed batch.
-// A stale fence fails with an error wrapping state.ErrFenced: the rows of
-// that batch were written (replacing exactly that interval's rows, so a
-// later run that recomputes it cannot duplicate them) but are not claimed.
+// A fenced work checks its fence before each batch (state.CheckFence), so
+// a writer whose evidence went stale writes nothing more to the warehouse;
+// and records each batch under the fence, so evidence that goes stale
+// during a batch fails its record with an error wrapping state.ErrFenced:
+// that batch's rows were written (replacing exactly that interval's rows,
+// so a later run that recomputes it cannot duplicate them) but are not
+// claimed.
 func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
 	t := w.Template
 	s := t.Snapshot
@@ -185,6 +189,9 @@ func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
 	for r := range schedule.Batches(todo, spec.Unit, s.Model.BatchSize) {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("model %s before interval %s: %w", s.Name, r, err)
+		}
+		if err := x.checkFence(ctx, key, r, w.Fence); err != nil {
+			return res, err
 		}
 		began := x.now()
 		sql, err := t.Render(r, w.Execution)
@@ -225,6 +232,9 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 		res.Skipped = interval.NewSet(whole)
 		return res, nil
 	}
+	if err := x.checkFence(ctx, state.VersionKey{Name: s.Name, Version: s.Version}, whole, w.Fence); err != nil {
+		return res, err
+	}
 	began := x.now()
 	var (
 		rows int64
@@ -258,6 +268,21 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 	}
 	x.report(ctx, Batch{Model: s.Name, Version: s.Version, Interval: whole, Rows: rows, Duration: x.now().Sub(began)})
 	return res, nil
+}
+
+// checkFence refuses to start a batch whose fence is already stale.
+func (x *Executor) checkFence(ctx context.Context, key state.VersionKey, r interval.Range, fence *state.Fence) error {
+	if fence == nil {
+		return nil
+	}
+	if err := x.Store.CheckFence(ctx, *fence, x.now()); err != nil {
+		if errors.Is(err, state.ErrFenced) {
+			x.logger().WarnContext(ctx, "batch fenced before it started", slog.String("model", key.Name),
+				slog.String("version", key.Version), slog.String("interval", r.String()))
+		}
+		return fmt.Errorf("starting %s %s for %s: %w", key.Name, r, key.Version, err)
+	}
+	return nil
 }
 
 func (x *Executor) record(ctx context.Context, key state.VersionKey, ranges interval.Set, fence *state.Fence) error {

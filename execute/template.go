@@ -50,6 +50,18 @@ func Templates(ctx context.Context, p *sqlparse.Parser, e warehouse.Engine, set 
 	return out, nil
 }
 
+// TemplateOf builds the template of one snapshot s of set, pointing it at
+// the physical tables of set, as Templates does for every snapshot: for a
+// caller (the scheduler's run) that renders only the few models with due
+// work, since building a template parses its SQL.
+func TemplateOf(ctx context.Context, p *sqlparse.Parser, e warehouse.Engine, s *snapshot.Snapshot, set map[string]*snapshot.Snapshot) (*Template, error) {
+	t, err := newTemplate(ctx, p, e, s, set)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", s.Name, err)
+	}
+	return t, nil
+}
+
 func newTemplate(ctx context.Context, p *sqlparse.Parser, e warehouse.Engine, s *snapshot.Snapshot, set map[string]*snapshot.Snapshot) (*Template, error) {
 	t := &Template{Snapshot: s, Table: PhysicalTable(s), dialect: e.Dialect()}
 	t.thisModel = e.QuoteTable(t.Table)

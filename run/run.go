@@ -26,6 +26,7 @@ import (
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
@@ -84,6 +85,19 @@ type Params struct {
 	Now    func() time.Time
 	Logger *slog.Logger
 	Hooks  Hooks
+	// Leases, when set, makes the run take each model version's lease
+	// (lease.VersionKey) before computing its due work, without waiting. A
+	// version another owner leases (a deploy under the lock policy, another
+	// scheduler daemon) is deferred to a later run and reported in
+	// ModelResult.DeferredBy; its children wait for it as for any parent.
+	// The work's interval writes are fenced on the lease as well as on the
+	// environment's generation.
+	Leases *lease.Options
+	// Known are snapshots the caller already holds (snapshots are
+	// immutable, so a key always names the same content): the run reads
+	// only the served snapshots missing from it. The scheduler daemon passes
+	// its cache.
+	Known map[state.SnapshotKey]*snapshot.Snapshot
 }
 
 // ModelResult is what the run did for one model.
@@ -94,6 +108,10 @@ type ModelResult struct {
 	Recorded       interval.Set
 	// Waiting is due work held back because a parent does not cover it yet.
 	Waiting interval.Set
+	// DeferredBy names the owner of the version's lease when the run
+	// deferred the model's due work (Deferred) because it was leased.
+	DeferredBy string
+	Deferred   interval.Set
 }
 
 // Result is what a run did.
@@ -109,7 +127,11 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 	if base == nil {
 		base = slog.Default()
 	}
+	p.Logger = base
 	log := base.With(slog.String("env", p.Env))
+	if p.Now == nil && p.Leases != nil && p.Leases.Clock != nil {
+		p.Now = p.Leases.Clock.Now // lease expiry and fence checks read one clock
+	}
 	now := func() time.Time {
 		if p.Now != nil {
 			return p.Now().UTC()
@@ -125,7 +147,7 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 	}
 	g := env.Generation
 	log = log.With(slog.Int64("generation", g), slog.String("plan_id", env.PlanID))
-	set, order, err := served(ctx, p.Store, env)
+	set, order, err := served(ctx, p.Store, env, p.Known)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", p.Env, err)
 	}
@@ -133,10 +155,6 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 		if _, ok := set[name]; !ok {
 			return nil, fmt.Errorf("run %s: --select-model %s: the environment serves no such model", p.Env, name)
 		}
-	}
-	tpls, err := execute.Templates(ctx, p.Parser, p.Engine, set)
-	if err != nil {
-		return nil, fmt.Errorf("run %s: %w", p.Env, err)
 	}
 	x := &execute.Executor{Engine: p.Engine, Store: p.Store, ProjectDir: p.ProjectDir, Now: now, Logger: log}
 	fence := &state.Fence{Environment: p.Env, Generation: g}
@@ -163,7 +181,7 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 				return res, fmt.Errorf("run %s: after-check hook for %s: %w", p.Env, name, err)
 			}
 		}
-		mr, err := runModel(ctx, p, x, tpls[name], set, fence)
+		mr, err := runModel(ctx, p, x, s, set, fence)
 		if errors.Is(err, state.ErrFenced) {
 			cur, _ := currentGeneration(ctx, p.Store, p.Env)
 			log.WarnContext(ctx, "circuit breaker: write fenced, stopping", slog.String("model", name), slog.Int64("now", cur))
@@ -171,6 +189,10 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 		}
 		if err != nil {
 			return res, fmt.Errorf("run %s: %w", p.Env, err)
+		}
+		if mr != nil && mr.DeferredBy != "" {
+			log.InfoContext(ctx, "deferred: the version is leased", slog.String("model", name), slog.String("version", mr.Version),
+				slog.String("holder", mr.DeferredBy), slog.String("interval", mr.Deferred.String()))
 		}
 		if mr != nil {
 			res.Models = append(res.Models, *mr)
@@ -195,19 +217,28 @@ func currentGeneration(ctx context.Context, st state.Store, env string) (int64, 
 	return e.Generation, nil
 }
 
-// served reads the environment's snapshots and orders them parents first.
-func served(ctx context.Context, st state.Store, env *state.Environment) (map[string]*snapshot.Snapshot, []string, error) {
-	keys := make([]state.SnapshotKey, len(env.Snapshots))
-	for i, r := range env.Snapshots {
-		keys[i] = r.Key()
-	}
-	got, err := st.GetSnapshots(ctx, keys)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading snapshots: %w", err)
-	}
-	set := make(map[string]*snapshot.Snapshot, len(got))
+// served reads the environment's snapshots (those not in known) and orders
+// them parents first.
+func served(ctx context.Context, st state.Store, env *state.Environment, known map[state.SnapshotKey]*snapshot.Snapshot) (map[string]*snapshot.Snapshot, []string, error) {
+	var keys []state.SnapshotKey
 	for _, r := range env.Snapshots {
-		s, ok := got[r.Key()]
+		if _, ok := known[r.Key()]; !ok {
+			keys = append(keys, r.Key())
+		}
+	}
+	var got map[state.SnapshotKey]*snapshot.Snapshot
+	if len(keys) > 0 {
+		var err error
+		if got, err = st.GetSnapshots(ctx, keys); err != nil {
+			return nil, nil, fmt.Errorf("reading snapshots: %w", err)
+		}
+	}
+	set := make(map[string]*snapshot.Snapshot, len(env.Snapshots))
+	for _, r := range env.Snapshots {
+		s, ok := known[r.Key()]
+		if !ok {
+			s, ok = got[r.Key()]
+		}
 		if !ok {
 			return nil, nil, fmt.Errorf("snapshot %s@%s of environment %s: %w", r.Name, r.Fingerprint, env.Name, state.ErrNotFound)
 		}
@@ -231,54 +262,138 @@ func served(ctx context.Context, st state.Store, env *state.Environment) (map[st
 	return set, g.Order(), nil
 }
 
-// runModel computes one model's due work, clipped to its parents' coverage.
-func runModel(ctx context.Context, p Params, x *execute.Executor, t *execute.Template, set map[string]*snapshot.Snapshot, fence *state.Fence) (*ModelResult, error) {
-	s := t.Snapshot
-	spec, err := schedule.ForModel(s.Model)
-	if err != nil {
-		return nil, err
+// Due is one model's due work at an execution time, as a run computes it.
+type Due struct {
+	// Missing is what the model's cron makes due and its version does not
+	// cover yet.
+	Missing interval.Set
+	// Work is what to compute now: Missing widened by lookback and, for
+	// incremental kinds, clipped to what every parent covers (to whole
+	// intervals of the model's unit unless it allows partials).
+	Work interval.Set
+	// Waiting is the part of Missing held back because a parent does not
+	// cover it yet.
+	Waiting interval.Set
+}
+
+// DueWork computes s's due work at exec. covered must hold the intervals of
+// s's version and of the versions set serves for s's parents (EXTERNAL
+// parents and parents outside set are ignored). Kinds built whole (FULL,
+// VIEW, SEED) are not clipped to their parents.
+//
+// It is the one definition of "due" shared by a run and the scheduler
+// daemon's nothing-due check, so the daemon never skips work a run would
+// do.
+func DueWork(s *snapshot.Snapshot, spec schedule.Spec, set map[string]*snapshot.Snapshot, covered map[state.VersionKey]interval.Set, exec time.Time) Due {
+	due := spec.Missing(covered[state.VersionKey{Name: s.Name, Version: s.Version}], exec)
+	d := Due{Missing: due.Missing, Work: due.Work}
+	if d.Missing.IsEmpty() || !execute.IsIncremental(s.Model.Kind) {
+		return d
 	}
-	key := state.VersionKey{Name: s.Name, Version: s.Version}
-	keys := []state.VersionKey{key}
-	var parents []state.VersionKey
+	ready := due.Work
+	for _, pk := range parentKeys(s, set) {
+		ready = ready.Intersect(covered[pk])
+	}
+	ready = aligned(ready, spec.Unit, s.Model.AllowPartials)
+	d.Waiting = due.Missing.Subtract(ready)
+	d.Work = ready
+	return d
+}
+
+// parentKeys are the interval records of s's parents that set serves,
+// EXTERNAL ones excepted.
+func parentKeys(s *snapshot.Snapshot, set map[string]*snapshot.Snapshot) []state.VersionKey {
+	var out []state.VersionKey
 	for _, pn := range s.Parents {
 		ps, ok := set[pn]
 		if !ok || ps.Model.Kind == model.KindExternal {
 			continue
 		}
-		pk := state.VersionKey{Name: ps.Name, Version: ps.Version}
-		parents = append(parents, pk)
-		keys = append(keys, pk)
+		out = append(out, state.VersionKey{Name: ps.Name, Version: ps.Version})
 	}
-	covered, err := p.Store.GetIntervals(ctx, keys)
+	return out
+}
+
+// runModel computes one model's due work, clipped to its parents' coverage.
+// Its template (which parses the model's SQL) is built only when there is
+// work to do.
+func runModel(ctx context.Context, p Params, x *execute.Executor, s *snapshot.Snapshot, set map[string]*snapshot.Snapshot, fence *state.Fence) (*ModelResult, error) {
+	spec, err := schedule.ForModel(s.Model)
 	if err != nil {
-		return nil, fmt.Errorf("reading intervals of %s: %w", s.Name, err)
+		return nil, err
 	}
-	due := spec.Missing(covered[key], p.ExecutionTime)
+	key := state.VersionKey{Name: s.Name, Version: s.Version}
+	keys := append([]state.VersionKey{key}, parentKeys(s, set)...)
+	dueNow := func() (Due, error) {
+		covered, err := p.Store.GetIntervals(ctx, keys)
+		if err != nil {
+			return Due{}, fmt.Errorf("reading intervals of %s: %w", s.Name, err)
+		}
+		return DueWork(s, spec, set, covered, p.ExecutionTime), nil
+	}
+	due, err := dueNow()
+	if err != nil {
+		return nil, err
+	}
 	if due.Missing.IsEmpty() {
 		return nil, nil
 	}
-	mr := &ModelResult{Model: s.Name, Version: s.Version}
-	whole := !execute.IsIncremental(s.Model.Kind)
-	work := due.Work
-	if !whole {
-		ready := work
-		for _, pk := range parents {
-			ready = ready.Intersect(covered[pk])
+	mr := &ModelResult{Model: s.Name, Version: s.Version, Waiting: due.Waiting}
+	if due.Work.IsEmpty() {
+		return mr, nil
+	}
+	if p.Leases != nil {
+		held, err := lease.TryAcquire(ctx, p.Store, lease.VersionKey(key), *p.Leases)
+		if errors.Is(err, state.ErrLeaseHeld) {
+			mr.DeferredBy, mr.Deferred = holder(ctx, p.Store, lease.VersionKey(key)), due.Work
+			return mr, nil
 		}
-		ready = aligned(ready, spec.Unit, s.Model.AllowPartials)
-		mr.Waiting = due.Missing.Subtract(ready)
-		work = ready
-		if work.IsEmpty() {
+		if err != nil {
+			return nil, fmt.Errorf("leasing %s: %w", s.Name, err)
+		}
+		held.Keep(ctx)
+		defer func() {
+			if rerr := held.Release(context.WithoutCancel(ctx)); rerr != nil {
+				p.Logger.WarnContext(ctx, "releasing a version lease", slog.String("model", s.Name), slog.Any("error", rerr))
+			}
+		}()
+		f := *fence
+		lf := held.Fence(lease.VersionKey(key))
+		f.LeaseKey, f.LeaseToken = lf.LeaseKey, lf.LeaseToken
+		fence = &f
+		// Another writer may have held the lease between the read above
+		// and this acquisition and computed part of the work: read again
+		// under the lease, so that each interval is computed once.
+		if due, err = dueNow(); err != nil {
+			return nil, err
+		}
+		if due.Missing.IsEmpty() {
+			return nil, nil
+		}
+		mr.Waiting = due.Waiting
+		if due.Work.IsEmpty() {
 			return mr, nil
 		}
 	}
-	r, err := x.Execute(ctx, execute.Work{Template: t, Ranges: work, Whole: whole, Execution: p.ExecutionTime, Fence: fence})
+	t, err := execute.TemplateOf(ctx, p.Parser, p.Engine, s, set)
+	if err != nil {
+		return nil, err
+	}
+	r, err := x.Execute(ctx, execute.Work{Template: t, Ranges: due.Work, Whole: !execute.IsIncremental(s.Model.Kind), Execution: p.ExecutionTime, Fence: fence})
 	if err != nil {
 		return nil, err
 	}
 	mr.Batches, mr.Rows, mr.Recorded = r.Batches, r.Rows, r.Recorded
 	return mr, nil
+}
+
+// holder names a lease's owner for the report ("" when unknown).
+func holder(ctx context.Context, st state.Store, key string) string {
+	l, err := st.GetLease(ctx, key)
+	if err != nil {
+		return "another owner"
+	}
+	return l.Owner
 }
 
 // aligned shrinks each range of s to whole buckets of u (a parent covering

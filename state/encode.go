@@ -1,6 +1,8 @@
 package state
 
 import (
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/gapless-dev/gapless/interval"
@@ -47,4 +49,29 @@ func SetFromMicros(rs []RangeMicros) interval.Set {
 		ranges[i] = interval.Range{Start: time.UnixMicro(r.Start).UTC(), End: time.UnixMicro(r.End).UTC()}
 	}
 	return interval.NewSet(ranges...)
+}
+
+// minMicros and maxMicros bound the instants an int64 of microseconds can
+// hold.
+var (
+	minMicros = time.UnixMicro(math.MinInt64 + 1)
+	maxMicros = time.UnixMicro(math.MaxInt64)
+)
+
+// CheckMicros refuses, rather than lets the microsecond encoding round or
+// wrap, a boundary of s that is not a whole microsecond or that does not fit
+// in int64 microseconds: silently widening or narrowing a range would record
+// rows as computed that were not, or drop the record of rows that were.
+func CheckMicros(s interval.Set) error {
+	for r := range s.All() {
+		for _, t := range [2]time.Time{r.Start, r.End} {
+			if t.Nanosecond()%1000 != 0 {
+				return fmt.Errorf("boundary %s of range %v is not a whole microsecond", t.Format(time.RFC3339Nano), r)
+			}
+			if t.Before(minMicros) || t.After(maxMicros) {
+				return fmt.Errorf("boundary %s of range %v is out of range", t.Format(time.RFC3339Nano), r)
+			}
+		}
+	}
+	return nil
 }

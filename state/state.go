@@ -92,14 +92,15 @@ type Environment struct {
 	Invalidated    bool          `json:"invalidated,omitempty"`
 }
 
-// Fence pins an interval write to evidence the writer holds. Exactly one of
-// the two forms is set:
+// Fence pins an interval write to evidence the writer holds, in one or
+// both of two forms:
 //   - LeaseKey and LeaseToken: the write succeeds only while that token
 //     holds that lease, unexpired at Now;
 //   - Environment and Generation: the write succeeds only while that
 //     environment is still at that generation (no promotion since).
 //
-// The check and the write happen in one transaction.
+// With both set, both must hold. The check and the write happen in one
+// transaction.
 type Fence struct {
 	LeaseKey    string `json:"lease_key,omitempty"`
 	LeaseToken  string `json:"lease_token,omitempty"`
@@ -114,7 +115,11 @@ type IntervalsParams struct {
 	// Fence, when set, makes the write conditional (see Fence); a stale
 	// fence fails with ErrFenced and writes nothing.
 	Fence *Fence
-	Now   time.Time
+	// Now is required by AddIntervals: it is the repair time of every debt
+	// the write completes, and a store refuses an add without it (an error
+	// wrapping ErrNoNow), writing nothing. RemoveIntervals needs it only
+	// with a lease fence, to compare the lease's expiry with.
+	Now time.Time
 }
 
 // PromoteParams are the parameters of Promote.
@@ -156,15 +161,28 @@ type CheckResult struct {
 // Debt is freshness debt: a range of a model's version that a promotion
 // policy accepted serving missing, until the scheduler fills it.
 //
-// A debt is open until either
+// A debt is open until one of:
 //   - the range is fully covered by the version's intervals: AddIntervals
 //     stamps RepairedAt (its Now) in the transaction that completes the
-//     coverage, and appends an EventGapRepaired event; or
-//   - a later promotion of the environment stops serving the version:
-//     Promote stamps SupersededAt (its Now) in the promotion transaction.
+//     coverage, and appends an EventGapRepaired event;
+//   - a later promotion of the environment serves the model at another
+//     version, which covers the range: the gap is no longer served, and
+//     Promote stamps RepairedAt (its Now), with an EventGapRepaired event
+//     whose data names the promotion;
+//   - a later promotion serves the model at another version, which misses
+//     part of the range: the gap is still served, so Promote stamps
+//     SupersededAt and carries the debt to one new open debt on the served
+//     version per missing range (CarriedFrom set, the promotion's plan, the
+//     same policy, bound and advances), with an EventGapSuperseded event
+//     naming them and one EventGapCarried event each. A carried debt is
+//     repaired by AddIntervals like any other;
+//   - a later promotion no longer serves the model: Promote stamps
+//     SupersededAt, with an EventGapSuperseded event.
 //
-// A debt recorded for a range that is already covered when the promotion
-// commits is recorded repaired at once.
+// Promote does all this in the promotion transaction (see SettleDebts). A
+// debt recorded for a range that is already covered when the promotion
+// commits is recorded repaired at once. So a gap a policy accepted is never
+// served without an open debt (design invariant 2).
 type Debt struct {
 	ID          int64          `json:"id"` // assigned by the store, increasing
 	Environment string         `json:"environment"`
@@ -180,6 +198,11 @@ type Debt struct {
 	AcceptedAt   time.Time `json:"accepted_at"`
 	RepairedAt   time.Time `json:"repaired_at,omitzero"`
 	SupersededAt time.Time `json:"superseded_at,omitzero"`
+	// CarriedFrom is the id of the debt this one was carried from: a
+	// promotion superseded that debt but serves the model at this debt's
+	// version, which misses this debt's range (see above). Zero for a debt
+	// a policy accepted; the store alone sets it.
+	CarriedFrom int64 `json:"carried_from,omitempty"`
 }
 
 // Open reports whether d is neither repaired nor superseded.
@@ -284,6 +307,9 @@ const (
 	EventGapSuperseded     = "gap_superseded"
 	EventCatchUp           = "catch_up"
 	EventReplan            = "replan"
+	// EventGapCarried records a debt carried from a superseded one to the
+	// version a promotion serves instead (see Debt.CarriedFrom).
+	EventGapCarried = "gap_carried"
 )
 
 // EventFilter selects events; zero fields do not filter. Results are in ID
@@ -321,6 +347,9 @@ type Store interface {
 	// AddIntervals marks ranges as computed for a version. Stored ranges are
 	// merged: overlapping and adjacent ranges compact into one, so storage
 	// is proportional to the number of gaps, never to the number of buckets.
+	// In the same transaction it stamps repaired, at p.Now, every open debt
+	// of the version whose range is now covered. p.Now is required: without
+	// it the write is refused with an error wrapping ErrNoNow.
 	AddIntervals(ctx context.Context, p IntervalsParams) error
 	// RemoveIntervals marks ranges as no longer computed (restatement).
 	RemoveIntervals(ctx context.Context, p IntervalsParams) error
@@ -370,12 +399,20 @@ type Store interface {
 	// ReleaseLease frees a lease held by Token: ErrLeaseLost if the token no
 	// longer holds it.
 	ReleaseLease(ctx context.Context, p ReleaseLeaseParams) error
+	// CheckFence reports, without writing, whether the evidence f names
+	// still holds at now: nil, or an error wrapping ErrFenced. A writer
+	// calls it before expensive work it would have to throw away (a
+	// warehouse batch); the write itself is still fenced, because the
+	// evidence can go stale between this check and the write.
+	CheckFence(ctx context.Context, f Fence, now time.Time) error
 	// GetLease returns the lease row (possibly expired) or ErrNotFound.
 	GetLease(ctx context.Context, key string) (Lease, error)
 
 	// ListDebts returns the freshness debts matching f, in ID order. Debts
-	// are written only by Promote (through PromoteParams.Check) and updated
-	// only by AddIntervals (repair) and Promote (supersession).
+	// are written only by Promote (through PromoteParams.Check, or carried
+	// from a debt it supersedes) and updated only by AddIntervals (repair)
+	// and Promote (repair or supersession of the debts of versions it no
+	// longer serves; see Debt).
 	ListDebts(ctx context.Context, f DebtFilter) ([]Debt, error)
 
 	// AppendEvents records events, assigning their IDs.

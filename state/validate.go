@@ -12,26 +12,23 @@ import (
 // no Now: time is injected, and a store never reads a clock of its own.
 var ErrNoNow = errors.New("now is required (time is injected; it is never read from a clock)")
 
-// Validate rejects a fence that is not exactly one of its two forms: a
-// lease key and token (with now, to compare the lease's expiry with), or an
-// environment and a positive generation. A malformed fence is a caller's bug
-// and fails closed: every store refuses the write rather than performing it
-// unfenced.
+// Validate rejects a malformed fence. A fence carries a lease key and
+// token (with now, to compare the lease's expiry with), or an environment
+// and a positive generation, or both; each form it carries must be
+// complete. A malformed fence is a caller's bug and fails closed: every
+// store refuses the write rather than performing it unfenced.
 func (f Fence) Validate(now time.Time) error {
 	leaseForm := f.LeaseKey != "" && f.LeaseToken != ""
 	anyLease := f.LeaseKey != "" || f.LeaseToken != ""
 	envForm := f.Environment != "" && f.Generation > 0
 	anyEnv := f.Environment != "" || f.Generation != 0
 	switch {
-	case leaseForm && !anyEnv:
-		if now.IsZero() {
-			return fmt.Errorf("lease fence on %q: %w", f.LeaseKey, ErrNoNow)
-		}
-		return nil
-	case envForm && !anyLease:
-		return nil
+	case anyLease && !leaseForm, anyEnv && !envForm, !anyLease && !anyEnv:
+		return fmt.Errorf("malformed fence %+v: set LeaseKey and LeaseToken, or Environment and a positive Generation, or both", f)
+	case leaseForm && now.IsZero():
+		return fmt.Errorf("lease fence on %q: %w", f.LeaseKey, ErrNoNow)
 	}
-	return fmt.Errorf("malformed fence %+v: set either LeaseKey and LeaseToken, or Environment and a positive Generation", f)
+	return nil
 }
 
 // NewLeaseToken returns 128 random bits as hex: unguessable, so a token is

@@ -13,6 +13,7 @@ func TestFenceValidate(t *testing.T) {
 	ok := []Fence{
 		{LeaseKey: "model:demo.events", LeaseToken: "abc"},
 		{Environment: "prod", Generation: 3},
+		{LeaseKey: "k", LeaseToken: "t", Environment: "prod", Generation: 1},
 	}
 	for _, f := range ok {
 		require.NoError(t, f.Validate(now), "%+v", f)
@@ -23,8 +24,8 @@ func TestFenceValidate(t *testing.T) {
 		{LeaseToken: "t"},
 		{Environment: "prod"},
 		{Environment: "prod", Generation: -1},
-		{LeaseKey: "k", LeaseToken: "t", Environment: "prod", Generation: 1},
 		{LeaseKey: "k", LeaseToken: "t", Generation: 1},
+		{LeaseKey: "k", Environment: "prod", Generation: 1},
 	}
 	for _, f := range bad {
 		require.ErrorContains(t, f.Validate(now), "malformed fence", "%+v", f)

@@ -3,7 +3,6 @@ package postgres
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -16,7 +15,7 @@ import (
 
 // debtColumns are the columns scanDebt reads, in order.
 const debtColumns = `id, environment, model, version, start_us, end_us, plan_id, policy,
-	bound, advances, accepted_at_us, repaired_at_us, superseded_at_us`
+	bound, advances, accepted_at_us, repaired_at_us, superseded_at_us, carried_from`
 
 // openDebt is the condition of an open debt: the predicate of the partial
 // indexes of migration 00002, which a query must imply to use them.
@@ -30,7 +29,7 @@ func scanDebt(row pgx.Row) (state.Debt, error) {
 		accepted, repaired, superseded int64
 	)
 	if err := row.Scan(&d.ID, &d.Environment, &d.Model, &d.Version, &start, &end, &d.PlanID, &d.Policy,
-		&d.Bound, &d.Advances, &accepted, &repaired, &superseded); err != nil {
+		&d.Bound, &d.Advances, &accepted, &repaired, &superseded, &d.CarriedFrom); err != nil {
 		return state.Debt{}, err
 	}
 	// Range boundaries are instants, not "unset" markers: 0 is the epoch.
@@ -76,98 +75,70 @@ func (s *Store) ListDebts(ctx context.Context, f state.DebtFilter) ([]state.Debt
 	return out, nil
 }
 
-// prepareDebts checks the debts of a promotion's check result and returns
-// them ready to insert: Environment, PlanID and AcceptedAt filled from p
-// when empty, instants truncated to what the store keeps.
-//
-// It fails closed, refusing the promotion, on a debt that could not be
-// tracked to its repair: one without a model or version, with an empty range
-// or one the store cannot hold exactly, for a version the promotion does not
-// serve (it would be superseded at once), naming another environment or
-// plan, with Advances outside [0, Bound], or already stamped repaired or
-// superseded (only the store stamps them).
-func prepareDebts(p state.PromoteParams, refs []state.SnapshotRef, debts []state.Debt) ([]state.Debt, error) {
-	served := make(map[state.VersionKey]bool, len(refs))
-	for _, r := range refs {
-		served[r.VersionKey()] = true
-	}
-	out := make([]state.Debt, len(debts))
-	for i, d := range debts {
-		if d.Environment == "" {
-			d.Environment = p.Environment
-		}
-		if d.PlanID == "" {
-			d.PlanID = p.PlanID
-		}
-		if d.AcceptedAt.IsZero() {
-			d.AcceptedAt = p.Now
-		}
-		var problem string
-		switch {
-		case d.Model == "" || d.Version == "":
-			problem = "model and version are required"
-		case d.Environment != p.Environment:
-			problem = fmt.Sprintf("it names environment %q, the promotion is of %q", d.Environment, p.Environment)
-		case d.PlanID != p.PlanID:
-			problem = fmt.Sprintf("it names plan %q, the promotion is of plan %q", d.PlanID, p.PlanID)
-		case !served[d.Key()]:
-			problem = "the promotion does not serve that version"
-		case d.Range.Empty():
-			problem = "its range is empty"
-		case d.Bound < 0 || d.Advances < 0 || d.Advances > d.Bound:
-			problem = fmt.Sprintf("advances %d is outside [0, bound %d]", d.Advances, d.Bound)
-		case !d.RepairedAt.IsZero() || !d.SupersededAt.IsZero():
-			problem = "repaired and superseded times are the store's to stamp"
-		}
-		if problem != "" {
-			return nil, fmt.Errorf("debt %d (%s@%s %v): %s", i, d.Model, d.Version, d.Range, problem)
-		}
-		if _, err := microsSet(interval.NewSet(d.Range)); err != nil {
-			return nil, fmt.Errorf("debt %d (%s@%s): %w", i, d.Model, d.Version, err)
-		}
-		d.ID = 0
-		d.Range = interval.NewRange(d.Range.Start, d.Range.End)
-		d.AcceptedAt = state.FromMicros(state.Micros(d.AcceptedAt))
-		out[i] = d
-	}
-	return out, nil
-}
-
 // recordCheckResult writes what a promotion's check returned, and what the
 // promotion does to the environment's earlier debts, inside the promotion's
 // transaction, after the environment row was locked and rewritten (design
 // invariant 2: an accepted gap is never served without its record, and a
 // record never exists without its promotion):
-//   - res.Debts are inserted; one whose range the version's intervals
-//     already cover is inserted repaired at p.Now, with its gap_repaired
-//     event;
+//   - res.Debts, checked by state.PrepareDebts, are inserted; one whose
+//     range the version's intervals already cover is inserted repaired at
+//     p.Now, with its gap_repaired event;
 //   - every open debt of the environment on a (model, version) that refs no
-//     longer serves is stamped superseded at p.Now, with a gap_superseded
-//     event naming the new plan;
+//     longer serves is settled at p.Now by state.SettleDebts against the
+//     intervals of the version of its model refs serve instead: repaired
+//     if they cover its range, else superseded and carried to new debts on
+//     that version for what it misses, or superseded if the model is no
+//     longer served; with the events of state.SettlementEvents;
 //   - res.Events, then those events, are appended, in that order, under the
 //     event lock, taken last.
 //
 // A debt and the interval write that repairs it never miss each other: the
-// coverage is read after locking the debts' interval_keys rows FOR SHARE
-// (creating the rows first when the version has never been written, since a
-// missing row cannot be locked), and every AddIntervals holds its key's row
-// FOR UPDATE from before it reads the key's open debts until it commits. So
-// either the write committed first, and the coverage read here sees it (the
-// debt is recorded repaired if covered), or it waits for this promotion to
-// commit, and its read of the open debts sees the new debt.
+// coverage of the versions debts are recorded or carried on is read after
+// locking their interval_keys rows FOR SHARE (creating the rows first when
+// the version has never been written, since a missing row cannot be
+// locked), and every AddIntervals holds its key's row FOR UPDATE from before
+// it reads the key's open debts until it commits. So either the write
+// committed first, and the coverage read here sees it (the debt is recorded
+// repaired if covered, or not carried for what is covered), or it waits for
+// this promotion to commit, and its read of the open debts sees the new
+// debt.
+//
+// The debts to settle are locked FOR UPDATE before anything else here, so
+// an interval write that read one of them open and means to repair it
+// waits, and then finds it settled (see repairDebts): a debt is never both
+// repaired and superseded, nor repaired twice. The two cannot deadlock: the
+// write locks debts in id order, as here, and before them the row of the
+// debts' own version, which this promotion does not serve, so it locks that
+// row only through its Check's reader (FOR SHARE), before any debt; the
+// write's other locks (the event lock) are taken after its debts.
 //
 // The promotion's transaction may be retried (deadlock); everything here is
 // then redone from the retried check's result.
 func recordCheckResult(ctx context.Context, tx pgx.Tx, p state.PromoteParams, refs []state.SnapshotRef, res state.CheckResult) error {
-	debts, err := prepareDebts(p, refs, res.Debts)
+	debts, err := state.PrepareDebts(p, res.Debts)
 	if err != nil {
 		return err
 	}
 	now := state.FromMicros(state.Micros(p.Now))
 	events := slices.Clone(res.Events)
+	open, err := lockUnservedOpenDebts(ctx, tx, p.Environment, refs)
+	if err != nil {
+		return err
+	}
+	keys := make([]state.VersionKey, 0, len(debts))
+	for _, d := range debts {
+		keys = append(keys, d.Key())
+	}
+	keys = append(keys, state.ReplacementKeys(p, open)...)
+	covered, err := lockedCoverage(ctx, tx, keys)
+	if err != nil {
+		return err
+	}
 	if len(debts) > 0 {
-		if err := coverDebts(ctx, tx, debts, now); err != nil {
-			return err
+		for i := range debts {
+			if covered[debts[i].Key()].Covers(debts[i].Range) {
+				debts[i].RepairedAt = now
+			}
 		}
 		if err := insertDebts(ctx, tx, debts); err != nil {
 			return err
@@ -176,39 +147,25 @@ func recordCheckResult(ctx context.Context, tx pgx.Tx, p state.PromoteParams, re
 			if d.RepairedAt.IsZero() {
 				continue
 			}
-			ev, err := repairedEvent(d)
+			ev, err := state.RepairedEvent(d)
 			if err != nil {
 				return err
 			}
 			events = append(events, ev)
 		}
 	}
-	names := make([]string, len(refs))
-	versions := make([]string, len(refs))
-	for i, r := range refs {
-		names[i], versions[i] = r.Name, r.Version
-	}
-	rows, err := tx.Query(ctx, `
-		UPDATE debts SET superseded_at_us = $1
-		WHERE environment = $2 AND `+openDebt+`
-		  AND NOT EXISTS (SELECT 1 FROM unnest($3::text[], $4::text[]) AS u(n, v)
-		                  WHERE u.n = debts.model AND u.v = debts.version)
-		RETURNING `+debtColumns,
-		state.Micros(now), p.Environment, names, versions)
+	settled, err := state.SettleDebts(p, open, covered)
 	if err != nil {
-		return fmt.Errorf("superseding the debts of versions no longer served: %w", err)
+		return err
 	}
-	superseded, err := collectDebts(rows)
+	if err := writeSettlements(ctx, tx, settled); err != nil {
+		return err
+	}
+	settlementEvents, err := state.SettlementEvents(settled, p.PlanID)
 	if err != nil {
-		return fmt.Errorf("superseding the debts of versions no longer served: %w", err)
+		return err
 	}
-	for _, d := range superseded {
-		ev, err := supersededEvent(d, p.PlanID, now)
-		if err != nil {
-			return err
-		}
-		events = append(events, ev)
-	}
+	events = append(events, settlementEvents...)
 	encoded, err := encodeEvents(events)
 	if err != nil {
 		return fmt.Errorf("check result: %w", err)
@@ -219,33 +176,97 @@ func recordCheckResult(ctx context.Context, tx pgx.Tx, p state.PromoteParams, re
 	return nil
 }
 
-// coverDebts stamps repaired at now each debt whose range its version's
-// intervals already cover, reading them after locking the versions'
+// lockUnservedOpenDebts returns, in id order, the open debts of environment
+// env on a (model, version) that refs does not serve, locked FOR UPDATE
+// until the promotion commits. Under READ COMMITTED a debt an interval write
+// is repairing is waited for and then re-read: if the write stamped it, it
+// is no longer open and not returned.
+func lockUnservedOpenDebts(ctx context.Context, tx pgx.Tx, env string, refs []state.SnapshotRef) ([]state.Debt, error) {
+	names := make([]string, len(refs))
+	versions := make([]string, len(refs))
+	for i, r := range refs {
+		names[i], versions[i] = r.Name, r.Version
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT `+debtColumns+` FROM debts
+		WHERE environment = $1 AND `+openDebt+`
+		  AND NOT EXISTS (SELECT 1 FROM unnest($2::text[], $3::text[]) AS u(n, v)
+		                  WHERE u.n = debts.model AND u.v = debts.version)
+		ORDER BY id
+		FOR UPDATE`,
+		env, names, versions)
+	if err != nil {
+		return nil, fmt.Errorf("locking the open debts of versions no longer served: %w", err)
+	}
+	open, err := collectDebts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("locking the open debts of versions no longer served: %w", err)
+	}
+	return open, nil
+}
+
+// lockedCoverage reads the stored intervals of keys after locking their
 // interval_keys rows FOR SHARE until the promotion commits (see
-// recordCheckResult). Rows are created in key order, like every other
-// locker of them.
-func coverDebts(ctx context.Context, tx pgx.Tx, debts []state.Debt, now time.Time) error {
-	keys := make([]state.VersionKey, len(debts))
-	names := make([]string, len(debts))
-	versions := make([]string, len(debts))
-	for i, d := range debts {
-		keys[i] = d.Key()
-		names[i], versions[i] = d.Model, d.Version
+// recordCheckResult). Missing rows are created first, in key order, like
+// every other locker of them does.
+func lockedCoverage(ctx context.Context, tx pgx.Tx, keys []state.VersionKey) (map[state.VersionKey]interval.Set, error) {
+	if len(keys) == 0 {
+		return map[state.VersionKey]interval.Set{}, nil
+	}
+	names := make([]string, len(keys))
+	versions := make([]string, len(keys))
+	for i, k := range keys {
+		names[i], versions[i] = k.Name, k.Version
 	}
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO interval_keys (name, version)
 		SELECT DISTINCT n, v FROM unnest($1::text[], $2::text[]) AS u(n, v)
 		ORDER BY n, v
 		ON CONFLICT (name, version) DO NOTHING`, names, versions); err != nil {
-		return fmt.Errorf("creating the interval records of %d debts: %w", len(debts), err)
+		return nil, fmt.Errorf("creating the interval records of %d versions: %w", len(keys), err)
 	}
 	covered, err := getIntervals(ctx, tx, keys, true)
 	if err != nil {
-		return fmt.Errorf("reading the coverage of %d debts: %w", len(debts), err)
+		return nil, fmt.Errorf("reading the coverage of %d versions: %w", len(keys), err)
 	}
-	for i := range debts {
-		if covered[debts[i].Key()].Covers(debts[i].Range) {
-			debts[i].RepairedAt = now
+	return covered, nil
+}
+
+// writeSettlements stamps each settled debt repaired or superseded, and
+// inserts the debts superseded ones are carried to, setting their ids. The
+// settled debts were locked open by lockUnservedOpenDebts: one that is not
+// open any more is a broken invariant, and fails the promotion.
+func writeSettlements(ctx context.Context, tx pgx.Tx, settled []state.Settlement) error {
+	if len(settled) == 0 {
+		return nil
+	}
+	n := len(settled)
+	ids, repaired, superseded := make([]int64, n), make([]int64, n), make([]int64, n)
+	var carried []state.Debt
+	for i, s := range settled {
+		ids[i], repaired[i], superseded[i] = s.Debt.ID, state.Micros(s.Debt.RepairedAt), state.Micros(s.Debt.SupersededAt)
+		carried = append(carried, s.Carried...)
+	}
+	tag, err := tx.Exec(ctx, `
+		UPDATE debts SET repaired_at_us = u.r, superseded_at_us = u.s
+		FROM unnest($1::int8[], $2::int8[], $3::int8[]) AS u(id, r, s)
+		WHERE debts.id = u.id AND `+openDebt,
+		ids, repaired, superseded)
+	if err != nil {
+		return fmt.Errorf("settling %d debts: %w", n, err)
+	}
+	if tag.RowsAffected() != int64(n) {
+		return fmt.Errorf("settling %d debts: only %d were still open", n, tag.RowsAffected())
+	}
+	if len(carried) == 0 {
+		return nil
+	}
+	if err := insertDebts(ctx, tx, carried); err != nil {
+		return fmt.Errorf("carrying %d debts: %w", len(carried), err)
+	}
+	for i := range settled {
+		for j := range settled[i].Carried {
+			settled[i].Carried[j].ID, carried = carried[0].ID, carried[1:]
 		}
 	}
 	return nil
@@ -256,23 +277,24 @@ func coverDebts(ctx context.Context, tx pgx.Tx, debts []state.Debt, now time.Tim
 func insertDebts(ctx context.Context, tx pgx.Tx, debts []state.Debt) error {
 	n := len(debts)
 	envs, models, versions, plans, policies := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	starts, ends, bounds, advances, accepted, repaired := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	starts, ends, bounds, advances := make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+	accepted, repaired, from := make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, d := range debts {
 		envs[i], models[i], versions[i], plans[i], policies[i] = d.Environment, d.Model, d.Version, d.PlanID, d.Policy
 		starts[i], ends[i] = d.Range.Start.UnixMicro(), d.Range.End.UnixMicro()
 		bounds[i], advances[i] = int64(d.Bound), int64(d.Advances)
-		accepted[i], repaired[i] = state.Micros(d.AcceptedAt), state.Micros(d.RepairedAt)
+		accepted[i], repaired[i], from[i] = state.Micros(d.AcceptedAt), state.Micros(d.RepairedAt), d.CarriedFrom
 	}
 	rows, err := tx.Query(ctx, `
 		INSERT INTO debts (environment, model, version, start_us, end_us, plan_id, policy,
-			bound, advances, accepted_at_us, repaired_at_us)
-		SELECT e, m, v, s, x, p, po, b, a, acc, rep
+			bound, advances, accepted_at_us, repaired_at_us, carried_from)
+		SELECT e, m, v, s, x, p, po, b, a, acc, rep, cf
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::text[], $7::text[],
-		            $8::int8[], $9::int8[], $10::int8[], $11::int8[])
-		     WITH ORDINALITY AS u(e, m, v, s, x, p, po, b, a, acc, rep, ord)
+		            $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[])
+		     WITH ORDINALITY AS u(e, m, v, s, x, p, po, b, a, acc, rep, cf, ord)
 		ORDER BY ord
 		RETURNING id`,
-		envs, models, versions, starts, ends, plans, policies, bounds, advances, accepted, repaired)
+		envs, models, versions, starts, ends, plans, policies, bounds, advances, accepted, repaired, from)
 	if err != nil {
 		return fmt.Errorf("recording %d debts: %w", n, err)
 	}
@@ -296,54 +318,8 @@ func insertDebts(ctx context.Context, tx pgx.Tx, debts []state.Debt) error {
 // open debts costs one probe of the debts_open_by_key index. The rows are
 // not locked: most reads find a debt the write does not complete, and a
 // lock would cost a heap write per recorded batch. A promotion may
-// therefore supersede one of them before the repair; the repair's UPDATE
-// re-checks that each is still open (see repairDebts).
+// therefore settle one of them before the repair; the repair re-checks,
+// under the debts' row locks, that each is still open (see repairDebts).
 const openDebtsQuery = `SELECT ` + debtColumns + ` FROM debts
 	WHERE model = $1 AND version = $2 AND ` + openDebt + `
 	ORDER BY id`
-
-// repairedEventData is the Data of a gap_repaired event.
-type repairedEventData struct {
-	DebtID         int64          `json:"debt_id"`
-	Range          interval.Range `json:"range"`
-	AcceptedAt     time.Time      `json:"accepted_at"`
-	RepairedAt     time.Time      `json:"repaired_at"`
-	LatencySeconds float64        `json:"latency_seconds"`
-	Policy         string         `json:"policy"`
-}
-
-// repairedEvent is the gap_repaired event of d, stamped repaired: at the
-// repair, under the environment and plan that accepted the debt.
-func repairedEvent(d state.Debt) (state.Event, error) {
-	data, err := json.Marshal(repairedEventData{
-		DebtID: d.ID, Range: d.Range, AcceptedAt: d.AcceptedAt, RepairedAt: d.RepairedAt,
-		LatencySeconds: d.RepairedAt.Sub(d.AcceptedAt).Seconds(), Policy: d.Policy,
-	})
-	if err != nil {
-		return state.Event{}, fmt.Errorf("encoding the gap_repaired event of debt %d: %w", d.ID, err)
-	}
-	return state.Event{
-		At: d.RepairedAt, Kind: state.EventGapRepaired,
-		Environment: d.Environment, Model: d.Model, PlanID: d.PlanID, Data: data,
-	}, nil
-}
-
-// supersededEventData is the Data of a gap_superseded event.
-type supersededEventData struct {
-	DebtID  int64          `json:"debt_id"`
-	Range   interval.Range `json:"range"`
-	Version string         `json:"version"`
-}
-
-// supersededEvent is the gap_superseded event of d, superseded at now by the
-// promotion of plan planID.
-func supersededEvent(d state.Debt, planID string, now time.Time) (state.Event, error) {
-	data, err := json.Marshal(supersededEventData{DebtID: d.ID, Range: d.Range, Version: d.Version})
-	if err != nil {
-		return state.Event{}, fmt.Errorf("encoding the gap_superseded event of debt %d: %w", d.ID, err)
-	}
-	return state.Event{
-		At: now, Kind: state.EventGapSuperseded,
-		Environment: d.Environment, Model: d.Model, PlanID: planID, Data: data,
-	}, nil
-}

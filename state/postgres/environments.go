@@ -109,9 +109,10 @@ func (r txReader) GetEnvironment(ctx context.Context, name string) (*state.Envir
 //  4. writes the new snapshots with generation + 1, PreviousPlanID set to
 //     the plan id the row held (also when invalidated; "" when absent or
 //     deleted), FinalizedAt and Invalidated cleared;
-//  5. records what the check returned (its debts and events), and
-//     supersedes the environment's open debts on versions it no longer
-//     serves (see recordCheckResult).
+//  5. records what the check returned (its debts and events), and settles
+//     the environment's open debts on versions it no longer serves:
+//     repaired, superseded, or superseded and carried to the version it
+//     serves instead (see recordCheckResult).
 //
 // A promotion aborted by the deadlock detector is retried from step 1, so
 // p.Check may run more than once; it must only read, and only the result of

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -129,7 +130,7 @@ func (s *Store) RemoveIntervals(ctx context.Context, p state.IntervalsParams) er
 //     it reads the key's coverage until it commits (see recordCheckResult),
 //     so a debt and the write that completes its range never miss each
 //     other: one of the two transactions always sees the other's commit.
-//     A debt that a promotion supersedes meanwhile is left alone (see
+//     A debt that a promotion settles meanwhile is left alone (see
 //     repairDebts): a debt is never both repaired and superseded.
 //
 // Instants are stored as microseconds (state.Micros); a boundary finer than
@@ -163,14 +164,12 @@ func (s *Store) writeIntervals(ctx context.Context, p state.IntervalsParams, rem
 }
 
 // microsSet returns s checked to be storable as it is: every boundary a
-// whole microsecond (state.Micros). A finer boundary is refused rather than
-// rounded, since rounding would silently widen or narrow what the caller
-// recorded.
+// whole microsecond within int64 microseconds (state.CheckMicros). A finer
+// boundary is refused rather than rounded, and one out of range rather than
+// wrapped, since either would silently change what the caller recorded.
 func microsSet(s interval.Set) (interval.Set, error) {
-	for r := range s.All() {
-		if r.Start.Nanosecond()%1000 != 0 || r.End.Nanosecond()%1000 != 0 {
-			return interval.Set{}, fmt.Errorf("range %v has a boundary finer than a microsecond, which the store cannot hold", r)
-		}
+	if err := state.CheckMicros(s); err != nil {
+		return interval.Set{}, err
 	}
 	return s, nil
 }
@@ -331,20 +330,24 @@ func coveredDebts(open []state.Debt, after interval.Set, now int64) []state.Debt
 
 // repairDebts stamps the debts repaired (at their RepairedAt) and appends
 // one gap_repaired event for each debt it stamped, inside the interval
-// write's transaction on conn. The UPDATE re-checks under the row lock that
-// each debt is still open: one that a promotion superseded since the write
-// read it (READ COMMITTED re-evaluates the condition on the committed row)
-// is neither stamped nor announced, so a debt is never both repaired and
-// superseded, and never repaired twice (the key row lock orders the writes
-// of one key).
+// write's transaction on conn. The debts are locked in id order, like a
+// promotion that settles debts locks them (see lockUnservedOpenDebts), so
+// the two never deadlock, and the lock re-checks that each debt is still
+// open: one that a promotion settled since the write read it (READ
+// COMMITTED re-evaluates the condition on the committed row) is neither
+// stamped nor announced, so a debt is never both repaired and superseded,
+// and never repaired twice (the key row lock orders the writes of one key).
 func repairDebts(ctx context.Context, conn *pgxpool.Conn, debts []state.Debt) error {
 	ids := make([]int64, len(debts))
 	for i, d := range debts {
 		ids[i] = d.ID
 	}
 	rows, err := conn.Query(ctx, `
-		UPDATE debts SET repaired_at_us = $1 WHERE id = ANY($2::int8[]) AND `+openDebt+`
-		RETURNING id`,
+		WITH locked AS (
+			SELECT id FROM debts WHERE id = ANY($2::int8[]) AND `+openDebt+`
+			ORDER BY id FOR UPDATE)
+		UPDATE debts SET repaired_at_us = $1 FROM locked WHERE debts.id = locked.id
+		RETURNING debts.id`,
 		state.Micros(debts[0].RepairedAt), ids)
 	if err != nil {
 		return fmt.Errorf("stamping %d debts repaired: %w", len(debts), err)
@@ -356,9 +359,9 @@ func repairDebts(ctx context.Context, conn *pgxpool.Conn, debts []state.Debt) er
 	var events []state.Event
 	for _, d := range debts { // in id order, like openDebtsQuery
 		if !slices.Contains(stamped, d.ID) {
-			continue // superseded meanwhile
+			continue // settled by a promotion meanwhile
 		}
-		ev, err := repairedEvent(d)
+		ev, err := state.RepairedEvent(d)
 		if err != nil {
 			return err
 		}
@@ -398,10 +401,25 @@ func diffRanges(stored, after []state.RangeMicros) (del []int64, ins []state.Ran
 	return del, ins
 }
 
+// CheckFence reports whether f's evidence still holds at now, without
+// writing (see state.Store.CheckFence): the same checks as a fenced write,
+// in one round trip, outside any transaction.
+func (s *Store) CheckFence(ctx context.Context, f state.Fence, now time.Time) error {
+	if err := f.Validate(now); err != nil {
+		return fmt.Errorf("postgres state: %w", err)
+	}
+	b := &pgx.Batch{}
+	queueFence(b, f, state.Micros(now))
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("postgres state: %w", err)
+	}
+	return nil
+}
+
 // queueFence queues, right after the batch's BEGIN, the check that the
 // evidence f holds at now, locking that evidence FOR SHARE until the
-// transaction ends: the lease row (its token unexpired at now), or the
-// environment row (still at the generation). A concurrent takeover, release,
+// transaction ends: the lease row (its token unexpired at now), and/or the
+// environment row (still at the generation), in that order. A concurrent takeover, release,
 // promotion or deletion therefore waits for the write. When the evidence is
 // stale, the batch fails with an error wrapping state.ErrFenced.
 func queueFence(b *pgx.Batch, f state.Fence, now int64) {
@@ -419,6 +437,8 @@ func queueFence(b *pgx.Batch, f state.Fence, now int64) {
 			}
 			return nil
 		})
+	}
+	if f.Environment == "" {
 		return
 	}
 	b.Queue(`

@@ -176,8 +176,9 @@ func retryable(err error) bool {
 }
 
 // errNoNow is returned when a time-dependent method is called without Now:
-// time is injected, never read from a clock (the server's included).
-var errNoNow = errors.New("now is required (time is injected; it is never read from a clock)")
+// time is injected, never read from a clock (the server's included). It is
+// state.ErrNoNow, so that callers can test for it with errors.Is.
+var errNoNow = state.ErrNoNow
 
 // querier is what the read paths need: the pool, or a transaction.
 type querier interface {

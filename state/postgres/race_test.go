@@ -385,10 +385,11 @@ func TestFencedWriteAndTakeoverSerialise(t *testing.T) {
 func TestRepairYieldsToASupersessionThatCommittedFirst(t *testing.T) {
 	// Scenario: a scheduler's write has read the open debt of a.x@v1 that
 	// its hours complete, and before it stamps the repair a deploy
-	// promotes prod to a.x@v2, superseding that debt, and commits (the
-	// write does not lock the debts it only reads). The write still
-	// commits its intervals, but it must not stamp the superseded debt
-	// repaired nor announce a repair: a debt ends exactly one way.
+	// promotes prod to a.x@v2, superseding that debt (and carrying it to
+	// v2, which has no intervals), and commits (the write does not lock
+	// the debts it only reads). The write still commits its intervals, but
+	// it must not stamp the superseded debt repaired nor announce a
+	// repair: a debt ends exactly one way.
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
@@ -421,9 +422,12 @@ func TestRepairYieldsToASupersessionThatCommittedFirst(t *testing.T) {
 
 	debts, err := b.store.ListDebts(ctx, state.DebtFilter{})
 	require.NoError(t, err)
-	require.Len(t, debts, 1)
+	require.Len(t, debts, 2) // v1's debt, and the debt it was carried to on v2
 	require.True(t, t0.Add(time.Hour).Equal(debts[0].SupersededAt), "superseded at %v", debts[0].SupersededAt)
 	require.True(t, debts[0].RepairedAt.IsZero(), "a superseded debt was stamped repaired at %v", debts[0].RepairedAt)
+	require.Equal(t, debts[0].ID, debts[1].CarriedFrom)
+	require.Equal(t, "v2", debts[1].Version)
+	require.True(t, debts[1].Open(), "the debt carried to v2 was closed by a write on v1")
 	repaired, err := b.store.ListEvents(ctx, state.EventFilter{Kinds: []string{state.EventGapRepaired}})
 	require.NoError(t, err)
 	require.Empty(t, repaired)

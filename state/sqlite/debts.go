@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,7 +16,7 @@ import (
 
 // debtColumns are the columns scanDebt reads, in order.
 const debtColumns = `id, environment, model, version, start_us, end_us, plan_id, policy,
-	bound, advances, accepted_at_us, repaired_at_us, superseded_at_us`
+	bound, advances, accepted_at_us, repaired_at_us, superseded_at_us, carried_from`
 
 // openDebt is the condition of an open debt. It is, word for word, the
 // predicate of the partial indexes of migration 00002: SQLite uses a
@@ -52,7 +51,7 @@ func scanDebt(sc interface{ Scan(...any) error }) (state.Debt, error) {
 		accepted, repaired, superseded int64
 	)
 	if err := sc.Scan(&d.ID, &d.Environment, &d.Model, &d.Version, &start, &end, &d.PlanID, &d.Policy,
-		&d.Bound, &d.Advances, &accepted, &repaired, &superseded); err != nil {
+		&d.Bound, &d.Advances, &accepted, &repaired, &superseded, &d.CarriedFrom); err != nil {
 		return state.Debt{}, err
 	}
 	// Range boundaries are instants, not "unset" markers: 0 is the epoch.
@@ -110,148 +109,146 @@ func (s *Store) ListDebts(ctx context.Context, f state.DebtFilter) ([]state.Debt
 	return out, nil
 }
 
-// prepareDebts checks the debts of a promotion's check result and returns
-// them ready to insert: Environment, PlanID and AcceptedAt filled from p
-// when empty, instants truncated to what the store keeps.
-//
-// It fails closed, refusing the promotion, on a debt that could not be
-// tracked to its repair: one without a model or version, with an empty range
-// or one the store cannot hold exactly, for a version the promotion does not
-// serve (it would be superseded at once), naming another environment or
-// plan, with Advances outside [0, Bound], or already stamped repaired or
-// superseded (only the store stamps them).
-func prepareDebts(p state.PromoteParams, refs []state.SnapshotRef, debts []state.Debt) ([]state.Debt, error) {
-	served := make(map[state.VersionKey]bool, len(refs))
-	for _, r := range refs {
-		served[r.VersionKey()] = true
-	}
-	out := make([]state.Debt, len(debts))
-	for i, d := range debts {
-		if d.Environment == "" {
-			d.Environment = p.Environment
-		}
-		if d.PlanID == "" {
-			d.PlanID = p.PlanID
-		}
-		if d.AcceptedAt.IsZero() {
-			d.AcceptedAt = p.Now
-		}
-		var problem string
-		switch {
-		case d.Model == "" || d.Version == "":
-			problem = "model and version are required"
-		case d.Environment != p.Environment:
-			problem = fmt.Sprintf("it names environment %q, the promotion is of %q", d.Environment, p.Environment)
-		case d.PlanID != p.PlanID:
-			problem = fmt.Sprintf("it names plan %q, the promotion is of plan %q", d.PlanID, p.PlanID)
-		case !served[d.Key()]:
-			problem = "the promotion does not serve that version"
-		case d.Range.Empty():
-			problem = "its range is empty"
-		case d.Bound < 0 || d.Advances < 0 || d.Advances > d.Bound:
-			problem = fmt.Sprintf("advances %d is outside [0, bound %d]", d.Advances, d.Bound)
-		case !d.RepairedAt.IsZero() || !d.SupersededAt.IsZero():
-			problem = "repaired and superseded times are the store's to stamp"
-		}
-		if problem != "" {
-			return nil, fmt.Errorf("debt %d (%s@%s %v): %s", i, d.Model, d.Version, d.Range, problem)
-		}
-		if err := checkRanges(interval.NewSet(d.Range)); err != nil {
-			return nil, fmt.Errorf("debt %d (%s@%s): %w", i, d.Model, d.Version, err)
-		}
-		d.ID = 0
-		d.Range = interval.NewRange(d.Range.Start, d.Range.End)
-		d.AcceptedAt = state.FromMicros(state.Micros(d.AcceptedAt))
-		out[i] = d
-	}
-	return out, nil
-}
-
 // recordCheckResult writes what a promotion's check returned, and what the
 // promotion does to the environment's earlier debts, inside the promotion's
 // write transaction (design invariant 2: an accepted gap is never served
 // without its record, and a record never exists without its promotion):
-//   - res.Debts are inserted; one whose range the version's intervals
-//     already cover is inserted repaired at p.Now, with its gap_repaired
-//     event;
+//   - res.Debts, checked by state.PrepareDebts, are inserted; one whose
+//     range the version's intervals already cover is inserted repaired at
+//     p.Now, with its gap_repaired event;
 //   - every open debt of the environment on a (model, version) that refs no
-//     longer serves is stamped superseded at p.Now, with a gap_superseded
-//     event naming the new plan;
+//     longer serves is settled at p.Now by state.SettleDebts against the
+//     intervals of the version of its model refs serve instead: repaired
+//     if they cover its range, else superseded and carried to new debts on
+//     that version for what it misses, or superseded if the model is no
+//     longer served; with the events of state.SettlementEvents;
 //   - res.Events, then those events, are appended, in that order.
 //
 // The transaction holds the file's write lock, so no interval write can
-// slip between the coverage read and the insert: the repair of a debt
-// recorded open is always left to a later AddIntervals, which sees it.
+// slip between the coverage reads and the inserts: the repair of a debt
+// recorded or carried open is always left to a later AddIntervals, which
+// sees it.
 func recordCheckResult(ctx context.Context, tx *sql.Tx, p state.PromoteParams, refs []state.SnapshotRef, res state.CheckResult) error {
-	debts, err := prepareDebts(p, refs, res.Debts)
+	debts, err := state.PrepareDebts(p, res.Debts)
 	if err != nil {
 		return err
 	}
 	now := state.FromMicros(state.Micros(p.Now))
 	events := slices.Clone(res.Events)
-	if len(debts) > 0 {
-		keys := make([]state.VersionKey, len(debts))
-		for i, d := range debts {
-			keys[i] = d.Key()
-		}
-		covered, err := getIntervals(ctx, tx, keys)
-		if err != nil {
-			return fmt.Errorf("reading the coverage of %d debts: %w", len(debts), err)
-		}
-		for i := range debts {
-			d := &debts[i]
-			if covered[d.Key()].Covers(d.Range) {
-				d.RepairedAt = now
-			}
-			if err := tx.QueryRowContext(ctx, `
-				INSERT INTO debts (environment, model, version, start_us, end_us, plan_id, policy,
-					bound, advances, accepted_at_us, repaired_at_us)
-				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-				d.Environment, d.Model, d.Version, d.Range.Start.UnixMicro(), d.Range.End.UnixMicro(),
-				d.PlanID, d.Policy, d.Bound, d.Advances, state.Micros(d.AcceptedAt), state.Micros(d.RepairedAt),
-			).Scan(&d.ID); err != nil {
-				return fmt.Errorf("recording debt %d (%s@%s %v): %w", i, d.Model, d.Version, d.Range, err)
-			}
-			if !d.RepairedAt.IsZero() {
-				ev, err := repairedEvent(*d)
-				if err != nil {
-					return err
-				}
-				events = append(events, ev)
-			}
-		}
-	}
-	served, err := keysJSON(refKeys(refs))
+	open, err := unservedOpenDebts(ctx, tx, p.Environment, refs)
 	if err != nil {
 		return err
 	}
-	rows, err := tx.QueryContext(ctx, `
-		UPDATE debts SET superseded_at_us = ?
-		WHERE environment = ? AND `+openDebt+`
-		  AND (model, version) NOT IN (
-			SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
-		RETURNING `+debtColumns,
-		state.Micros(now), p.Environment, served)
-	if err != nil {
-		return fmt.Errorf("superseding the debts of versions no longer served: %w", err)
+	keys := make([]state.VersionKey, 0, len(debts))
+	for _, d := range debts {
+		keys = append(keys, d.Key())
 	}
-	superseded, err := collectDebts(rows)
+	keys = append(keys, state.ReplacementKeys(p, open)...)
+	covered, err := getIntervals(ctx, tx, keys)
 	if err != nil {
-		return fmt.Errorf("superseding the debts of versions no longer served: %w", err)
+		return fmt.Errorf("reading the coverage of %d versions: %w", len(keys), err)
 	}
-	for _, d := range superseded {
-		ev, err := supersededEvent(d, p.PlanID, now)
-		if err != nil {
+	for i := range debts {
+		d := &debts[i]
+		if covered[d.Key()].Covers(d.Range) {
+			d.RepairedAt = now
+		}
+		if err := insertDebt(ctx, tx, d); err != nil {
+			return fmt.Errorf("recording debt %d (%s@%s %v): %w", i, d.Model, d.Version, d.Range, err)
+		}
+		if !d.RepairedAt.IsZero() {
+			ev, err := state.RepairedEvent(*d)
+			if err != nil {
+				return err
+			}
+			events = append(events, ev)
+		}
+	}
+	settled, err := state.SettleDebts(p, open, covered)
+	if err != nil {
+		return err
+	}
+	for i := range settled {
+		s := &settled[i]
+		if err := stampSettled(ctx, tx, s.Debt); err != nil {
 			return err
 		}
-		events = append(events, ev)
+		for j := range s.Carried {
+			c := &s.Carried[j]
+			if err := insertDebt(ctx, tx, c); err != nil {
+				return fmt.Errorf("carrying debt %d to %s@%s %v: %w", s.Debt.ID, c.Model, c.Version, c.Range, err)
+			}
+		}
 	}
+	settlementEvents, err := state.SettlementEvents(settled, p.PlanID)
+	if err != nil {
+		return err
+	}
+	events = append(events, settlementEvents...)
 	prepared, data, err := prepareEvents(events)
 	if err != nil {
 		return fmt.Errorf("check result: %w", err)
 	}
 	if err := insertEvents(ctx, tx, prepared, data); err != nil {
 		return fmt.Errorf("appending the promotion's events: %w", err)
+	}
+	return nil
+}
+
+// unservedOpenDebts returns, in id order, the open debts of environment env
+// on a (model, version) that refs does not serve: one search of the
+// debts_open_by_environment index.
+func unservedOpenDebts(ctx context.Context, tx *sql.Tx, env string, refs []state.SnapshotRef) ([]state.Debt, error) {
+	served, err := keysJSON(refKeys(refs))
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `
+		SELECT `+debtColumns+` FROM debts
+		WHERE environment = ? AND `+openDebt+`
+		  AND (model, version) NOT IN (
+			SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
+		ORDER BY id`,
+		env, served)
+	if err != nil {
+		return nil, fmt.Errorf("reading the open debts of versions no longer served: %w", err)
+	}
+	open, err := collectDebts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("reading the open debts of versions no longer served: %w", err)
+	}
+	return open, nil
+}
+
+// insertDebt inserts d and sets its id.
+func insertDebt(ctx context.Context, tx *sql.Tx, d *state.Debt) error {
+	return tx.QueryRowContext(ctx, `
+		INSERT INTO debts (environment, model, version, start_us, end_us, plan_id, policy,
+			bound, advances, accepted_at_us, repaired_at_us, carried_from)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		d.Environment, d.Model, d.Version, d.Range.Start.UnixMicro(), d.Range.End.UnixMicro(),
+		d.PlanID, d.Policy, d.Bound, d.Advances, state.Micros(d.AcceptedAt), state.Micros(d.RepairedAt),
+		d.CarriedFrom,
+	).Scan(&d.ID)
+}
+
+// stampSettled writes the repair or supersession time a promotion settled d
+// with. d was read open in this transaction, under the write lock, so it is
+// still open: anything else is a broken invariant, and fails the promotion.
+func stampSettled(ctx context.Context, tx *sql.Tx, d state.Debt) error {
+	res, err := tx.ExecContext(ctx, `
+		UPDATE debts SET repaired_at_us = ?, superseded_at_us = ?
+		WHERE id = ? AND `+openDebt,
+		state.Micros(d.RepairedAt), state.Micros(d.SupersededAt), d.ID)
+	if err != nil {
+		return fmt.Errorf("settling debt %d: %w", d.ID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("settling debt %d: %w", d.ID, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("settling debt %d: it is no longer open", d.ID)
 	}
 	return nil
 }
@@ -294,7 +291,7 @@ func (s *Store) repairDebts(ctx context.Context, tx *sql.Tx, key state.VersionKe
 	}
 	events := make([]state.Event, len(repaired))
 	for i, d := range repaired {
-		if events[i], err = repairedEvent(d); err != nil {
+		if events[i], err = state.RepairedEvent(d); err != nil {
 			return err
 		}
 	}
@@ -306,50 +303,4 @@ func (s *Store) repairDebts(ctx context.Context, tx *sql.Tx, key state.VersionKe
 		return fmt.Errorf("appending gap_repaired events: %w", err)
 	}
 	return nil
-}
-
-// repairedEventData is the Data of a gap_repaired event.
-type repairedEventData struct {
-	DebtID         int64          `json:"debt_id"`
-	Range          interval.Range `json:"range"`
-	AcceptedAt     time.Time      `json:"accepted_at"`
-	RepairedAt     time.Time      `json:"repaired_at"`
-	LatencySeconds float64        `json:"latency_seconds"`
-	Policy         string         `json:"policy"`
-}
-
-// repairedEvent is the gap_repaired event of d, stamped repaired: at the
-// repair, under the environment and plan that accepted the debt.
-func repairedEvent(d state.Debt) (state.Event, error) {
-	data, err := json.Marshal(repairedEventData{
-		DebtID: d.ID, Range: d.Range, AcceptedAt: d.AcceptedAt, RepairedAt: d.RepairedAt,
-		LatencySeconds: d.RepairedAt.Sub(d.AcceptedAt).Seconds(), Policy: d.Policy,
-	})
-	if err != nil {
-		return state.Event{}, fmt.Errorf("encoding the gap_repaired event of debt %d: %w", d.ID, err)
-	}
-	return state.Event{
-		At: d.RepairedAt, Kind: state.EventGapRepaired,
-		Environment: d.Environment, Model: d.Model, PlanID: d.PlanID, Data: data,
-	}, nil
-}
-
-// supersededEventData is the Data of a gap_superseded event.
-type supersededEventData struct {
-	DebtID  int64          `json:"debt_id"`
-	Range   interval.Range `json:"range"`
-	Version string         `json:"version"`
-}
-
-// supersededEvent is the gap_superseded event of d, superseded at now by the
-// promotion of plan planID.
-func supersededEvent(d state.Debt, planID string, now time.Time) (state.Event, error) {
-	data, err := json.Marshal(supersededEventData{DebtID: d.ID, Range: d.Range, Version: d.Version})
-	if err != nil {
-		return state.Event{}, fmt.Errorf("encoding the gap_superseded event of debt %d: %w", d.ID, err)
-	}
-	return state.Event{
-		At: now, Kind: state.EventGapSuperseded,
-		Environment: d.Environment, Model: d.Model, PlanID: planID, Data: data,
-	}, nil
 }

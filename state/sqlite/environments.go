@@ -124,8 +124,9 @@ func checkPromote(p state.PromoteParams) ([]state.SnapshotRef, error) {
 //
 // Invariant: reading the current plan id, comparing it, running p.Check,
 // writing the new row, and recording what the check returned (debts and
-// events) together with the supersession of the environment's debts on
-// versions it no longer serves (see recordCheckResult), happen in one
+// events) together with the settlement of the environment's open debts on
+// versions it no longer serves (repaired, superseded or carried to the
+// version served instead; see recordCheckResult), happen in one
 // IMMEDIATE transaction, so of any number of promoters that expect the same
 // plan id exactly one succeeds and the others fail with
 // state.ErrConflictingPlan having changed nothing, and a failed check or an

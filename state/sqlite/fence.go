@@ -19,9 +19,36 @@ func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, f *state.Fence, now 
 	if f == nil {
 		return nil
 	}
+	return s.fenceHolds(ctx, tx, *f, now)
+}
+
+// rowQuerier is a *sql.Tx or a *sql.DB.
+type rowQuerier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	StmtContext(ctx context.Context, stmt *sql.Stmt) *sql.Stmt
+}
+
+type dbStmt struct{ *sql.DB }
+
+func (d dbStmt) StmtContext(_ context.Context, stmt *sql.Stmt) *sql.Stmt { return stmt }
+
+// CheckFence reports whether f's evidence still holds at now, without
+// writing (see state.Store.CheckFence).
+func (s *Store) CheckFence(ctx context.Context, f state.Fence, now time.Time) error {
+	if err := f.Validate(now); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	if err := s.fenceHolds(ctx, dbStmt{s.db}, f, now); err != nil {
+		return fmt.Errorf("sqlite: %w", err)
+	}
+	return nil
+}
+
+// fenceHolds checks every form f carries: the lease, then the generation.
+func (s *Store) fenceHolds(ctx context.Context, q rowQuerier, f state.Fence, now time.Time) error {
 	if f.LeaseKey != "" {
 		var one int
-		err := tx.StmtContext(ctx, s.stmts.leaseFence).QueryRowContext(ctx,
+		err := q.StmtContext(ctx, s.stmts.leaseFence).QueryRowContext(ctx,
 			f.LeaseKey, f.LeaseToken, state.Micros(now)).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: the token no longer holds lease %q at %s", state.ErrFenced, f.LeaseKey, now.UTC().Format(time.RFC3339Nano))
@@ -29,10 +56,12 @@ func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, f *state.Fence, now 
 		if err != nil {
 			return fmt.Errorf("checking lease fence %q: %w", f.LeaseKey, err)
 		}
+	}
+	if f.Environment == "" {
 		return nil
 	}
 	var gen int64
-	err := tx.QueryRowContext(ctx,
+	err := q.QueryRowContext(ctx,
 		`SELECT generation FROM environments WHERE name = ?`, f.Environment).Scan(&gen)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: environment %q no longer exists (fence expects generation %d)", state.ErrFenced, f.Environment, f.Generation)

@@ -15,7 +15,10 @@ import (
 
 // debtTests check freshness debt (state.Debt): written only with the
 // promotion that accepted it, repaired by the interval write that completes
-// its range, superseded by a promotion that stops serving its version.
+// its range, and settled by a promotion that stops serving its version:
+// repaired when the version served instead covers its range, superseded and
+// carried to that version for what it misses, superseded when the model is
+// no longer served.
 func debtTests() []test {
 	return []test{
 		{"CheckResultIsRecordedWithThePromotion", testDebtRecorded},
@@ -26,7 +29,12 @@ func debtTests() []test {
 		{"RepairStampsOnceWhenCoverageCompletes", testDebtRepair},
 		{"RepairReachesEveryEnvironment", testDebtRepairEnvironments},
 		{"FencedWriteRepairsNothing", testDebtFenced},
-		{"PromotionNotServingTheVersionSupersedes", testDebtSuperseded},
+		{"PromotionNotServingTheModelSupersedes", testDebtSuperseded},
+		{"ReplacementMissingTheRangeCarriesTheDebt", testDebtCarried},
+		{"ReplacementCoveringTheRangeRepairsTheDebt", testDebtReplacementCovers},
+		{"ReplacementPartlyCoveringCarriesOnlyTheMissingParts", testDebtCarriedPartly},
+		{"FailedPromotionSettlesNothing", testDebtSettlementAtomic},
+		{"CarryRacingTheRepairIsNeverMissed", testDebtCarryRace},
 		{"ListFilters", testDebtListFilters},
 		{"AddIntervalsRequiresNow", testDebtAddNeedsNow},
 		{"RepairRacingThePromotionIsNeverMissed", testDebtRace},
@@ -205,8 +213,8 @@ func testDebtRefused(t *testing.T, b *bundle) {
 	// Scenario: a Check returns something the store cannot track to its
 	// repair: a debt on a version the promotion does not serve, with an
 	// empty range, with advances beyond its bound, naming another
-	// environment or plan, already stamped repaired, or an event without a
-	// kind next to a valid debt. Each promotion fails closed: it is refused
+	// environment or plan, already stamped repaired, claiming to be carried
+	// from another debt, or an event without a kind next to a valid debt. Each promotion fails closed: it is refused
 	// and records nothing, not even the valid debts and events beside the
 	// bad one.
 	before := promote(t, b, "prod", "", "plan-1", hour(0), sref("m.a", "v1"))
@@ -226,6 +234,7 @@ func testDebtRefused(t *testing.T, b *bundle) {
 		"another environment": {Debts: []state.Debt{good, bad(func(d *state.Debt) { d.Environment = "dev" })}},
 		"another plan":        {Debts: []state.Debt{good, bad(func(d *state.Debt) { d.PlanID = "plan-9" })}},
 		"stamped repaired":    {Debts: []state.Debt{good, bad(func(d *state.Debt) { d.RepairedAt = hour(4) })}},
+		"carried from":        {Debts: []state.Debt{good, bad(func(d *state.Debt) { d.CarriedFrom = 1 })}},
 		"event without kind":  {Debts: []state.Debt{good}, Events: []state.Event{ok, {At: hour(5)}}},
 	} {
 		_, err := b.store.Promote(b.ctx, state.PromoteParams{
@@ -375,12 +384,15 @@ func testDebtFenced(t *testing.T, b *bundle) {
 func testDebtSuperseded(t *testing.T, b *bundle) {
 	// Scenario: prod's plan-1 serves m.a@v1, m.b@v1 and m.c@v1 with a debt
 	// on each; m.c's debt gets repaired. dev serves m.b@v1 with a debt too.
-	// plan-2 keeps m.a@v1 but moves m.b to v2 and m.c to v2. Promoting it
-	// supersedes exactly prod's open debt on m.b@v1 (stamped at plan-2's
-	// Now, with a gap_superseded event naming plan-2, the debt and its
-	// version); m.a's debt stays open, m.c's repaired debt is left alone,
-	// and dev's debt, in another environment, stays open. Coverage arriving
-	// later for m.b@v1 does not repair the superseded debt.
+	// plan-2 keeps m.a@v1, no longer serves m.b at all, and moves m.c to a
+	// v2 without intervals. Promoting it supersedes exactly prod's open
+	// debt on m.b@v1 (stamped at plan-2's Now, with a gap_superseded event
+	// naming plan-2, the debt and its version, carried nowhere): no debt
+	// is carried, since m.b's gap is no longer served. m.a's debt stays
+	// open; m.c's repaired debt is left alone and not carried to v2 (it
+	// was not open); dev's debt, in another environment, stays open.
+	// Coverage arriving later for m.b@v1 does not repair the superseded
+	// debt.
 	plan1 := []state.SnapshotRef{sref("m.a", "v1"), sref("m.b", "v1"), sref("m.c", "v1")}
 	promoteWithDebts(t, b, "prod", "", "plan-1", hour(4), plan1,
 		newDebt("m.a", "v1", hours(2, 4)), newDebt("m.b", "v1", hours(2, 4)), newDebt("m.c", "v1", hours(2, 4)))
@@ -388,10 +400,12 @@ func testDebtSuperseded(t *testing.T, b *bundle) {
 	addAt(t, b, vkey("m.c", "v1"), set(hours(0, 4)), hour(5))
 	repairedC := onlyDebt(t, b, state.DebtFilter{Model: "m.c"})
 	require.False(t, repairedC.Open())
+	before := listDebts(t, b, state.DebtFilter{})
 
-	plan2 := []state.SnapshotRef{sref("m.a", "v1"), sref("m.b", "v2"), sref("m.c", "v2")}
+	plan2 := []state.SnapshotRef{sref("m.a", "v1"), sref("m.c", "v2")}
 	promote(t, b, "prod", "plan-1", "plan-2", hour(6), plan2...)
 
+	require.Len(t, listDebts(t, b, state.DebtFilter{}), len(before), "a debt was carried")
 	a := onlyDebt(t, b, state.DebtFilter{Environment: "prod", Model: "m.a"})
 	require.True(t, a.Open(), "a debt on a version still served was superseded")
 	superseded := onlyDebt(t, b, state.DebtFilter{Environment: "prod", Model: "m.b"})
@@ -409,17 +423,260 @@ func testDebtSuperseded(t *testing.T, b *bundle) {
 	require.Equal(t, "plan-2", ev.PlanID)
 	require.True(t, hour(6).Equal(ev.At))
 	require.JSONEq(t, fmt.Sprintf(`{"debt_id": %d, "range": %s, "version": "v1"}`, superseded.ID, rangeJSON(hours(2, 4))), string(ev.Data))
+	require.Empty(t, listEvents(t, b, state.EventGapCarried))
 
 	// A promotion serving the same versions keeps m.a's debt open and
-	// supersedes nothing more.
+	// settles nothing more.
 	promote(t, b, "prod", "plan-2", "plan-3", hour(7), plan2...)
 	require.True(t, onlyDebt(t, b, state.DebtFilter{Environment: "prod", Model: "m.a"}).Open())
 	require.Len(t, listEvents(t, b, state.EventGapSuperseded), 1)
+	require.Len(t, listDebts(t, b, state.DebtFilter{}), len(before))
 
 	addAt(t, b, vkey("m.b", "v1"), set(hours(0, 4)), hour(8))
 	stillSuperseded := onlyDebt(t, b, state.DebtFilter{Environment: "prod", Model: "m.b"})
 	require.True(t, stillSuperseded.RepairedAt.IsZero(), "a superseded debt was repaired")
 	require.False(t, onlyDebt(t, b, state.DebtFilter{Environment: "dev"}).Open(), "dev's debt was not repaired")
+}
+
+// requireCarriedEvent asserts that ev is the gap_carried event of d.
+func requireCarriedEvent(t testing.TB, d state.Debt, ev state.Event) {
+	t.Helper()
+	require.Equal(t, state.EventGapCarried, ev.Kind)
+	require.True(t, d.AcceptedAt.Equal(ev.At), "event at %v, debt accepted at %v", ev.At, d.AcceptedAt)
+	require.Equal(t, d.Environment, ev.Environment)
+	require.Equal(t, d.Model, ev.Model)
+	require.Equal(t, d.PlanID, ev.PlanID)
+	require.Equal(t, "carried", ev.Reason)
+	require.JSONEq(t, fmt.Sprintf(`{"debt_id": %d, "carried_from": %d, "range": %s, "version": %q}`,
+		d.ID, d.CarriedFrom, rangeJSON(d.Range), d.Version), string(ev.Data))
+}
+
+// carriedDebt is the debt the promotion of plan at now carries from d to
+// version, over r, with id.
+func carriedDebt(d state.Debt, id int64, version, plan string, r interval.Range, now time.Time) state.Debt {
+	return state.Debt{
+		ID: id, Environment: d.Environment, Model: d.Model, Version: version, Range: r, PlanID: plan,
+		Policy: d.Policy, Bound: d.Bound, Advances: d.Advances, AcceptedAt: now, CarriedFrom: d.ID,
+	}
+}
+
+func testDebtCarried(t *testing.T, b *bundle) {
+	// Scenario: prod serves parent@vA, computed over [0, 6); plan-A's
+	// trailing-gap policy accepted the debt [6, 7) at hour 7. Before any
+	// run, plan-B (another breaking change of parent, built against vA's
+	// frontier) computed parent@vB over [0, 6) only, and its promotion at
+	// hour 8 passes its check. prod now serves vB without [6, 7): the gap
+	// is still served, so vA's debt is superseded and carried to vB. The
+	// carried debt covers [6, 7) on vB, belongs to plan-B, keeps plan-A's
+	// policy, bound and advances, is accepted at hour 8 and names vA's
+	// debt as the one it was carried from. The gap_superseded event names
+	// the carried debt, and one gap_carried event records it. A write on
+	// the abandoned vA repairs neither; the scheduler's write of [6, 7) on
+	// vB at hour 9 repairs the carried debt like any other debt.
+	add(t, b, vkey("parent", "vA"), set(hours(0, 6)))
+	promoteWithDebts(t, b, "prod", "", "plan-A", hour(7), []state.SnapshotRef{sref("parent", "vA")},
+		newDebt("parent", "vA", hours(6, 7)))
+	old := onlyDebt(t, b, state.DebtFilter{})
+	add(t, b, vkey("parent", "vB"), set(hours(0, 6)))
+	promote(t, b, "prod", "plan-A", "plan-B", hour(8), sref("parent", "vB"))
+
+	debts := listDebts(t, b, state.DebtFilter{Environment: "prod"})
+	require.Len(t, debts, 2)
+	old.SupersededAt = hour(8)
+	requireDebt(t, old, debts[0])
+	require.Greater(t, debts[1].ID, old.ID)
+	carried := carriedDebt(old, debts[1].ID, "vB", "plan-B", hours(6, 7), hour(8))
+	requireDebt(t, carried, debts[1])
+	require.Equal(t, []int64{carried.ID}, debtIDs(listDebts(t, b, state.DebtFilter{OpenOnly: true})))
+	require.Equal(t, []int64{carried.ID}, debtIDs(listDebts(t, b, state.DebtFilter{PlanID: "plan-B"})))
+
+	superseded := listEvents(t, b, state.EventGapSuperseded)
+	require.Len(t, superseded, 1)
+	require.Equal(t, "plan-B", superseded[0].PlanID)
+	require.Equal(t, "parent", superseded[0].Model)
+	require.True(t, hour(8).Equal(superseded[0].At))
+	require.JSONEq(t, fmt.Sprintf(`{"debt_id": %d, "range": %s, "version": "vA", "carried_to": [%d]}`,
+		old.ID, rangeJSON(hours(6, 7)), carried.ID), string(superseded[0].Data))
+	carriedEvents := listEvents(t, b, state.EventGapCarried)
+	require.Len(t, carriedEvents, 1)
+	requireCarriedEvent(t, carried, carriedEvents[0])
+	require.Greater(t, carriedEvents[0].ID, superseded[0].ID)
+	require.Empty(t, listEvents(t, b, state.EventGapRepaired))
+
+	addAt(t, b, vkey("parent", "vA"), set(hours(6, 7)), hour(9))
+	require.Equal(t, []int64{carried.ID}, debtIDs(listDebts(t, b, state.DebtFilter{OpenOnly: true})),
+		"a write on the version no longer served closed a debt")
+	addAt(t, b, vkey("parent", "vB"), set(hours(6, 7)), hour(9))
+	require.Empty(t, listDebts(t, b, state.DebtFilter{OpenOnly: true}))
+	carried.RepairedAt = hour(9)
+	requireDebt(t, carried, listDebts(t, b, state.DebtFilter{})[1])
+	requireDebt(t, old, listDebts(t, b, state.DebtFilter{})[0])
+	repaired := listEvents(t, b, state.EventGapRepaired)
+	require.Len(t, repaired, 1)
+	requireRepairedEvent(t, carried, repaired[0])
+	require.Equal(t, "plan-B", repaired[0].PlanID)
+}
+
+func testDebtReplacementCovers(t *testing.T, b *bundle) {
+	// Scenario: prod's plan-1 serves m.a@v1 with the debt [6, 7) accepted
+	// at hour 7. plan-2's m.a@v2 was backfilled over [0, 8), so when it is
+	// promoted at hour 8 the gap is no longer served: the promotion repairs
+	// v1's debt at its Now, with a gap_repaired event (under the plan that
+	// accepted the debt, its data naming the promotion and plan-2), and
+	// carries nothing. A write that later covers the range on v1 stamps
+	// nothing again.
+	promoteWithDebts(t, b, "prod", "", "plan-1", hour(7), []state.SnapshotRef{sref("m.a", "v1")},
+		newDebt("m.a", "v1", hours(6, 7)))
+	add(t, b, vkey("m.a", "v2"), set(hours(0, 8)))
+	promote(t, b, "prod", "plan-1", "plan-2", hour(8), sref("m.a", "v2"))
+
+	d := onlyDebt(t, b, state.DebtFilter{})
+	require.False(t, d.Open())
+	require.True(t, hour(8).Equal(d.RepairedAt), "repaired at %v, want the promotion's Now", d.RepairedAt)
+	require.True(t, d.SupersededAt.IsZero(), "a debt the promotion closed was superseded")
+	require.Equal(t, "plan-1", d.PlanID)
+	events := listEvents(t, b, state.EventGapRepaired, state.EventGapSuperseded, state.EventGapCarried)
+	require.Len(t, events, 1)
+	ev := events[0]
+	require.Equal(t, state.EventGapRepaired, ev.Kind)
+	require.True(t, hour(8).Equal(ev.At))
+	require.Equal(t, "prod", ev.Environment)
+	require.Equal(t, "m.a", ev.Model)
+	require.Equal(t, "plan-1", ev.PlanID)
+	require.JSONEq(t, fmt.Sprintf(`{"debt_id": %d, "range": %s, "accepted_at": %q, "repaired_at": %q, "latency_seconds": 3600,
+		"policy": %q, "repaired_by": "promotion", "plan_id": "plan-2"}`,
+		d.ID, rangeJSON(hours(6, 7)), hour(7).Format(time.RFC3339), hour(8).Format(time.RFC3339), d.Policy), string(ev.Data))
+
+	addAt(t, b, vkey("m.a", "v1"), set(hours(0, 7)), hour(9))
+	requireDebt(t, d, onlyDebt(t, b, state.DebtFilter{}))
+	require.Len(t, listEvents(t, b, state.EventGapRepaired), 1)
+}
+
+func testDebtCarriedPartly(t *testing.T, b *bundle) {
+	// Scenario: prod's plan-1 serves m.a@v1 with the debt [4, 8) and m.b@v1
+	// with the debt [2, 4). plan-2 serves m.a@v2, computed over [0, 5) and
+	// [6, 7), and m.b@v2, computed over [0, 4). Promoting it repairs m.b's
+	// debt (v2 covers it) and supersedes m.a's, carried to v2 for only
+	// what v2 misses: [5, 6) and [7, 8), one debt each, in range order,
+	// both named by the gap_superseded event and each recorded by a
+	// gap_carried event. Writing [5, 6) on v2 repairs the first only.
+	promoteWithDebts(t, b, "prod", "", "plan-1", hour(8), []state.SnapshotRef{sref("m.a", "v1"), sref("m.b", "v1")},
+		newDebt("m.a", "v1", hours(4, 8)), newDebt("m.b", "v1", hours(2, 4)))
+	old := onlyDebt(t, b, state.DebtFilter{Model: "m.a"})
+	add(t, b, vkey("m.a", "v2"), set(hours(0, 5), hours(6, 7)))
+	add(t, b, vkey("m.b", "v2"), set(hours(0, 4)))
+	promote(t, b, "prod", "plan-1", "plan-2", hour(9), sref("m.a", "v2"), sref("m.b", "v2"))
+
+	b1 := onlyDebt(t, b, state.DebtFilter{Model: "m.b"})
+	require.True(t, hour(9).Equal(b1.RepairedAt), "m.b's debt: repaired at %v", b1.RepairedAt)
+	debts := listDebts(t, b, state.DebtFilter{Model: "m.a"})
+	require.Len(t, debts, 3)
+	old.SupersededAt = hour(9)
+	requireDebt(t, old, debts[0])
+	first := carriedDebt(old, debts[1].ID, "v2", "plan-2", hours(5, 6), hour(9))
+	second := carriedDebt(old, debts[2].ID, "v2", "plan-2", hours(7, 8), hour(9))
+	requireDebt(t, first, debts[1])
+	requireDebt(t, second, debts[2])
+
+	superseded := listEvents(t, b, state.EventGapSuperseded)
+	require.Len(t, superseded, 1)
+	require.JSONEq(t, fmt.Sprintf(`{"debt_id": %d, "range": %s, "version": "v1", "carried_to": [%d, %d]}`,
+		old.ID, rangeJSON(hours(4, 8)), first.ID, second.ID), string(superseded[0].Data))
+	carriedEvents := listEvents(t, b, state.EventGapCarried)
+	require.Len(t, carriedEvents, 2)
+	requireCarriedEvent(t, first, carriedEvents[0])
+	requireCarriedEvent(t, second, carriedEvents[1])
+
+	addAt(t, b, vkey("m.a", "v2"), set(hours(5, 6)), hour(10))
+	require.Equal(t, []int64{second.ID}, debtIDs(listDebts(t, b, state.DebtFilter{OpenOnly: true})))
+}
+
+func testDebtSettlementAtomic(t *testing.T, b *bundle) {
+	// Scenario: prod's plan-1 serves m.a@v1 with the debt [6, 7) and m.b@v1
+	// with the debt [2, 4); m.a@v2 misses [6, 7), m.b@v2 covers [2, 4).
+	// Promotions of plan-2 (m.a@v2, m.b@v2) that would carry m.a's debt
+	// and repair m.b's fail: one whose Check fails, one whose Check result
+	// holds an event the store refuses (after the settlement was computed),
+	// one built against a stale plan. None settles, carries or records
+	// anything: the debts, the events and the environment are as before.
+	// A valid promotion of the same plan then does settle both.
+	before := promoteWithDebts(t, b, "prod", "", "plan-1", hour(7), []state.SnapshotRef{sref("m.a", "v1"), sref("m.b", "v1")},
+		newDebt("m.a", "v1", hours(6, 7)), newDebt("m.b", "v1", hours(2, 4)))
+	add(t, b, vkey("m.a", "v2"), set(hours(0, 6)))
+	add(t, b, vkey("m.b", "v2"), set(hours(0, 4)))
+	debts := listDebts(t, b, state.DebtFilter{})
+	snaps := []state.SnapshotRef{sref("m.a", "v2"), sref("m.b", "v2")}
+
+	for name, p := range map[string]state.PromoteParams{
+		"check error": {ExpectedPlanID: "plan-1", Check: func(context.Context, state.Reader) (state.CheckResult, error) {
+			return state.CheckResult{}, errGap
+		}},
+		"refused event": {ExpectedPlanID: "plan-1", Check: returning(state.CheckResult{Events: []state.Event{{At: hour(8)}}})},
+		"stale plan":    {ExpectedPlanID: "plan-0"},
+	} {
+		p.Environment, p.PlanID, p.Snapshots, p.Now = "prod", "plan-2", snaps, hour(8)
+		_, err := b.store.Promote(b.ctx, p)
+		require.Errorf(t, err, "%s: the promotion succeeded", name)
+		got := listDebts(t, b, state.DebtFilter{})
+		require.Lenf(t, got, len(debts), "%s: debts", name)
+		for i := range debts {
+			requireDebt(t, debts[i], got[i])
+		}
+		require.Emptyf(t, listEvents(t, b), "%s: events recorded", name)
+		requireEnv(t, before, getEnv(t, b, "prod"))
+	}
+
+	promote(t, b, "prod", "plan-1", "plan-2", hour(8), snaps...)
+	require.Len(t, listDebts(t, b, state.DebtFilter{}), 3)
+	require.False(t, onlyDebt(t, b, state.DebtFilter{PlanID: "plan-1", Model: "m.a"}).Open())
+	require.False(t, onlyDebt(t, b, state.DebtFilter{PlanID: "plan-1", Model: "m.b"}).Open())
+	require.True(t, onlyDebt(t, b, state.DebtFilter{PlanID: "plan-2"}).Open())
+}
+
+func testDebtCarryRace(t *testing.T, b *bundle) {
+	// Scenario: prod serves m.r@vA with the open debt [0, 4). At the very
+	// moment a deploy promotes m.r@vB, on which nothing was recorded, the
+	// scheduler records [0, 4) on vB. Whichever commits first, the two
+	// must not miss each other: the promotion either sees the coverage and
+	// repairs vA's debt, or carries it to vB and the write then repairs
+	// the carried debt. Never is a debt left open over a covered range of
+	// the version served, and every repaired debt has exactly one
+	// gap_repaired event. Each round races fresh versions, in an
+	// environment of its own.
+	const rounds = 30
+	for round := range rounds {
+		env := fmt.Sprintf("env-%d", round)
+		va, vb := fmt.Sprintf("a%d", round), fmt.Sprintf("b%d", round)
+		promoteWithDebts(t, b, env, "", "plan-a", hour(4), []state.SnapshotRef{sref("m.r", va)}, newDebt("m.r", va, hours(0, 4)))
+		errs := make([]error, 2)
+		race(2, func(i int) {
+			if i == 0 {
+				_, errs[i] = b.store.Promote(b.ctx, state.PromoteParams{
+					Environment: env, ExpectedPlanID: "plan-a", PlanID: "plan-b", Snapshots: []state.SnapshotRef{sref("m.r", vb)}, Now: hour(5),
+				})
+				return
+			}
+			errs[i] = b.store.AddIntervals(b.ctx, state.IntervalsParams{Key: vkey("m.r", vb), Ranges: set(hours(0, 4)), Now: hour(6)})
+		})
+		require.NoError(t, errs[0], "round %d: promotion", round)
+		require.NoError(t, errs[1], "round %d: interval write", round)
+		require.Emptyf(t, listDebts(t, b, state.DebtFilter{Environment: env, OpenOnly: true}),
+			"round %d: a debt was left open over a covered range", round)
+		debts := listDebts(t, b, state.DebtFilter{Environment: env})
+		repaired, err := b.store.ListEvents(b.ctx, state.EventFilter{Kinds: []string{state.EventGapRepaired}, Environment: env})
+		require.NoError(t, err)
+		require.Lenf(t, repaired, 1, "round %d: gap_repaired events", round)
+		switch len(debts) {
+		case 1: // the write committed first: the promotion repaired vA's debt
+			require.Truef(t, hour(5).Equal(debts[0].RepairedAt), "round %d: repaired at %v", round, debts[0].RepairedAt)
+		case 2: // the promotion committed first: the write repaired the carried debt
+			require.Falsef(t, debts[0].SupersededAt.IsZero(), "round %d: vA's debt was not superseded", round)
+			require.Equalf(t, debts[0].ID, debts[1].CarriedFrom, "round %d", round)
+			require.Truef(t, hour(6).Equal(debts[1].RepairedAt), "round %d: carried debt repaired at %v", round, debts[1].RepairedAt)
+		default:
+			require.Failf(t, "unexpected debts", "round %d: %+v", round, debts)
+		}
+	}
 }
 
 func testDebtListFilters(t *testing.T, b *bundle) {

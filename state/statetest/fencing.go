@@ -17,6 +17,7 @@ func fencingTests() []test {
 		{"EnvironmentGenerationFence", testFenceGeneration},
 		{"DeletedEnvironmentFence", testFenceDeletedEnvironment},
 		{"MalformedFenceIsRefused", testFenceMalformed},
+		{"BothFormsMustHold", testFenceBothForms},
 		{"EmptyWriteStillChecksFence", testFenceEmptyWrite},
 	}
 }
@@ -121,8 +122,8 @@ func testFenceDeletedEnvironment(t *testing.T, b *bundle) {
 }
 
 func testFenceMalformed(t *testing.T, b *bundle) {
-	// Scenario: a fence that is not exactly one of its two forms fails
-	// closed: the write is refused with an error, never performed unfenced.
+	// Scenario: a fence with an incomplete form (or none) fails closed: the
+	// write is refused with an error, never performed unfenced.
 	k := vkey("m.a", "v1")
 	l := acquire(t, b, "run:m.a", "scheduler-1", hour(0), time.Hour)
 	e := promote(t, b, "prod", "", "plan-1", hour(0))
@@ -131,11 +132,36 @@ func testFenceMalformed(t *testing.T, b *bundle) {
 		{LeaseKey: l.Key},
 		{LeaseToken: l.Token},
 		{Environment: "prod"},
-		{LeaseKey: l.Key, LeaseToken: l.Token, Environment: "prod", Generation: e.Generation},
+		{LeaseKey: l.Key, LeaseToken: l.Token, Environment: "prod"},
+		{LeaseKey: l.Key, Environment: "prod", Generation: e.Generation},
 	} {
 		require.Errorf(t, fencedWrite(b, true, k, set(hours(0, 1)), f, hour(0)), "fence %+v", f)
 	}
 	requireIntervals(t, b, k, interval.Set{})
+}
+
+func testFenceBothForms(t *testing.T, b *bundle) {
+	// Scenario: a scheduler's write carries its version lease and the
+	// generation it planned under. It succeeds while both hold; once a
+	// promotion moves the generation, or the lease expires, it fails with
+	// ErrFenced and writes nothing; CheckFence agrees with the write, before
+	// it, each time.
+	k := vkey("m.a", "v1")
+	l := acquire(t, b, "version/m.a@v1", "scheduler-1", hour(0), time.Hour)
+	e := promote(t, b, "prod", "", "plan-1", hour(0))
+	both := state.Fence{LeaseKey: l.Key, LeaseToken: l.Token, Environment: "prod", Generation: e.Generation}
+	require.NoError(t, b.store.CheckFence(b.ctx, both, hour(0)))
+	require.NoError(t, fencedWrite(b, true, k, set(hours(0, 1)), both, hour(0)))
+
+	expired := hour(0).Add(2 * time.Hour)
+	require.ErrorIs(t, b.store.CheckFence(b.ctx, both, expired), state.ErrFenced)
+	require.ErrorIs(t, fencedWrite(b, true, k, set(hours(1, 2)), both, expired), state.ErrFenced, "the lease expired")
+
+	promote(t, b, "prod", "plan-1", "plan-2", hour(0))
+	require.ErrorIs(t, b.store.CheckFence(b.ctx, both, hour(0)), state.ErrFenced)
+	require.ErrorIs(t, fencedWrite(b, true, k, set(hours(1, 2)), both, hour(0)), state.ErrFenced, "the generation moved")
+	requireIntervals(t, b, k, set(hours(0, 1)))
+	require.Error(t, b.store.CheckFence(b.ctx, state.Fence{LeaseKey: l.Key}, hour(0)), "malformed")
 }
 
 func testFenceEmptyWrite(t *testing.T, b *bundle) {

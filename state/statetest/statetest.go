@@ -15,8 +15,8 @@
 //   - implement IntervalRowCounter, so that compaction is proven on storage;
 //   - refuse an interval key with an empty name or version, and a boundary
 //     that is not a whole microsecond, writing nothing;
-//   - refuse a malformed Fence (not exactly one of its two forms) with an
-//     error, writing nothing, and check the fence even when the set to write
+//   - refuse a malformed Fence (a form incomplete, or none) with an error,
+//     writing nothing; with both forms, require both, and check the fence even when the set to write
 //     is empty (a stale writer learns it is stale);
 //   - never reuse a generation for an environment name, also after
 //     DeleteEnvironment, so that an old (name, generation) fence never
@@ -39,7 +39,13 @@
 //   - refuse, failing the whole promotion, a Check result it could not
 //     track: a debt on a version the promotion does not serve, with an
 //     empty range, Advances outside [0, Bound], another environment or plan
-//     than the promotion's, or a repair or supersession time already set;
+//     than the promotion's, a repair or supersession time or a CarriedFrom
+//     already set;
+//   - settle the open debts of the versions a promotion stops serving as
+//     state.SettleDebts decides, atomically with the promotion, and order
+//     its events: the check's, then gap_repaired of debts recorded
+//     repaired, then per settled debt its gap_repaired, or its
+//     gap_superseded followed by its gap_carried events;
 //   - append a gap_repaired event also for a debt recorded repaired at once
 //     (its range was covered when the promotion committed), so that every
 //     repaired debt has exactly one.

@@ -7,9 +7,12 @@
 -- A debt is open while repaired_at_us = 0 AND superseded_at_us = 0. It is
 -- inserted by the promotion that accepted it (in the promotion's
 -- transaction), stamped repaired by the interval write that completes the
--- coverage of [start_us, end_us) for (model, version), or stamped
--- superseded by a later promotion of the environment that no longer serves
--- the version.
+-- coverage of [start_us, end_us) for (model, version), or settled by a
+-- later promotion of the environment that no longer serves the version:
+-- stamped repaired if the version it serves instead covers the range, else
+-- stamped superseded, and carried to new debts on that version for what it
+-- misses (carried_from names the debt they were carried from; 0 for a debt
+-- a policy accepted).
 CREATE TABLE debts (
     id               BIGSERIAL PRIMARY KEY,
     environment      TEXT    NOT NULL,
@@ -24,6 +27,7 @@ CREATE TABLE debts (
     accepted_at_us   BIGINT  NOT NULL,
     repaired_at_us   BIGINT  NOT NULL DEFAULT 0,
     superseded_at_us BIGINT  NOT NULL DEFAULT 0,
+    carried_from     BIGINT  NOT NULL DEFAULT 0,
     CONSTRAINT debts_non_empty CHECK (start_us < end_us)
 );
 

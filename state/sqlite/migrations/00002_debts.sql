@@ -7,9 +7,13 @@
 -- A debt is open while repaired_at_us = 0 AND superseded_at_us = 0. It is
 -- inserted by the promotion that accepted it (in the promotion's
 -- transaction), stamped repaired by the interval write that completes the
--- coverage of [start_us, end_us) for (model, version), or stamped
--- superseded by a later promotion of the environment that no longer serves
--- the version. AUTOINCREMENT: ids are never reused, so they only increase.
+-- coverage of [start_us, end_us) for (model, version), or settled by a
+-- later promotion of the environment that no longer serves the version:
+-- stamped repaired if the version it serves instead covers the range, else
+-- stamped superseded, and carried to new debts on that version for what it
+-- misses (carried_from names the debt they were carried from; 0 for a debt
+-- a policy accepted). AUTOINCREMENT: ids are never reused, so they only
+-- increase.
 CREATE TABLE debts (
     id               INTEGER PRIMARY KEY AUTOINCREMENT,
     environment      TEXT    NOT NULL,
@@ -24,6 +28,7 @@ CREATE TABLE debts (
     accepted_at_us   INTEGER NOT NULL,
     repaired_at_us   INTEGER NOT NULL DEFAULT 0,
     superseded_at_us INTEGER NOT NULL DEFAULT 0,
+    carried_from     INTEGER NOT NULL DEFAULT 0,
     CHECK (start_us < end_us)
 );
 

@@ -1,0 +1,145 @@
+package apply_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/apply"
+	"github.com/gapless-dev/gapless/execute/executetest"
+	"github.com/gapless-dev/gapless/lease"
+	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/run"
+	"github.com/gapless-dev/gapless/state"
+)
+
+// leasedRun is a scheduler run that takes version leases, as the daemon
+// and `gapless run` do. Leases and state writes read one clock, clk.
+func leasedRun(ctx context.Context, b *executetest.Bundle, exec time.Time, clk clockwork.Clock) (*run.Result, error) {
+	return run.Once(ctx, run.Params{Env: plan.Prod, ExecutionTime: exec, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
+		ProjectDir: b.Dir, Now: clk.Now, Logger: quiet,
+		Leases: &lease.Options{Owner: "scheduler", Clock: clk}})
+}
+
+func lockApply(b *executetest.Bundle, p *plan.Plan, now time.Time, opts lease.Options, hooks apply.Hooks) (*apply.Result, error) {
+	return apply.Apply(b.Ctx, apply.Params{
+		Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser, ProjectDir: b.Dir,
+		Now: func() time.Time { return now }, Logger: quiet, Hooks: hooks, Lease: opts,
+	})
+}
+
+// Scenario (seed 000, lock): the scheduler advanced the incumbent through
+// 11:00 after the backfill. The deploy takes the leases of both models'
+// served and new versions, and while it holds them a scheduler run at
+// 12:00 defers both models, naming the deploy. The final catch-up fills
+// 10:00-11:00 and the strict check passes: no gap, no debt. After the
+// release, the scheduler runs the promoted versions again.
+func TestPolicyLockDefersTheSchedulerAndPromotesWithNoGap(t *testing.T) {
+	t.Parallel()
+	onBoth(t, seedFiles(""), func(t *testing.T, b *executetest.Bundle) {
+		p2 := seedRace(t, b, policy.Policy{Name: policy.Lock})
+		clk := clockwork.NewFakeClockAt(at(2024, 1, 1, 11))
+		hooks := advanceOnce(t, b, at(2024, 1, 1, 11))
+		var deferred []string
+		hooks.Locked = func(ctx context.Context) error {
+			res, err := leasedRun(ctx, b, at(2024, 1, 1, 12), clk)
+			if err != nil {
+				return err
+			}
+			for _, m := range res.Models {
+				if m.DeferredBy != "" {
+					deferred = append(deferred, m.Model+" by "+m.DeferredBy)
+				}
+			}
+			return nil
+		}
+		res, err := lockApply(b, p2, at(2024, 1, 1, 11), lease.Options{Clock: clk}, hooks)
+		require.NoError(t, err)
+		require.Equal(t, []string{"demo.parent by deploy p2"}, deferred, "the child waits for its parent")
+		require.Equal(t, "lock", res.Policy)
+		require.Empty(t, res.Debts)
+		require.Equal(t, throughEleven, servedIntervals(t, b, "demo.parent"))
+		require.Equal(t, throughEleven, servedIntervals(t, b, "demo.child"))
+
+		_, err = leasedRun(b.Ctx, b, at(2024, 1, 1, 12), clk)
+		require.NoError(t, err)
+		require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-01T12:00:00Z)}", servedIntervals(t, b, "demo.child"), "released")
+		require.Equal(t, []string{"12 2532"}, b.Rows(t, "SELECT CAST(count(*) AS BIGINT), CAST(sum(w) AS BIGINT) FROM demo.child"))
+	})
+}
+
+// Scenario: a scheduler is computing the parent (it holds the incumbent's
+// lease) when the deploy wants its leases. The deploy waits for it, with a
+// bound; the scheduler outlasts the bound, so the apply fails naming the
+// lease and its holder, nothing is promoted, and the leases the deploy had
+// already taken are released.
+func TestPolicyLockWaitsForRunningWorkWithABound(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, false, seedFiles(""))
+	p2 := seedRace(t, b, policy.Policy{Name: policy.Lock})
+	served, _ := b.Served(t, plan.Prod)
+	incParent := lease.VersionKey(state.VersionKey{Name: "demo.parent", Version: served["demo.parent"].Version})
+	clk := clockwork.NewFakeClockAt(at(2024, 1, 1, 11))
+	sched, err := lease.TryAcquire(b.Ctx, b.Store, incParent, lease.Options{Owner: "scheduler A", Clock: clk, TTL: time.Hour})
+	require.NoError(t, err)
+
+	errs := make(chan error, 1)
+	go func() {
+		_, err := lockApply(b, p2, at(2024, 1, 1, 11), lease.Options{Clock: clk, Wait: 2 * time.Second, Poll: time.Second}, apply.Hooks{})
+		errs <- err
+	}()
+	for range 2 {
+		require.NoError(t, clk.BlockUntilContext(b.Ctx, 1))
+		clk.Advance(time.Second)
+	}
+	err = <-errs
+	require.ErrorIs(t, err, lease.ErrWaitExceeded)
+	require.Contains(t, err.Error(), "held by scheduler A")
+	env, err := b.Store.GetEnvironment(b.Ctx, plan.Prod)
+	require.NoError(t, err)
+	require.Equal(t, "p1", env.PlanID)
+
+	// Everything but the scheduler's lease is free again.
+	keys := []string{lease.VersionKey(state.VersionKey{Name: "demo.child", Version: served["demo.child"].Version})}
+	for _, s := range p2.Snapshots {
+		keys = append(keys, lease.VersionKey(state.VersionKey{Name: s.Name, Version: s.Version}))
+	}
+	other, err := lease.AcquireAll(b.Ctx, b.Store, keys, lease.Options{Owner: "probe", Clock: clk, Wait: -1})
+	require.NoError(t, err)
+	require.NoError(t, other.Release(b.Ctx))
+	require.NoError(t, sched.Release(b.Ctx))
+}
+
+// Scenario: a deploy crashed while holding its leases (they are never
+// released). Scheduling of those versions is deferred until the leases
+// expire; then the scheduler takes them over and resumes.
+func TestCrashedDeploysLeasesExpireAndSchedulingResumes(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, false, seedFiles(""))
+	p1 := b.Plan(t, "p1", plan.Prod, at(2024, 1, 1, 10), plan.Options{})
+	_, err := policyApply(b, p1, at(2024, 1, 1, 10), nil, apply.Hooks{})
+	require.NoError(t, err)
+	served, _ := b.Served(t, plan.Prod)
+	clk := clockwork.NewFakeClockAt(at(2024, 1, 1, 11))
+	var keys []string
+	for _, n := range []string{"demo.parent", "demo.child"} {
+		keys = append(keys, lease.VersionKey(state.VersionKey{Name: n, Version: served[n].Version}))
+	}
+	_, err = lease.AcquireAll(b.Ctx, b.Store, keys, lease.Options{Owner: "deploy crashed", Clock: clk, TTL: 30 * time.Second})
+	require.NoError(t, err)
+
+	res, err := leasedRun(b.Ctx, b, at(2024, 1, 1, 11), clk)
+	require.NoError(t, err)
+	require.Equal(t, "deploy crashed", res.Models[0].DeferredBy)
+	require.Equal(t, throughTen, servedIntervals(t, b, "demo.parent"))
+
+	clk.Advance(31 * time.Second)
+	_, err = leasedRun(b.Ctx, b, at(2024, 1, 1, 11), clk)
+	require.NoError(t, err)
+	require.Equal(t, throughEleven, servedIntervals(t, b, "demo.parent"))
+	require.Equal(t, throughEleven, servedIntervals(t, b, "demo.child"))
+}

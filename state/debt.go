@@ -1,0 +1,320 @@
+package state
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gapless-dev/gapless/interval"
+)
+
+// This file holds what both stores do with freshness debt that does not
+// depend on their SQL: the validation of a promotion's accepted debts, the
+// settlement of the debts a promotion stops serving, and the history events
+// of both. A store reads and writes; what it writes is decided here, once.
+
+// RepairedByPromotion is the RepairedEventData.RepairedBy of a debt that a
+// promotion closed by serving a version that covers its range.
+const RepairedByPromotion = "promotion"
+
+// PrepareDebts checks the debts of a promotion's check result and returns
+// them ready to insert: Environment, PlanID and AcceptedAt filled from p
+// when empty, ID cleared, instants truncated to the microseconds a store
+// keeps.
+//
+// It fails closed, refusing the promotion, on a debt that could not be
+// tracked to its repair: one without a model or version, with an empty range
+// or one a store cannot hold exactly (see CheckMicros), for a version the
+// promotion does not serve (it would be superseded at once), naming another
+// environment or plan, with Advances outside [0, Bound], already stamped
+// repaired or superseded, or already carried from another debt (only the
+// store stamps and carries).
+func PrepareDebts(p PromoteParams, debts []Debt) ([]Debt, error) {
+	served := make(map[VersionKey]bool, len(p.Snapshots))
+	for _, r := range p.Snapshots {
+		served[r.VersionKey()] = true
+	}
+	out := make([]Debt, len(debts))
+	for i, d := range debts {
+		if d.Environment == "" {
+			d.Environment = p.Environment
+		}
+		if d.PlanID == "" {
+			d.PlanID = p.PlanID
+		}
+		if d.AcceptedAt.IsZero() {
+			d.AcceptedAt = p.Now
+		}
+		var problem string
+		switch {
+		case d.Model == "" || d.Version == "":
+			problem = "model and version are required"
+		case d.Environment != p.Environment:
+			problem = fmt.Sprintf("it names environment %q, the promotion is of %q", d.Environment, p.Environment)
+		case d.PlanID != p.PlanID:
+			problem = fmt.Sprintf("it names plan %q, the promotion is of plan %q", d.PlanID, p.PlanID)
+		case !served[d.Key()]:
+			problem = "the promotion does not serve that version"
+		case d.Range.Empty():
+			problem = "its range is empty"
+		case d.Bound < 0 || d.Advances < 0 || d.Advances > d.Bound:
+			problem = fmt.Sprintf("advances %d is outside [0, bound %d]", d.Advances, d.Bound)
+		case !d.RepairedAt.IsZero() || !d.SupersededAt.IsZero():
+			problem = "repaired and superseded times are the store's to stamp"
+		case d.CarriedFrom != 0:
+			problem = "carried_from is the store's to set"
+		}
+		if problem != "" {
+			return nil, fmt.Errorf("debt %d (%s@%s %v): %s", i, d.Model, d.Version, d.Range, problem)
+		}
+		if err := CheckMicros(interval.NewSet(d.Range)); err != nil {
+			return nil, fmt.Errorf("debt %d (%s@%s): %w", i, d.Model, d.Version, err)
+		}
+		d.ID = 0
+		d.Range = interval.NewRange(d.Range.Start, d.Range.End)
+		d.AcceptedAt = FromMicros(Micros(d.AcceptedAt))
+		out[i] = d
+	}
+	return out, nil
+}
+
+// Settlement is what a promotion does to one open debt of its environment
+// on a (model, version) the promotion no longer serves.
+type Settlement struct {
+	// Debt is the open debt, stamped at the promotion's Now: RepairedAt
+	// when the promotion serves another version of the model that covers
+	// the debt's range (the gap is no longer served), SupersededAt
+	// otherwise.
+	Debt Debt
+	// Carried, for a superseded debt whose model the promotion still
+	// serves, are the new debts on the served version, one per range of
+	// the debt's range that version misses: the gap is still served, so it
+	// keeps a record (design invariant 2). Their ID is zero until the store
+	// inserts them.
+	Carried []Debt
+}
+
+// servedVersions maps each model p serves to the version it serves.
+func servedVersions(p PromoteParams) map[string]string {
+	out := make(map[string]string, len(p.Snapshots))
+	for _, r := range p.Snapshots {
+		out[r.Name] = r.Version
+	}
+	return out
+}
+
+// ReplacementKeys returns the interval records a promotion must read, inside
+// its transaction and under the locks that keep interval writes out, to
+// settle open (see SettleDebts): for each debt on a version p does not
+// serve, the version p serves of the debt's model, if any. The keys are
+// distinct and sorted by name, then version.
+func ReplacementKeys(p PromoteParams, open []Debt) []VersionKey {
+	served := servedVersions(p)
+	var out []VersionKey
+	for _, d := range open {
+		v, ok := served[d.Model]
+		if !ok || v == d.Version {
+			continue
+		}
+		out = append(out, VersionKey{Name: d.Model, Version: v})
+	}
+	slices.SortFunc(out, func(a, b VersionKey) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Version, b.Version))
+	})
+	return slices.Compact(out)
+}
+
+// SettleDebts decides what the promotion p does to open, the open debts of
+// its environment, given covered, the stored intervals of every key
+// ReplacementKeys(p, open) returned, read in the promotion's transaction.
+// Debts on a version p still serves, and debts that are not open, are left
+// alone. For each other debt D, at the promotion's Now:
+//   - p serves D's model at another version V' that covers D's range: D is
+//     repaired (the promotion closed the gap);
+//   - p serves D's model at a V' that misses part of D's range: D is
+//     superseded, and carried to one new open debt on V' per missing range,
+//     with p's plan, D's policy, bound and advances, accepted at Now and
+//     CarriedFrom D's id;
+//   - p does not serve D's model: D is superseded.
+//
+// Settlements are in the order of open.
+func SettleDebts(p PromoteParams, open []Debt, covered map[VersionKey]interval.Set) ([]Settlement, error) {
+	if p.Now.IsZero() {
+		return nil, ErrNoNow
+	}
+	now := FromMicros(Micros(p.Now))
+	served := servedVersions(p)
+	var out []Settlement
+	for _, d := range open {
+		if !d.Open() || d.Environment != p.Environment {
+			continue
+		}
+		v, ok := served[d.Model]
+		if ok && v == d.Version {
+			continue
+		}
+		if !ok {
+			d.SupersededAt = now
+			out = append(out, Settlement{Debt: d})
+			continue
+		}
+		key := VersionKey{Name: d.Model, Version: v}
+		have, read := covered[key]
+		if !read {
+			return nil, fmt.Errorf("settling debt %d: the intervals of %s@%s were not read", d.ID, key.Name, key.Version)
+		}
+		missing := have.Missing(d.Range)
+		if missing.IsEmpty() {
+			d.RepairedAt = now
+			out = append(out, Settlement{Debt: d})
+			continue
+		}
+		d.SupersededAt = now
+		s := Settlement{Debt: d}
+		for r := range missing.All() {
+			s.Carried = append(s.Carried, Debt{
+				Environment: d.Environment, Model: d.Model, Version: v, Range: r,
+				PlanID: p.PlanID, Policy: d.Policy, Bound: d.Bound, Advances: d.Advances,
+				AcceptedAt: now, CarriedFrom: d.ID,
+			})
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// SettlementEvents returns the history events of settlements, whose carried
+// debts the store has inserted (their IDs set), in order: for each
+// settlement, the gap_repaired event of a debt the promotion of planID
+// repaired, or the gap_superseded event of a superseded debt followed by
+// one gap_carried event per debt it was carried to.
+func SettlementEvents(settlements []Settlement, planID string) ([]Event, error) {
+	var out []Event
+	for _, s := range settlements {
+		d := s.Debt
+		if !d.RepairedAt.IsZero() {
+			ev, err := repairedEvent(d, RepairedEventData{RepairedBy: RepairedByPromotion, PlanID: planID})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ev)
+			continue
+		}
+		var to []int64
+		for _, c := range s.Carried {
+			if c.ID == 0 {
+				return nil, fmt.Errorf("a debt that debt %d was carried to has no id", d.ID)
+			}
+			to = append(to, c.ID)
+		}
+		ev, err := SupersededEvent(d, planID, to)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ev)
+		for _, c := range s.Carried {
+			ev, err := CarriedEvent(c)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
+
+// RepairedEventData is the Data of a gap_repaired event.
+type RepairedEventData struct {
+	DebtID         int64          `json:"debt_id"`
+	Range          interval.Range `json:"range"`
+	AcceptedAt     time.Time      `json:"accepted_at"`
+	RepairedAt     time.Time      `json:"repaired_at"`
+	LatencySeconds float64        `json:"latency_seconds"`
+	Policy         string         `json:"policy"`
+	// RepairedBy is RepairedByPromotion when a promotion closed the debt by
+	// serving another version that covers its range, and PlanID is then
+	// that promotion's plan (the event's own PlanID is, as for every
+	// gap_repaired event, the plan that accepted the debt). Both are empty
+	// for a repair by an interval write, or by the coverage a debt's range
+	// already had when its promotion recorded it.
+	RepairedBy string `json:"repaired_by,omitempty"`
+	PlanID     string `json:"plan_id,omitempty"`
+}
+
+// RepairedEvent is the gap_repaired event of d, stamped repaired by an
+// interval write (or recorded repaired at once): at the repair, under the
+// environment and plan that accepted the debt.
+func RepairedEvent(d Debt) (Event, error) {
+	return repairedEvent(d, RepairedEventData{})
+}
+
+// repairedEvent is RepairedEvent with data's RepairedBy and PlanID.
+func repairedEvent(d Debt, data RepairedEventData) (Event, error) {
+	if d.RepairedAt.IsZero() {
+		return Event{}, fmt.Errorf("the gap_repaired event of debt %d: the debt is not repaired", d.ID)
+	}
+	data.DebtID, data.Range, data.AcceptedAt, data.RepairedAt = d.ID, d.Range, d.AcceptedAt, d.RepairedAt
+	data.LatencySeconds, data.Policy = d.RepairedAt.Sub(d.AcceptedAt).Seconds(), d.Policy
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return Event{}, fmt.Errorf("encoding the gap_repaired event of debt %d: %w", d.ID, err)
+	}
+	return Event{
+		At: d.RepairedAt, Kind: EventGapRepaired,
+		Environment: d.Environment, Model: d.Model, PlanID: d.PlanID, Data: raw,
+	}, nil
+}
+
+// SupersededEventData is the Data of a gap_superseded event.
+type SupersededEventData struct {
+	DebtID  int64          `json:"debt_id"`
+	Range   interval.Range `json:"range"`
+	Version string         `json:"version"`
+	// CarriedTo are the ids of the debts the superseded debt was carried to
+	// (see Debt.CarriedFrom); empty when its model is no longer served.
+	CarriedTo []int64 `json:"carried_to,omitempty"`
+}
+
+// SupersededEvent is the gap_superseded event of d, stamped superseded by
+// the promotion of plan planID (at d.SupersededAt), carried to the debts
+// carriedTo.
+func SupersededEvent(d Debt, planID string, carriedTo []int64) (Event, error) {
+	if d.SupersededAt.IsZero() {
+		return Event{}, fmt.Errorf("the gap_superseded event of debt %d: the debt is not superseded", d.ID)
+	}
+	data, err := json.Marshal(SupersededEventData{DebtID: d.ID, Range: d.Range, Version: d.Version, CarriedTo: carriedTo})
+	if err != nil {
+		return Event{}, fmt.Errorf("encoding the gap_superseded event of debt %d: %w", d.ID, err)
+	}
+	return Event{
+		At: d.SupersededAt, Kind: EventGapSuperseded,
+		Environment: d.Environment, Model: d.Model, PlanID: planID, Data: data,
+	}, nil
+}
+
+// CarriedEventData is the Data of a gap_carried event.
+type CarriedEventData struct {
+	DebtID      int64          `json:"debt_id"`
+	CarriedFrom int64          `json:"carried_from"`
+	Range       interval.Range `json:"range"`
+	Version     string         `json:"version"`
+}
+
+// CarriedEvent is the gap_carried event of d, a debt carried from another
+// (see Settlement): at its acceptance, under the plan of the promotion that
+// carried it.
+func CarriedEvent(d Debt) (Event, error) {
+	if d.CarriedFrom == 0 {
+		return Event{}, fmt.Errorf("the gap_carried event of debt %d: the debt was not carried", d.ID)
+	}
+	data, err := json.Marshal(CarriedEventData{DebtID: d.ID, CarriedFrom: d.CarriedFrom, Range: d.Range, Version: d.Version})
+	if err != nil {
+		return Event{}, fmt.Errorf("encoding the gap_carried event of debt %d: %w", d.ID, err)
+	}
+	return Event{
+		At: d.AcceptedAt, Kind: EventGapCarried, Environment: d.Environment, Model: d.Model,
+		PlanID: d.PlanID, Reason: "carried", Data: data,
+	}, nil
+}
