@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/backend"
+	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/project"
@@ -228,6 +230,15 @@ func planSteps(pl *plan.Plan) int64 {
 	return n
 }
 
+// processName names this process for lease owners: host/pid.
+func processName() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
 // runEnvironment runs, once, every due interval of every model env serves
 // at exec (only the selected models when any are given), and prints a line
 // per model that did work.
@@ -248,11 +259,18 @@ func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projec
 		Env: env, ExecutionTime: exec, Select: selected,
 		Store: b.Store, Engine: b.Engine, Parser: parser, ProjectDir: projectDir,
 		Now: g.now, Logger: g.log,
+		// Take each version's lease as a scheduler daemon does: a version a
+		// deploy (lock policy) or a daemon holds is deferred, not raced.
+		Leases: &lease.Options{Owner: "run " + processName()},
 	})
 	if err != nil {
 		return fmt.Errorf("at %s: %w", exec.Format(time.RFC3339), err)
 	}
 	for _, m := range res.Models {
+		if m.DeferredBy != "" {
+			fmt.Fprintf(g.env.Stdout, "  %s %s: deferred, %s holds its lease: %s\n", m.Model, m.Version, m.DeferredBy, m.Deferred)
+			continue
+		}
 		if m.Batches == 0 && m.Waiting.IsEmpty() {
 			continue
 		}
