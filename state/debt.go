@@ -139,6 +139,10 @@ func ReplacementKeys(p PromoteParams, open []Debt) []VersionKey {
 //     CarriedFrom D's id;
 //   - p does not serve D's model: D is superseded.
 //
+// A promotion that starts the environment afresh (ExpectedPlanID "": it
+// did not exist or was invalidated) supersedes every open debt of the
+// environment's earlier incarnation: nothing it served is served any more.
+//
 // Settlements are in the order of open.
 func SettleDebts(p PromoteParams, open []Debt, covered map[VersionKey]interval.Set) ([]Settlement, error) {
 	if p.Now.IsZero() {
@@ -149,6 +153,11 @@ func SettleDebts(p PromoteParams, open []Debt, covered map[VersionKey]interval.S
 	var out []Settlement
 	for _, d := range open {
 		if !d.Open() || d.Environment != p.Environment {
+			continue
+		}
+		if p.ExpectedPlanID == "" {
+			d.SupersededAt = now
+			out = append(out, Settlement{Debt: d})
 			continue
 		}
 		v, ok := served[d.Model]

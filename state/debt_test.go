@@ -30,7 +30,7 @@ func TestSettleDebts(t *testing.T) {
 			Policy: "trailing-gap(3)", Bound: 3, Advances: 2, AcceptedAt: h(8)}
 	}
 	p := PromoteParams{
-		Environment: "prod", PlanID: "plan-2", Now: h(10),
+		Environment: "prod", ExpectedPlanID: "plan-1", PlanID: "plan-2", Now: h(10),
 		Snapshots: []SnapshotRef{ref("m.c", "v2"), ref("m.a", "v2"), ref("m.b", "v1")},
 	}
 	repaired := debt(6, "prod", "m.a", "v1", r(0, 1))
@@ -111,4 +111,26 @@ func TestPrepareDebtsRefusesACarriedDebt(t *testing.T) {
 	d.CarriedFrom = 7
 	_, err = PrepareDebts(p, []Debt{d})
 	require.ErrorContains(t, err, "carried_from")
+}
+
+// Scenario: an environment was invalidated with open debt and is promoted
+// afresh (expected plan ""), even with the same version of the model: the
+// earlier incarnation's debt is superseded, never carried or kept open.
+func TestSettleDebtsOfAFreshEnvironmentSupersedes(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC)
+	d := Debt{ID: 7, Environment: "dev", Model: "m", Version: "v1", PlanID: "old",
+		Range: interval.NewRange(now.Add(-2*time.Hour), now.Add(-time.Hour)), AcceptedAt: now.Add(-time.Hour)}
+	p := PromoteParams{Environment: "dev", ExpectedPlanID: "", PlanID: "new", Now: now,
+		Snapshots: []SnapshotRef{{Name: "m", Fingerprint: "f", Version: "v1"}}}
+	got, err := SettleDebts(p, []Debt{d}, nil)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, now, got[0].Debt.SupersededAt)
+	require.Empty(t, got[0].Carried)
+
+	p.ExpectedPlanID = "old"
+	got, err = SettleDebts(p, []Debt{d}, nil)
+	require.NoError(t, err)
+	require.Empty(t, got, "a live environment still serving the version keeps the debt open")
 }

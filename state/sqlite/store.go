@@ -28,7 +28,8 @@ import (
 	"strings"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	sqlitedrv "modernc.org/sqlite" // also registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/gapless-dev/gapless/state"
 )
@@ -111,7 +112,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 	// Keep as many idle connections as a busy process uses, so that the
 	// per-connection pragmas and prepared statements are not redone.
 	db.SetMaxIdleConns(8)
-	if err := migrate(ctx, db); err != nil {
+	if err := migrateRetryingBusy(ctx, db, o.busyTimeout); err != nil {
 		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", path, err), db.Close())
 	}
 	st, err := prepareStmts(ctx, db)
@@ -119,6 +120,30 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		return nil, errors.Join(fmt.Errorf("sqlite: open %s: %w", path, err), db.Close())
 	}
 	return &Store{db: db, path: path, writeSem: make(chan struct{}, 1), stmts: st}, nil
+}
+
+// migrateRetryingBusy runs migrate, retrying it while it fails with
+// SQLITE_BUSY, for at most budget in all. Two processes opening one fresh
+// file race to switch it to WAL mode, and SQLite answers the loser's first
+// read SQLITE_BUSY without consulting the busy handler (the WAL index is
+// being built); the loser's retry then finds the file in WAL mode. migrate
+// is idempotent, so a retry repeats nothing that succeeded.
+func migrateRetryingBusy(ctx context.Context, db *sql.DB, budget time.Duration) error {
+	deadline := time.Now().Add(budget)
+	wait := 5 * time.Millisecond
+	for {
+		err := migrate(ctx, db)
+		var se *sqlitedrv.Error
+		if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
 }
 
 // dsn builds the modernc.org/sqlite data source name: every connection of the
