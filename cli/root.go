@@ -124,6 +124,7 @@ func newRoot(g *globals) *cobra.Command {
 		newPlanCmd(g),
 		newApplyCmd(g),
 		newRunCmd(g),
+		newSchedulerCmd(g),
 		newStatusCmd(g),
 		newDebtCmd(g),
 		newEnvironmentsCmd(g),
@@ -132,6 +133,7 @@ func newRoot(g *globals) *cobra.Command {
 		newRenderCmd(g),
 		newQueryCmd(g),
 		newMigrateCmd(g),
+		newSimulateCmd(g),
 	)
 	// Unknown subcommands and bad argument counts are usage errors too.
 	root.Args = func(cmd *cobra.Command, args []string) error {

@@ -16,7 +16,7 @@ import (
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/project"
-	scheduler "github.com/gapless-dev/gapless/run"
+	runner "github.com/gapless-dev/gapless/run"
 	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/sqlparse"
@@ -255,7 +255,7 @@ func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projec
 		return fmt.Errorf("starting the SQL parser: %w", err)
 	}
 	defer parser.Close()
-	res, err := scheduler.Once(ctx, scheduler.Params{
+	res, err := runner.Once(ctx, runner.Params{
 		Env: env, ExecutionTime: exec, Select: selected,
 		Store: b.Store, Engine: b.Engine, Parser: parser, ProjectDir: projectDir,
 		Now: g.now, Logger: g.log,
