@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gapless-dev/gapless/apply"
+	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/run"
@@ -146,8 +147,8 @@ FROM generate_series(@start_ts, @end_ts, INTERVAL 5 MINUTE) AS g(ts)`})
 // Scenario: a promotion lands after the run passed its circuit-breaker
 // check for events but before events' first write. The write carries the
 // run's generation as a fence, so state refuses it: the run stops with a
-// *StoppedError wrapping state.ErrFenced and the retired version's
-// intervals do not advance.
+// *StoppedError wrapping state.ErrFenced, the retired version's intervals
+// do not advance, and nothing was written to its table.
 func TestRunIsFencedWhenPromotionLandsMidModel(t *testing.T) {
 	t.Parallel()
 	b := setupProd(t)
@@ -178,6 +179,9 @@ GROUP BY ALL`})
 	require.Equal(t, int64(2), stopped.Now)
 	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-03T00:00:00Z)}",
 		b.Intervals(t, "demo.daily_revenue", retired["demo.daily_revenue"].Version), "the fenced write was not recorded")
+	retiredTable := b.Engine.QuoteTable(execute.PhysicalTable(retired["demo.daily_revenue"]))
+	require.Equal(t, []string{"0"}, b.Rows(t, "SELECT count(*) FROM "+retiredTable+" WHERE day >= '2024-01-03'"),
+		"the fenced batch wrote no rows to the retired table: its fence was checked before the batch started")
 }
 
 // Scenario: a model with lookback 3 recomputes the three hours before each
