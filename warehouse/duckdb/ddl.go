@@ -47,6 +47,7 @@ func (e *Engine) CreateTable(ctx context.Context, p warehouse.CreateTableParams)
 	}
 	q := "CREATE TABLE " + quoteTable(p.Table) + " (" + strings.Join(defs, ", ") + ")"
 	return fail(op, object, e.write(ctx, func(s *session) error {
+		defer e.shared.cols.forget(p.Table)
 		_, err := s.exec(ctx, q)
 		return err
 	}))
@@ -69,6 +70,7 @@ func (e *Engine) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsPar
 		q = "CREATE TABLE " + quoteTable(p.Table) + " AS SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q LIMIT 0"
 	}
 	return fail(op, object, e.write(ctx, func(s *session) error {
+		defer e.shared.cols.forget(p.Table)
 		_, err := s.exec(ctx, q)
 		return err
 	}))
@@ -89,6 +91,7 @@ func (e *Engine) CreateOrReplaceView(ctx context.Context, p warehouse.ViewParams
 	}
 	q := "CREATE OR REPLACE VIEW " + quoteTable(p.View) + " AS\n" + body(p.Query) + "\n"
 	return fail(op, object, e.write(ctx, func(s *session) error {
+		defer e.shared.cols.forget(p.View)
 		_, err := s.exec(ctx, q)
 		return err
 	}))
@@ -113,6 +116,7 @@ func (e *Engine) drop(ctx context.Context, op, kind string, t warehouse.Table) e
 	}
 	q := "DROP " + kind + " IF EXISTS " + quoteTable(t)
 	return fail(op, object, e.write(ctx, func(s *session) error {
+		defer e.shared.cols.forget(t)
 		_, err := s.exec(ctx, q)
 		return err
 	}))
@@ -246,6 +250,10 @@ func (e *Engine) CreateOrReplaceViews(ctx context.Context, views []warehouse.Vie
 		seen[key] = i
 		stmts[i] = "CREATE OR REPLACE VIEW " + quoteTable(v.View) + " AS\n" + body(v.Query) + "\n"
 	}
+	names := make([]warehouse.Table, len(views))
+	for i, v := range views {
+		names[i] = v.View
+	}
 	failed := views[0].View.String()
 	if len(views) > 1 {
 		// Until a statement fails, a failure (the lock, the commit) is the
@@ -253,6 +261,7 @@ func (e *Engine) CreateOrReplaceViews(ctx context.Context, views []warehouse.Vie
 		failed = fmt.Sprintf("%s and %d more views", failed, len(views)-1)
 	}
 	err := e.write(ctx, func(s *session) error {
+		defer e.shared.cols.forget(names...)
 		return s.inTx(ctx, func() error {
 			for i, q := range stmts {
 				if _, err := s.exec(ctx, q); err != nil {

@@ -14,12 +14,23 @@
 //     would silently cut the statement short). Values are bound parameters;
 //     the only SQL text the engine renders besides identifiers is a column
 //     type, which must pass a strict grammar (see CreateTable).
-//   - Writes (every method but Query, TableExists and Columns) are
-//     serialised per database: one in-memory database per Engine, one
-//     database per file across all Engines of the process. DuckDB's
-//     optimistic concurrency would otherwise fail one of two transactions
-//     touching the same table; serialising turns that into waiting. Reads
-//     never wait for writes: DuckDB's MVCC serves them a committed snapshot.
+//   - Writes (every method but TableExists and Columns, and Query of
+//     anything but a SELECT or EXPLAIN) are serialised per database: one
+//     in-memory database per Engine, one database per file across all
+//     Engines of the process. DuckDB's optimistic concurrency would
+//     otherwise fail one of two transactions touching the same table;
+//     serialising turns that into waiting. Reads never wait for writes:
+//     DuckDB's MVCC serves them a committed snapshot.
+//   - The write path (InsertInterval, MergeByKey) reads a table's column
+//     names from a cache shared like the write lock, not from the catalog
+//     on every batch. Every statement that can change a table's columns
+//     forgets, before it lets go of the write lock, what it may have
+//     changed: the engine's own DDL (CreateTable, CreateTableAs,
+//     ReplaceTable, DropTable, DropView, the view methods) forgets that
+//     name, any statement run through Query but a SELECT or EXPLAIN
+//     forgets every table, and a failed write forgets its table. A change
+//     made outside the engine while it holds the database is not seen; no
+//     other process can hold the file meanwhile (see Open).
 //   - Every connection runs with TimeZone 'UTC', so casts between TIMESTAMP
 //     and TIMESTAMPTZ in model SQL do not depend on the host's zone, in line
 //     with gapless's UTC intervals.
@@ -66,9 +77,9 @@ type Options struct {
 // concurrent use.
 type Engine struct {
 	db     *sql.DB
-	path   string // absolute path, or "" in memory
-	object string // how errors name the database itself
-	writes *writeLock
+	path   string  // absolute path, or "" in memory
+	object string  // how errors name the database itself
+	shared *shared // the write lock and column cache of the database
 
 	closeOnce sync.Once
 	closeErr  error
@@ -90,7 +101,7 @@ func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
 		if err != nil {
 			return nil, &warehouse.Error{Op: "open", Object: "in-memory database", Err: err}
 		}
-		return newEngine(connector, "", "in-memory database", &writeLock{sem: make(chan struct{}, 1)}), nil
+		return newEngine(connector, "", "in-memory database", newShared()), nil
 	}
 	abs, err := checkPath(path)
 	if err != nil {
@@ -100,11 +111,11 @@ func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, &warehouse.Error{Op: "open", Object: abs, Err: err}
 	}
-	return newEngine(connector, abs, abs, acquireWriteLock(abs)), nil
+	return newEngine(connector, abs, abs, acquireShared(abs)), nil
 }
 
-func newEngine(c *duckdb.Connector, path, object string, w *writeLock) *Engine {
-	return &Engine{db: sql.OpenDB(c), path: path, object: object, writes: w}
+func newEngine(c *duckdb.Connector, path, object string, sh *shared) *Engine {
+	return &Engine{db: sql.OpenDB(c), path: path, object: object, shared: sh}
 }
 
 // checkPath makes path absolute and refuses what the driver would misread:
@@ -164,7 +175,7 @@ func (e *Engine) Close() error {
 	e.closeOnce.Do(func() {
 		e.closeErr = e.db.Close()
 		if e.path != "" {
-			releaseWriteLock(e.path)
+			releaseShared(e.path)
 		}
 		if e.closeErr != nil {
 			e.closeErr = &warehouse.Error{Op: "close", Object: e.object, Err: e.closeErr}
@@ -173,14 +184,20 @@ func (e *Engine) Close() error {
 	return e.closeErr
 }
 
-// writeLock serialises the writes to one database. It is a one-slot
-// semaphore rather than a mutex so that waiting honours the context.
-type writeLock struct {
+// shared is what every Engine on one database holds in common: the write
+// lock and the cache of its tables' column names.
+type shared struct {
+	// sem is the write lock: a one-slot semaphore rather than a mutex so
+	// that waiting honours the context. It serialises the writes to the
+	// database.
 	sem  chan struct{}
-	refs int // guarded by writeLocks.mu
+	refs int // guarded by registry.mu
+	cols columnCache
 }
 
-func (w *writeLock) lock(ctx context.Context) error {
+func newShared() *shared { return &shared{sem: make(chan struct{}, 1)} }
+
+func (w *shared) lock(ctx context.Context) error {
 	select {
 	case w.sem <- struct{}{}:
 		return nil
@@ -189,38 +206,38 @@ func (w *writeLock) lock(ctx context.Context) error {
 	}
 }
 
-func (w *writeLock) unlock() { <-w.sem }
+func (w *shared) unlock() { <-w.sem }
 
-// writeLocks holds one writeLock per open database file: duckdb-go shares one
+// registry holds one shared per open database file: duckdb-go shares one
 // database instance among all connectors of a process on the same file, so
-// its Engines must share the lock too.
-var writeLocks = struct {
+// its Engines must share the write lock and the column cache too.
+var registry = struct {
 	mu    sync.Mutex
-	byAbs map[string]*writeLock
-}{byAbs: map[string]*writeLock{}}
+	byAbs map[string]*shared
+}{byAbs: map[string]*shared{}}
 
-func acquireWriteLock(abs string) *writeLock {
-	writeLocks.mu.Lock()
-	defer writeLocks.mu.Unlock()
-	w, ok := writeLocks.byAbs[abs]
+func acquireShared(abs string) *shared {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	w, ok := registry.byAbs[abs]
 	if !ok {
-		w = &writeLock{sem: make(chan struct{}, 1)}
-		writeLocks.byAbs[abs] = w
+		w = newShared()
+		registry.byAbs[abs] = w
 	}
 	w.refs++
 	return w
 }
 
-func releaseWriteLock(abs string) {
-	writeLocks.mu.Lock()
-	defer writeLocks.mu.Unlock()
-	w, ok := writeLocks.byAbs[abs]
+func releaseShared(abs string) {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	w, ok := registry.byAbs[abs]
 	if !ok {
 		return
 	}
 	w.refs--
 	if w.refs <= 0 {
-		delete(writeLocks.byAbs, abs)
+		delete(registry.byAbs, abs)
 	}
 }
 

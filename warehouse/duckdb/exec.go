@@ -185,11 +185,34 @@ func (s *session) execBatches(ctx context.Context, query string, batches [][]any
 
 // query runs one statement and reads every row.
 func (s *session) query(ctx context.Context, query string, args ...any) (*warehouse.Result, error) {
+	return s.queryGuarded(ctx, query, nil, args...)
+}
+
+// queryGuarded is query with a guard: when guard is not nil, it is given
+// the prepared statement's type before the statement runs, and the release
+// function it returns is called once the rows are read (or the statement
+// failed). A guard's error stops the statement before it runs.
+func (s *session) queryGuarded(ctx context.Context, query string, guard func(duckdb.StmtType) (func(), error), args ...any) (*warehouse.Result, error) {
 	res := &warehouse.Result{Rows: [][]any{}}
 	err := s.withStmt(ctx, query, args, func(st driver.Stmt, conn *duckdb.Conn, named []driver.NamedValue) error {
 		sq, ok := st.(driver.StmtQueryContext)
 		if !ok {
 			return fmt.Errorf("driver statement %T cannot query with a context", st)
+		}
+		if guard != nil {
+			ds, ok := st.(*duckdb.Stmt)
+			if !ok {
+				return fmt.Errorf("unexpected driver statement %T", st)
+			}
+			typ, err := ds.StatementType()
+			if err != nil {
+				return err
+			}
+			release, err := guard(typ)
+			if err != nil {
+				return err
+			}
+			defer release()
 		}
 		rows, err := sq.QueryContext(ctx, named)
 		if err != nil {
@@ -254,10 +277,10 @@ func (s *session) inTx(ctx context.Context, fn func() error) error {
 
 // write runs fn on a session while holding the database's write lock.
 func (e *Engine) write(ctx context.Context, fn func(s *session) error) error {
-	if err := e.writes.lock(ctx); err != nil {
+	if err := e.shared.lock(ctx); err != nil {
 		return err
 	}
-	defer e.writes.unlock()
+	defer e.shared.unlock()
 	s, err := e.session(ctx)
 	if err != nil {
 		return err

@@ -1,9 +1,13 @@
 package duckdb
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/warehouse"
 )
 
 func TestCheckType(t *testing.T) {
@@ -49,4 +53,88 @@ func TestCheckIdent(t *testing.T) {
 	for _, bad := range []string{"", "a\x00", "\xff"} {
 		require.ErrorIs(t, checkIdent("table", bad), errInvalid, bad)
 	}
+}
+
+// The write path describes a table once and then reads its columns from the
+// cache; the engine's DDL on the table (in any case spelling) and any
+// statement through Query drop the entry, and so does a failed write.
+func TestColumnCacheEntries(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e, err := Open(ctx, "", Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	tbl := warehouse.Table{Schema: "s", Name: "t"}
+	cached := func() bool {
+		_, ok := e.shared.cols.get(warehouse.Table{Schema: "S", Name: "T"})
+		return ok
+	}
+	insert := func(q string) error {
+		start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+		_, err := e.InsertInterval(ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: start, End: start.Add(time.Hour), Query: q})
+		return err
+	}
+	const q = "SELECT TIMESTAMP '2024-01-01 00:00:00' AS ts, 1 AS id"
+	require.NoError(t, e.CreateSchema(ctx, "s"))
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: q}))
+	require.False(t, cached())
+	require.NoError(t, insert(q))
+	require.True(t, cached())
+	cols, _ := e.shared.cols.get(tbl)
+	require.Equal(t, []warehouse.Column{{Name: "ts"}, {Name: "id"}}, cols)
+
+	_, err = e.Query(ctx, "SELECT count(*) FROM s.t")
+	require.NoError(t, err)
+	require.True(t, cached(), "a read through Query keeps the cache")
+	_, err = e.Query(ctx, "CHECKPOINT")
+	require.NoError(t, err)
+	require.False(t, cached(), "any other statement through Query drops it")
+
+	require.NoError(t, insert(q))
+	require.Error(t, insert("SELECT 1 AS nope"))
+	require.False(t, cached(), "a failed write drops its table's entry")
+
+	for _, ddl := range []func() error{
+		func() error { return e.DropView(ctx, warehouse.Table{Schema: "S", Name: "T"}) },
+		func() error {
+			return e.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: warehouse.Table{Schema: "s", Name: "T"}, Query: q})
+		},
+		func() error { return e.DropTable(ctx, warehouse.Table{Schema: "S", Name: "t"}) },
+	} {
+		require.NoError(t, insert(q))
+		require.True(t, cached())
+		_ = ddl() // DropView of a table fails; it still forgets
+		require.False(t, cached())
+		if ok, err := e.TableExists(ctx, tbl); err == nil && !ok {
+			require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: q}))
+		}
+	}
+}
+
+// A statement through Query that is not a read waits for the write lock
+// (so that it cannot change columns under a write that read them from the
+// cache); a SELECT does not wait.
+func TestQueryWritesTakeTheWriteLock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e, err := Open(ctx, "", Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	_, err = e.Query(ctx, "CREATE TABLE t AS SELECT 1 AS x")
+	require.NoError(t, err)
+
+	require.NoError(t, e.shared.lock(ctx))
+	_, err = e.Query(ctx, "SELECT x FROM t")
+	require.NoError(t, err, "a read does not wait for the write lock")
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	_, err = e.Query(short, "ALTER TABLE t ADD COLUMN y INTEGER")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	e.shared.unlock()
+
+	_, err = e.Query(ctx, "ALTER TABLE t ADD COLUMN y INTEGER")
+	require.NoError(t, err)
+	res, err := e.Query(ctx, "SELECT * FROM t")
+	require.NoError(t, err)
+	require.Equal(t, []string{"x", "y"}, res.Columns)
 }

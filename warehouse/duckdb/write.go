@@ -17,8 +17,8 @@ import (
 //	INSERT INTO t (c1, c2, …) SELECT q.c1, q.c2, … FROM (query) AS q
 //	  WHERE q.tc >= $start AND q.tc < $end;
 //
-// The column list is the table's, so the query's columns are matched by
-// name whatever their order; the query must produce every column of the
+// The column list is the table's (cached per table, see the package
+// comment), so the query's columns are matched by name whatever their order; the query must produce every column of the
 // table, and any other column it produces is ignored. Rows of the query
 // outside the range, or with a NULL time, are not inserted; rows of the
 // table outside the range are not touched. If anything fails, the delete is
@@ -42,26 +42,21 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 	}
 	start, end := p.Start.UTC(), p.End.UTC()
 	var inserted int64
-	err := e.write(ctx, func(s *session) error {
-		return s.inTx(ctx, func() error {
-			cols, err := columnNames(ctx, s, p.Table)
-			if err != nil {
-				return err
-			}
-			if !hasColumn(cols, p.TimeColumn) {
-				return invalidf("time column %q is not a column of %s", p.TimeColumn, p.Table)
-			}
-			tc := quoteIdent(p.TimeColumn)
-			del := "DELETE FROM " + quoteTable(p.Table) + " WHERE " + tc + " >= $1 AND " + tc + " < $2"
-			if _, err := s.exec(ctx, del, start, end); err != nil {
-				return err
-			}
-			ins := "INSERT INTO " + quoteTable(p.Table) + " (" + columnList("", cols) + ")\nSELECT " +
-				columnList("gapless_q", cols) + " FROM (\n" + body(p.Query) + "\n) AS gapless_q\nWHERE gapless_q." +
-				tc + " >= $1 AND gapless_q." + tc + " < $2"
-			inserted, err = s.exec(ctx, ins, start, end)
+	err := e.writeColumns(ctx, p.Table, func(s *session, cols []warehouse.Column) error {
+		if !hasColumn(cols, p.TimeColumn) {
+			return invalidf("time column %q is not a column of %s", p.TimeColumn, p.Table)
+		}
+		tc := quoteIdent(p.TimeColumn)
+		del := "DELETE FROM " + quoteTable(p.Table) + " WHERE " + tc + " >= $1 AND " + tc + " < $2"
+		if _, err := s.exec(ctx, del, start, end); err != nil {
 			return err
-		})
+		}
+		ins := "INSERT INTO " + quoteTable(p.Table) + " (" + columnList("", cols) + ")\nSELECT " +
+			columnList("gapless_q", cols) + " FROM (\n" + body(p.Query) + "\n) AS gapless_q\nWHERE gapless_q." +
+			tc + " >= $1 AND gapless_q." + tc + " < $2"
+		var err error
+		inserted, err = s.exec(ctx, ins, start, end)
+		return err
 	})
 	if err != nil {
 		return 0, fail(op, object, err)
@@ -105,51 +100,45 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 	}
 	src := "temp.main." + quoteIdent(tmp)
 	var merged int64
-	err = e.write(ctx, func(s *session) error {
-		return s.inTx(ctx, func() error {
-			cols, err := columnNames(ctx, s, p.Table)
-			if err != nil {
-				return err
+	err = e.writeColumns(ctx, p.Table, func(s *session, cols []warehouse.Column) error {
+		for _, k := range p.Key {
+			if !hasColumn(cols, k) {
+				return invalidf("key column %q is not a column of %s", k, p.Table)
 			}
-			for _, k := range p.Key {
-				if !hasColumn(cols, k) {
-					return invalidf("key column %q is not a column of %s", k, p.Table)
-				}
-			}
-			create := "CREATE TEMP TABLE " + quoteIdent(tmp) + " AS SELECT " + columnList("gapless_q", cols) +
-				" FROM (\n" + body(p.Query) + "\n) AS gapless_q"
-			if _, err := s.exec(ctx, create); err != nil {
-				return err
-			}
-			keys := make([]warehouse.Column, len(p.Key))
-			match := make([]string, len(p.Key))
-			for i, k := range p.Key {
-				keys[i] = warehouse.Column{Name: k}
-				match[i] = "gapless_t." + quoteIdent(k) + " IS NOT DISTINCT FROM gapless_s." + quoteIdent(k)
-			}
-			dup := "SELECT " + columnList("", keys) + ", count(*) FROM " + src + " GROUP BY ALL HAVING count(*) > 1 LIMIT 1"
-			res, err := s.query(ctx, dup)
-			if err != nil {
-				return err
-			}
-			if len(res.Rows) > 0 {
-				row := res.Rows[0]
-				return &stmtError{sql: dup, err: invalidf("the query returns key (%s) = %v %v times; a merge key must be unique",
-					strings.Join(p.Key, ", "), row[:len(p.Key)], row[len(p.Key)])}
-			}
-			del := "DELETE FROM " + quoteTable(p.Table) + " AS gapless_t USING " + src + " AS gapless_s WHERE " +
-				strings.Join(match, " AND ")
-			if _, err := s.exec(ctx, del); err != nil {
-				return err
-			}
-			ins := "INSERT INTO " + quoteTable(p.Table) + " (" + columnList("", cols) + ") SELECT " +
-				columnList("", cols) + " FROM " + src
-			if merged, err = s.exec(ctx, ins); err != nil {
-				return err
-			}
-			_, err = s.exec(ctx, "DROP TABLE "+src)
+		}
+		create := "CREATE TEMP TABLE " + quoteIdent(tmp) + " AS SELECT " + columnList("gapless_q", cols) +
+			" FROM (\n" + body(p.Query) + "\n) AS gapless_q"
+		if _, err := s.exec(ctx, create); err != nil {
 			return err
-		})
+		}
+		keys := make([]warehouse.Column, len(p.Key))
+		match := make([]string, len(p.Key))
+		for i, k := range p.Key {
+			keys[i] = warehouse.Column{Name: k}
+			match[i] = "gapless_t." + quoteIdent(k) + " IS NOT DISTINCT FROM gapless_s." + quoteIdent(k)
+		}
+		dup := "SELECT " + columnList("", keys) + ", count(*) FROM " + src + " GROUP BY ALL HAVING count(*) > 1 LIMIT 1"
+		res, err := s.query(ctx, dup)
+		if err != nil {
+			return err
+		}
+		if len(res.Rows) > 0 {
+			row := res.Rows[0]
+			return &stmtError{sql: dup, err: invalidf("the query returns key (%s) = %v %v times; a merge key must be unique",
+				strings.Join(p.Key, ", "), row[:len(p.Key)], row[len(p.Key)])}
+		}
+		del := "DELETE FROM " + quoteTable(p.Table) + " AS gapless_t USING " + src + " AS gapless_s WHERE " +
+			strings.Join(match, " AND ")
+		if _, err := s.exec(ctx, del); err != nil {
+			return err
+		}
+		ins := "INSERT INTO " + quoteTable(p.Table) + " (" + columnList("", cols) + ") SELECT " +
+			columnList("", cols) + " FROM " + src
+		if merged, err = s.exec(ctx, ins); err != nil {
+			return err
+		}
+		_, err = s.exec(ctx, "DROP TABLE "+src)
+		return err
 	})
 	if err != nil {
 		return 0, fail(op, object, err)
@@ -186,6 +175,7 @@ func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParam
 	}
 	tmp := warehouse.Table{Schema: p.Table.Schema, Name: tmpName}
 	return fail(op, object, e.write(ctx, func(s *session) error {
+		defer e.shared.cols.forget(p.Table)
 		return s.inTx(ctx, func() error {
 			if _, err := s.exec(ctx, "CREATE TABLE "+quoteTable(tmp)+" AS\n"+body(p.Query)+"\n"); err != nil {
 				return err
@@ -302,6 +292,9 @@ func insertValues(t warehouse.Table, cols []warehouse.Column, n int) string {
 // returns every row, with values as duckdb-go returns them (int32, int64,
 // float64, string, bool, time.Time in UTC, []byte, duckdb.Decimal, nil, …).
 // A string holding several statements is an error and nothing runs.
+// A statement other than SELECT or EXPLAIN (an INSERT, an ALTER TABLE, …)
+// is a write: it waits for the database's write lock and, having run,
+// forgets every cached column list (see the package comment).
 func (e *Engine) Query(ctx context.Context, q string, args ...any) (*warehouse.Result, error) {
 	const op = "query"
 	if err := checkSQL("query", q); err != nil {
@@ -310,7 +303,7 @@ func (e *Engine) Query(ctx context.Context, q string, args ...any) (*warehouse.R
 	var res *warehouse.Result
 	err := e.read(ctx, func(s *session) error {
 		var err error
-		res, err = s.query(ctx, q, args...)
+		res, err = s.queryGuarded(ctx, q, e.guardQuery(ctx), args...)
 		return err
 	})
 	if err != nil {
