@@ -230,3 +230,43 @@ func TestPolicyLockTwoDeploysNeverDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// Scenario: a lock-policy deploy is cancelled (SIGINT cancels the CLI's
+// context) while it holds its leases. The apply fails with the
+// cancellation, nothing is promoted, and every lease it held is released at
+// once: a scheduler can take each of them without waiting for expiry.
+func TestPolicyLockReleasesItsLeasesOnCancellation(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, false, seedFiles(""))
+	p2 := seedRace(t, b, policy.Policy{Name: policy.Lock})
+	clk := clockwork.NewFakeClockAt(at(2024, 1, 1, 11))
+	ctx, cancel := context.WithCancel(b.Ctx)
+	var held []string
+	_, err := apply.Apply(ctx, apply.Params{
+		Plan: p2, Store: b.Store, Engine: b.Engine, Parser: b.Parser, ProjectDir: b.Dir,
+		Now: func() time.Time { return at(2024, 1, 1, 11) }, Logger: quiet, Lease: lease.Options{Clock: clk, TTL: time.Hour},
+		Hooks: apply.Hooks{Locked: func(ctx context.Context) error {
+			for _, s := range p2.Snapshots {
+				k := lease.VersionKey(state.VersionKey{Name: s.Name, Version: s.Version})
+				l, err := b.Store.GetLease(ctx, k)
+				if err != nil {
+					return err
+				}
+				held = append(held, l.Owner)
+			}
+			cancel()
+			return ctx.Err()
+		}},
+	})
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, []string{"deploy p2", "deploy p2"}, held, "held while locked")
+	env, err := b.Store.GetEnvironment(b.Ctx, plan.Prod)
+	require.NoError(t, err)
+	require.Equal(t, "p1", env.PlanID)
+	for _, s := range p2.Snapshots {
+		probe, err := lease.TryAcquire(b.Ctx, b.Store, lease.VersionKey(state.VersionKey{Name: s.Name, Version: s.Version}),
+			lease.Options{Owner: "scheduler", Clock: clk})
+		require.NoError(t, err, "%s released on cancellation", s.Name)
+		require.NoError(t, probe.Release(b.Ctx))
+	}
+}
