@@ -35,6 +35,10 @@ policy acted and what it accepted, caught up or replanned.`,
 			if err != nil {
 				return err
 			}
+			lopts, err := pf.leaseOptions()
+			if err != nil {
+				return err
+			}
 			file, err := g.path(args[0])
 			if err != nil {
 				return err
@@ -65,7 +69,7 @@ policy acted and what it accepted, caught up or replanned.`,
 				return err
 			}
 			defer g.closeBackend(b, &err)
-			res, err := g.applyPlan(ctx, g.env.Stdout, b, cfg.Dir, pl, pol)
+			res, err := g.applyPlan(ctx, g.env.Stdout, b, cfg.Dir, pl, pol, lopts)
 			if err != nil {
 				return err
 			}

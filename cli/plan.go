@@ -79,6 +79,9 @@ gapless.yaml, strict when unset; --on-incumbent-advance,
 			if err != nil {
 				return err
 			}
+			if _, err := f.policy.leaseOptions(); err != nil {
+				return err
+			}
 			return g.runPlan(cmd.Context(), env, f, pol)
 		},
 	}
@@ -199,7 +202,11 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	if b.Engine, err = g.openEngine(ctx, cfg); err != nil {
 		return err
 	}
-	res, err := g.applyPlan(ctx, out, b, cfg.Dir, pl, nil)
+	lopts, err := f.policy.leaseOptions()
+	if err != nil {
+		return err
+	}
+	res, err := g.applyPlan(ctx, out, b, cfg.Dir, pl, nil, lopts)
 	if err != nil {
 		return err
 	}

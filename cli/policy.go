@@ -2,9 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
 )
@@ -14,13 +16,18 @@ const (
 	flagOnIncumbentAdvance      = "on-incumbent-advance"
 	flagMaxTrailingGapIntervals = "max-trailing-gap-intervals"
 	flagMaxAttempts             = "max-attempts"
+	flagLeaseTTL                = "lease-ttl"
+	flagLeaseWait               = "lease-wait"
 )
 
-// policyFlags are --on-incumbent-advance and its bounds, as given.
+// policyFlags are --on-incumbent-advance and its bounds, as given, and
+// how the lock policy takes its leases (--lease-ttl, --lease-wait).
 type policyFlags struct {
 	name        string
 	maxGap      int
 	maxAttempts int
+	leaseTTL    time.Duration
+	leaseWait   time.Duration
 }
 
 func addPolicyFlags(cmd *cobra.Command, f *policyFlags, what string) {
@@ -31,6 +38,27 @@ func addPolicyFlags(cmd *cobra.Command, f *policyFlags, what string) {
 		"trailing-gap's bound: the most scheduler advances an accepted trailing gap may span (default: "+what+")")
 	fl.IntVar(&f.maxAttempts, flagMaxAttempts, 0,
 		fmt.Sprintf("catch-up rounds or replans before giving up (default: %s, else %d)", what, policy.DefaultMaxAttempts))
+	fl.DurationVar(&f.leaseTTL, flagLeaseTTL, lease.DefaultTTL,
+		"lock policy: lifetime of the deploy's version leases (renewed every third of it); a crashed deploy's leases expire after it")
+	fl.DurationVar(&f.leaseWait, flagLeaseWait, lease.DefaultWait,
+		"lock policy: how long to wait for each version lease another owner (a scheduler) holds before failing")
+}
+
+// leaseOptions are the lock policy's lease options from --lease-ttl and
+// --lease-wait. A TTL that is not positive, or a negative wait, is a usage
+// error.
+func (f *policyFlags) leaseOptions() (lease.Options, error) {
+	if f.leaseTTL <= 0 {
+		return lease.Options{}, usagef("--%s must be positive, got %s", flagLeaseTTL, f.leaseTTL)
+	}
+	if f.leaseWait < 0 {
+		return lease.Options{}, usagef("--%s must not be negative, got %s", flagLeaseWait, f.leaseWait)
+	}
+	wait := f.leaseWait
+	if wait == 0 {
+		wait = -1 // lease.Options: a negative wait does not wait; 0 is the default
+	}
+	return lease.Options{TTL: f.leaseTTL, Wait: wait}, nil
 }
 
 // policyOverride is what the policy flags that were given change of a

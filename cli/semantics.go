@@ -29,13 +29,14 @@ import (
 // out: per backfilled model its batches and rows, then which promotion
 // policy acted and what it accepted, caught up or replanned (see
 // printOutcome). projectDir is where SEED files are read from. override,
-// when set, replaces the policy pl recorded (apply's policy flags).
+// when set, replaces the policy pl recorded (apply's policy flags); lopts
+// are how the lock policy takes its leases (--lease-ttl, --lease-wait).
 //
 // A promotion the policy refused is returned as a *refusedError: every
 // rejecting model on its own line, with the rule that rejected it and the
 // policy or flag that would have helped.
 func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backend, projectDir string, pl *plan.Plan,
-	override *policy.Policy) (*apply.Result, error) {
+	override *policy.Policy, lopts lease.Options) (*apply.Result, error) {
 	parser, err := sqlparse.Open()
 	if err != nil {
 		return nil, fmt.Errorf("starting the SQL parser: %w", err)
@@ -51,6 +52,7 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 			}
 		},
 		Policy: override,
+		Lease:  lopts,
 		Replan: func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
 			id, err := newPlanID()
 			if err != nil {

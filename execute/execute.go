@@ -194,6 +194,8 @@ func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
 			return res, err
 		}
 		began := x.now()
+		x.logger().DebugContext(ctx, "batch started", slog.String("model", s.Name), slog.String("version", s.Version),
+			slog.String("interval", r.String()))
 		sql, err := t.Render(r, w.Execution)
 		if err != nil {
 			return res, &BatchError{Model: s.Name, Version: s.Version, Interval: r, Err: err}
@@ -236,6 +238,8 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 		return res, err
 	}
 	began := x.now()
+	x.logger().DebugContext(ctx, "batch started", slog.String("model", s.Name), slog.String("version", s.Version),
+		slog.String("interval", whole.String()))
 	var (
 		rows int64
 		sql  string
