@@ -21,20 +21,30 @@ import (
 // ProdEnvironment is the environment served by views named <schema>.<table>.
 const ProdEnvironment = "prod"
 
+// Every name built here fits in snapshot.MaxIdentBytes (63) bytes on every
+// engine, so PostgreSQL never truncates one and DuckDB and PostgreSQL
+// deployments use the same names: generated names longer than that (physical
+// schemas and tables, environment schemas) are shortened by
+// snapshot.FitIdent to a readable prefix, "_" and a hash of the full name;
+// names within the limit are unchanged. The names users query — a model's
+// schema (the prod view schema) and table (the view name) — are never
+// rewritten: model.ParseFile refuses a model whose schema or table is longer.
+
 // PhysicalTable is the table (or, for VIEW models, the view) holding the
-// rows of s's version: gapless__<schema>.<schema>__<table>__<version>.
-// Snapshots sharing a version share it.
+// rows of s's version: gapless__<schema>.<schema>__<table>__<version>, each
+// part through snapshot.FitIdent. Snapshots sharing a version share it.
 func PhysicalTable(s *snapshot.Snapshot) warehouse.Table {
 	return warehouse.Table{Schema: s.PhysicalSchema(), Name: s.PhysicalTable()}
 }
 
 // ViewSchema is the schema holding environment env's views of models in
-// schema: the schema itself for prod, <schema>__<env> otherwise.
+// schema: the schema itself for prod, <schema>__<env> otherwise, through
+// snapshot.FitIdent (shortened with a hash past 63 bytes).
 func ViewSchema(schema, env string) string {
 	if env == ProdEnvironment || env == "" {
 		return schema
 	}
-	return schema + "__" + env
+	return snapshot.FitIdent(schema + "__" + env)
 }
 
 // ViewTable is the view through which environment env serves s:

@@ -30,6 +30,16 @@ const (
 	DefaultKind    = KindView
 )
 
+// MaxIdentBytes is the longest identifier, in bytes, gapless uses: PostgreSQL's
+// default max_identifier_length (NAMEDATALEN-1). PostgreSQL silently
+// truncates longer names, so two of them could collide; gapless keeps every
+// name within it on every engine, so that DuckDB and PostgreSQL deployments
+// use the same names. The schema and table parts of a model name are served
+// as is (users query them), so each must fit; names gapless derives from them
+// (physical schemas and tables, environment schemas) are shortened with a
+// hash instead (see snapshot.FitIdent).
+const MaxIdentBytes = 63
+
 // MaxCount bounds lookback and batch_size. Real values are small; the bound
 // keeps interval arithmetic built on them far from integer overflow.
 const MaxCount = 1_000_000
@@ -45,7 +55,8 @@ const MaxCount = 1_000_000
 // and values are normalised so that equal meanings give equal Models:
 //   - Name, kind names and attribute names are case-insensitive; Name is
 //     stored in lower case, and each of its parts is a plain identifier
-//     ([A-Za-z_][A-Za-z0-9_]*, quoting allowed) with no "__" in the schema.
+//     ([A-Za-z_][A-Za-z0-9_]*, quoting allowed) of at most MaxIdentBytes
+//     bytes, with no "__" in the schema.
 //   - Column identifiers (time_column, unique_key, grain, columns) are
 //     folded to lower case when bare and kept exactly when double-quoted, so
 //     SQL generated from them should always quote them.
@@ -491,9 +502,11 @@ func (p *parser) list(what string, item func(string) (string, error)) ([]string,
 // modelName parses schema.table: two identifiers (bare or double-quoted)
 // joined by a dot, or the same inside a single-quoted string. Both parts must
 // be plain identifiers so that the names gapless derives from them (views,
-// physical tables, environment schemas) need no escaping; the schema may not
-// contain "__", which separates a schema from an environment name in
-// "schema__env".
+// physical tables, environment schemas) need no escaping; each part must fit
+// in MaxIdentBytes, since views are served under the model's own name and a
+// longer one would be truncated (PostgreSQL) or differ between engines; the
+// schema may not contain "__", which separates a schema from an environment
+// name in "schema__env".
 func (p *parser) modelName() error {
 	first := p.tok
 	var parts []string
@@ -531,6 +544,14 @@ func (p *parser) modelName() error {
 		}
 	}
 	schema, table := strings.ToLower(parts[0]), strings.ToLower(parts[1])
+	for _, part := range [2]struct{ what, name string }{{"schema", schema}, {"table", table}} {
+		if len(part.name) > MaxIdentBytes {
+			return errorf(p.pos(first), CodeBadName,
+				"bad model name %s: the %s name is %d bytes, longer than the %d-byte identifier limit "+
+					"(PostgreSQL would truncate it); shorten it",
+				written, part.what, len(part.name), MaxIdentBytes)
+		}
+	}
 	if strings.Contains(schema, "__") {
 		return errorf(p.pos(first), CodeBadName,
 			"bad model name %s: a schema name may not contain \"__\" (gapless uses it for environment schemas)", written)

@@ -479,6 +479,20 @@ func TestParseFile_Messages(t *testing.T) {
 			code: model.CodeBadName,
 		},
 		{
+			name: "table name over the identifier limit",
+			src:  "MODEL (name s." + strings.Repeat("t", 64) + "); SELECT 1",
+			want: "models/bad.sql:1:13: bad model name s." + strings.Repeat("t", 64) +
+				": the table name is 64 bytes, longer than the 63-byte identifier limit (PostgreSQL would truncate it); shorten it",
+			code: model.CodeBadName,
+		},
+		{
+			name: "schema name over the identifier limit",
+			src:  "MODEL (name '" + strings.Repeat("S", 70) + ".t'); SELECT 1",
+			want: "models/bad.sql:1:13: bad model name '" + strings.Repeat("S", 70) +
+				".t': the schema name is 70 bytes, longer than the 63-byte identifier limit (PostgreSQL would truncate it); shorten it",
+			code: model.CodeBadName,
+		},
+		{
 			name: "reserved table name",
 			src:  `MODEL (name s.__gapless_macro_this_model); SELECT 1`,
 			want: `models/bad.sql:1:13: bad model name s.__gapless_macro_this_model: table names starting with __gapless are reserved`,
@@ -755,4 +769,15 @@ func TestParseTime(t *testing.T) {
 		_, err := model.ParseTime(bad)
 		require.ErrorIs(t, err, model.ErrBadTime, bad)
 	}
+}
+
+// Scenario: a project names a model with the longest schema and table the
+// identifier limit allows (63 bytes each); it loads, since views are served
+// under exactly those names and PostgreSQL accepts them.
+func TestParseFile_NameAtTheIdentifierLimit(t *testing.T) {
+	t.Parallel()
+	schema, table := strings.Repeat("s", model.MaxIdentBytes), strings.Repeat("t", model.MaxIdentBytes)
+	m := mustParse(t, "MODEL (name "+schema+"."+table+"); SELECT 1")
+	require.Equal(t, schema, m.Schema())
+	require.Equal(t, table, m.Table())
 }

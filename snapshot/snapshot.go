@@ -38,13 +38,15 @@ func (s *Snapshot) FreshVersion() string {
 }
 
 // PhysicalSchema is the schema holding the model's physical tables:
-// gapless__<schema>.
-func (s *Snapshot) PhysicalSchema() string { return "gapless__" + s.Model.Schema() }
+// gapless__<schema>, through FitIdent (shortened with a hash past
+// MaxIdentBytes).
+func (s *Snapshot) PhysicalSchema() string { return FitIdent("gapless__" + s.Model.Schema()) }
 
 // PhysicalTable is the table name (inside PhysicalSchema) of this version:
-// <schema>__<table>__<version>.
+// <schema>__<table>__<version>, through FitIdent (shortened with a hash past
+// MaxIdentBytes).
 func (s *Snapshot) PhysicalTable() string {
-	return s.Model.Schema() + "__" + s.Model.Table() + "__" + s.Version
+	return FitIdent(s.Model.Schema() + "__" + s.Model.Table() + "__" + s.Version)
 }
 
 // BuildAll computes a snapshot for every node of g, in topological order,
