@@ -51,7 +51,8 @@ type Options struct {
 	// TTL is each lease's lifetime; a holder renews at TTL/3.
 	TTL time.Duration
 	// Wait bounds how long AcquireAll waits for one key held by another
-	// owner; Poll is the interval between attempts.
+	// owner (0: DefaultWait; negative: do not wait); Poll is the interval
+	// between attempts (0: DefaultPoll). TTL 0 is DefaultTTL.
 	Wait, Poll time.Duration
 	// Clock drives now, waits and renewals; nil is the real clock.
 	Clock  clockwork.Clock
