@@ -90,6 +90,12 @@ type Params struct {
 	// Lease is how the lock policy takes and keeps its leases (TTL, wait
 	// bound, clock); the owner is set per plan.
 	Lease lease.Options
+	// EnvironmentTTL is how long the environment lives after this
+	// promotion: the promotion records ExpiresAt = Now() + EnvironmentTTL,
+	// so every promotion extends it, and `gapless janitor` removes the
+	// environment once ExpiresAt has passed. 0 means never (no expiry is
+	// recorded). prod never expires: it is ignored there.
+	EnvironmentTTL time.Duration
 }
 
 // ModelResult is what the backfill did for one model.

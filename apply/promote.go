@@ -102,7 +102,7 @@ func (a *applier) promoteOnce(ctx context.Context, res *Result, cur *state.Envir
 	}
 	promoted, err := a.Store.Promote(ctx, state.PromoteParams{
 		Environment: env, ExpectedPlanID: a.Plan.Expected.PlanID, PlanID: a.Plan.ID,
-		Snapshots: a.snapshotRefs(), Now: a.now(), Check: check,
+		Snapshots: a.snapshotRefs(), ExpiresAt: a.expiresAt(), Now: a.now(), Check: check,
 	})
 	if err != nil {
 		a.emit(ctx, PromotionRejected{Environment: env, Err: err})
@@ -136,6 +136,15 @@ func (a *applier) promoteOnce(ctx context.Context, res *Result, cur *state.Envir
 	a.appendEvents(ctx, []state.Event{{At: a.now(), Kind: state.EventPromotionAccepted, Environment: env, PlanID: a.Plan.ID,
 		Reason: "promoted", Data: mustJSON(map[string]any{"generation": promoted.Generation, "policy": pol.String(), "debts": len(debts)})}})
 	return nil
+}
+
+// expiresAt is when the environment this apply promotes expires: now plus
+// Params.EnvironmentTTL, or zero (never) for prod and for a zero TTL.
+func (a *applier) expiresAt() time.Time {
+	if a.EnvironmentTTL <= 0 || a.Plan.Environment == plan.Prod {
+		return time.Time{}
+	}
+	return a.now().Add(a.EnvironmentTTL)
 }
 
 // candidate is one model in the promotion check's scope.

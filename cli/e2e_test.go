@@ -458,8 +458,8 @@ func TestTourDevThenProdReusesDevTables(t *testing.T) {
 }
 
 // Scenario: two deploys to prod before the janitor runs: the versions
-// retired by both are dropped (the janitor walks back through earlier
-// plans), and none that prod serves.
+// retired by both are dropped (the janitor reads every plan the history
+// names, not only the latest), and none that prod serves.
 func TestJanitorWalksBackThroughEarlierPlans(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)

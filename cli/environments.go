@@ -49,7 +49,7 @@ func newEnvironmentsCmd(g *globals) *cobra.Command {
 				return nil
 			}
 			tw := tabwriter.NewWriter(g.env.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tGENERATION\tPLAN\tMODELS\tPROMOTED\tSTATE")
+			fmt.Fprintln(tw, "NAME\tGENERATION\tPLAN\tMODELS\tPROMOTED\tEXPIRES\tSTATE")
 			for _, r := range rows {
 				st := "pending finalisation"
 				switch {
@@ -58,11 +58,14 @@ func newEnvironmentsCmd(g *globals) *cobra.Command {
 				case r.Finalized:
 					st = "live"
 				}
-				if !r.ExpiresAt.IsZero() && !r.Invalidated {
-					st += ", expires " + r.ExpiresAt.Format(time.RFC3339)
+				// An invalidated environment's expiry is when it was
+				// invalidated: the janitor removes it at its next pass.
+				expires := "never"
+				if !r.ExpiresAt.IsZero() {
+					expires = r.ExpiresAt.UTC().Format(time.RFC3339)
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\n", r.Name, r.Generation, r.PlanID, r.Models,
-					r.PromotedAt.UTC().Format(time.RFC3339), st)
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.Generation, r.PlanID, r.Models,
+					r.PromotedAt.UTC().Format(time.RFC3339), expires, st)
 			}
 			return tw.Flush()
 		},
@@ -76,7 +79,7 @@ func environmentRows(envs []*state.Environment) []environmentRow {
 	for _, e := range envs {
 		rows = append(rows, environmentRow{Name: e.Name, Generation: e.Generation, PlanID: e.PlanID,
 			Models: len(e.Snapshots), PromotedAt: e.PromotedAt.UTC(), Finalized: !e.FinalizedAt.IsZero(),
-			ExpiresAt: e.ExpiresAt, Invalidated: e.Invalidated})
+			ExpiresAt: e.ExpiresAt.UTC(), Invalidated: e.Invalidated})
 	}
 	return rows
 }

@@ -6,47 +6,98 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/warehouse"
 )
 
-// janitorReport is what one janitor pass removed; its JSON form is stable.
+// DefaultJanitorGrace is how long after its last recorded activity a plan
+// whose application has not finished keeps every version it references
+// (janitor --grace).
+const DefaultJanitorGrace = 24 * time.Hour
+
+// janitorReport is what one janitor pass removed (or, with --dry-run, would
+// remove); its JSON form is stable: every list is present, possibly empty.
 type janitorReport struct {
-	Environments []string           `json:"environments"`
-	Views        []string           `json:"views"`
-	Tables       []string           `json:"tables"`
-	Versions     []state.VersionKey `json:"versions"`
-	Snapshots    int                `json:"snapshots"`
+	DryRun bool `json:"dry_run"`
+	// Environments removed: expired or invalidated, never prod.
+	Environments []string `json:"environments"`
+	// Views of the removed environments.
+	Views []string `json:"views"`
+	// Schemas dropped: the removed environments' view schemas
+	// (<schema>__<env>) and physical schemas (gapless__<schema>) left
+	// empty.
+	Schemas []string `json:"schemas"`
+	// KeptSchemas are schemas of removed environments or retired versions
+	// that were not dropped, with why (never a schema holding anything
+	// gapless did not create for what it removed).
+	KeptSchemas []keptSchema `json:"kept_schemas"`
+	// Tables are the physical tables (or views, for VIEW models) dropped.
+	Tables []string `json:"tables"`
+	// Versions whose intervals were deleted with their tables.
+	Versions []state.VersionKey `json:"versions"`
+	// Snapshots is how many snapshot records were deleted.
+	Snapshots int `json:"snapshots"`
+	// InFlight names the plans whose application has not finished and was
+	// active within the grace period: every version they reference is kept.
+	InFlight []string `json:"in_flight_plans"`
 	// Skipped names environments left alone because they were promoted
 	// while the janitor ran.
 	Skipped []string `json:"skipped,omitempty"`
 }
 
+// keptSchema is a schema the janitor left in place, and why.
+type keptSchema struct {
+	Schema string `json:"schema"`
+	Reason string `json:"reason"`
+}
+
+// janitorOptions configure one janitor pass.
+type janitorOptions struct {
+	// DryRun computes everything and changes nothing.
+	DryRun bool
+	// Grace: see DefaultJanitorGrace.
+	Grace time.Duration
+	// beforeDelete, when set, runs after the janitor read environment e and
+	// decided to remove it, before the generation-pinned delete (tests).
+	beforeDelete func(ctx context.Context, e *state.Environment) error
+}
+
 func newJanitorCmd(g *globals) *cobra.Command {
 	var asJSON bool
+	opts := janitorOptions{}
 	cmd := &cobra.Command{
 		Use:   "janitor",
-		Short: "Drop the views, tables and state of expired environments and of versions no environment serves",
+		Short: "Drop the views, schemas, tables and state of expired environments and of versions no environment serves",
 		Long: `Removes every environment that is invalidated or expired at
---execution-time (never prod): its state row first, as a compare-and-swap
-on the generation it read (an environment promoted meanwhile is left
-alone), then its views.
+--execution-time (never prod; an environment expires environment_ttl after
+its latest promotion, see gapless.yaml). For each: its state row first, as
+a compare-and-swap on the generation it read (an environment promoted
+meanwhile is left alone and reported), then its views, then its view
+schemas <schema>__<env> when they are left empty (a schema holding anything
+else is kept and reported).
 
-Then it drops the physical tables, intervals and snapshots of retired
-versions: those the removed environments served and those the live
-environments' earlier plans served (up to 20 plans back), when no
-environment serves them now.
-If any environment is promoted while it works, it drops no table and asks
-to be run again.`,
+Then it drops the physical tables, intervals and snapshots of the versions
+no remaining environment serves, among those the removed environments
+served and those of every plan the history names. A version referenced by a
+plan whose application has not finished and was active within --grace is
+kept: that apply may still be building it. Physical schemas gapless__<schema>
+left empty are dropped too. If any environment is promoted while it works,
+it drops no table and asks to be run again.
+
+--dry-run prints what it would remove and changes nothing.`,
 		Args: rangeArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			ctx := cmd.Context()
@@ -54,28 +105,56 @@ to be run again.`,
 			if err != nil {
 				return err
 			}
+			if opts.Grace < 0 {
+				return usagef("--grace must not be negative, got %s", opts.Grace)
+			}
 			_, b, err := g.open(ctx, false)
 			if err != nil {
 				return err
 			}
 			defer g.closeBackend(b, &err)
-			rep, err := g.janitor(ctx, b, exec)
+			rep, err := g.janitor(ctx, b, exec, opts)
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				return writeJSON(g.env.Stdout, rep)
 			}
-			fmt.Fprintf(g.env.Stdout, "Removed %d environment(s), %d view(s), %d table(s), the intervals of %d version(s) and %d snapshot(s).\n",
-				len(rep.Environments), len(rep.Views), len(rep.Tables), len(rep.Versions), rep.Snapshots)
-			for _, s := range rep.Skipped {
-				fmt.Fprintf(g.env.Stdout, "Left %s alone: it was promoted while the janitor ran.\n", s)
-			}
+			printJanitor(g.env.Stdout, rep)
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print what would be removed; change nothing")
+	cmd.Flags().DurationVar(&opts.Grace, "grace", DefaultJanitorGrace,
+		"keep every version of a plan whose application has not finished and was active this recently")
 	return cmd
+}
+
+func printJanitor(out io.Writer, rep *janitorReport) {
+	verb := "Removed"
+	if rep.DryRun {
+		verb = "Would remove"
+	}
+	fmt.Fprintf(out, "%s %d environment(s), %d view(s), %d schema(s), %d table(s), the intervals of %d version(s) and %d snapshot(s).\n",
+		verb, len(rep.Environments), len(rep.Views), len(rep.Schemas), len(rep.Tables), len(rep.Versions), rep.Snapshots)
+	for _, list := range []struct {
+		what  string
+		items []string
+	}{{"environment", rep.Environments}, {"view", rep.Views}, {"schema", rep.Schemas}, {"table", rep.Tables}} {
+		for _, it := range list.items {
+			fmt.Fprintf(out, "  %s %s\n", list.what, it)
+		}
+	}
+	for _, k := range rep.KeptSchemas {
+		fmt.Fprintf(out, "Kept schema %s: %s.\n", k.Schema, k.Reason)
+	}
+	for _, p := range rep.InFlight {
+		fmt.Fprintf(out, "Kept the versions of plan %s: its application has not finished.\n", p)
+	}
+	for _, s := range rep.Skipped {
+		fmt.Fprintf(out, "Left %s alone: it was promoted while the janitor ran.\n", s)
+	}
 }
 
 // expired: invalidated, or past its expiry at exec. prod never expires.
@@ -87,19 +166,40 @@ func expired(e *state.Environment, exec time.Time) bool {
 	return e.Invalidated || pastExpiry
 }
 
+// removedEnv is an environment the janitor removed (or would remove) and
+// the views it served.
+type removedEnv struct {
+	name  string
+	views []warehouse.Table
+}
+
 // janitor removes expired environments, then retired versions.
 //
-// Invariant: nothing an environment serves is dropped. Environment rows are
-// deleted by a compare-and-swap on the generation read; tables are dropped
-// only if no environment's generation changed between the read that chose
-// them and the drop (a promotion meanwhile aborts the table drops).
-func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Time) (*janitorReport, error) {
-	rep := &janitorReport{Environments: []string{}, Views: []string{}, Tables: []string{}, Versions: []state.VersionKey{}}
+// Invariants:
+//   - nothing a live environment serves is dropped: its views and view
+//     schemas are never touched, and "in use" is every version that a live
+//     environment serves, read after the removals;
+//   - an environment row is deleted by a compare-and-swap on the generation
+//     read (state.Store.DeleteEnvironment), before its views are dropped, so
+//     an environment promoted meanwhile keeps its row and its views;
+//   - a schema is dropped only if gapless named it for what is removed (the
+//     removed environment's <schema>__<env>, or a gapless__<schema> no live
+//     environment and no in-flight plan uses) and it holds nothing else:
+//     DROP SCHEMA ... RESTRICT, after checking it is empty;
+//   - tables are dropped only if no environment's generation changed
+//     between the read that chose them and the drop (a promotion meanwhile
+//     aborts the table drops), and never a version that a plan whose
+//     application has not finished, active within opts.Grace, references.
+func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Time, opts janitorOptions) (*janitorReport, error) {
+	rep := &janitorReport{DryRun: opts.DryRun, Environments: []string{}, Views: []string{}, Schemas: []string{},
+		KeptSchemas: []keptSchema{}, Tables: []string{}, Versions: []state.VersionKey{}, InFlight: []string{}}
 	envs, err := b.Store.ListEnvironments(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("janitor: listing environments: %w", err)
 	}
 	retired := map[state.SnapshotKey]*snapshot.Snapshot{}
+	planIDs := map[string]bool{}
+	var removed []removedEnv
 	for _, e := range envs {
 		if !expired(e, exec) {
 			continue
@@ -108,39 +208,94 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 		if err != nil {
 			return nil, fmt.Errorf("janitor: %w", err)
 		}
-		err = b.Store.DeleteEnvironment(ctx, e.Name, e.Generation)
-		if errors.Is(err, state.ErrConflictingPlan) || errors.Is(err, state.ErrNotFound) {
-			g.log.Info("janitor: environment changed meanwhile, left alone", "environment", e.Name, "generation", e.Generation)
-			rep.Skipped = append(rep.Skipped, e.Name)
-			continue
+		if opts.beforeDelete != nil {
+			if err := opts.beforeDelete(ctx, e); err != nil {
+				return nil, fmt.Errorf("janitor: before deleting %s: %w", e.Name, err)
+			}
 		}
-		if err != nil {
-			return nil, fmt.Errorf("janitor: removing environment %s: %w", e.Name, err)
+		if !opts.DryRun {
+			err = b.Store.DeleteEnvironment(ctx, e.Name, e.Generation)
+			if errors.Is(err, state.ErrConflictingPlan) || errors.Is(err, state.ErrNotFound) {
+				g.log.Info("janitor: environment changed meanwhile, left alone", "environment", e.Name, "generation", e.Generation)
+				rep.Skipped = append(rep.Skipped, e.Name)
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("janitor: removing environment %s: %w", e.Name, err)
+			}
+			g.log.Info("janitor: environment removed", "environment", e.Name, "generation", e.Generation,
+				"expires_at", e.ExpiresAt, "invalidated", e.Invalidated)
 		}
 		rep.Environments = append(rep.Environments, e.Name)
-		g.log.Info("janitor: environment removed", "environment", e.Name, "generation", e.Generation)
-		for _, s := range snaps {
-			v := execute.ViewTable(s, e.Name)
-			if err := b.Engine.DropView(ctx, v); err != nil {
-				return nil, fmt.Errorf("janitor: dropping view %s of %s: %w", v, e.Name, err)
-			}
-			rep.Views = append(rep.Views, v.String())
+		planIDs[e.PlanID], planIDs[e.PreviousPlanID] = true, true
+		r := removedEnv{name: e.Name}
+		for _, ref := range e.Snapshots { // sorted by name
+			s := snaps[ref.Name]
 			retired[state.KeyOf(s)] = s
+			if s.Model.Kind != model.KindExternal {
+				r.views = append(r.views, execute.ViewTable(s, e.Name))
+			}
 		}
+		removed = append(removed, r)
 	}
 
+	// What the remaining environments serve. A dry run removed nothing: the
+	// environments it would remove are left out by name.
 	live, err := b.Store.ListEnvironments(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("janitor: listing environments: %w", err)
 	}
+	if opts.DryRun {
+		live = slices.DeleteFunc(live, func(e *state.Environment) bool { return slices.Contains(rep.Environments, e.Name) })
+	}
 	servedVersions := map[state.VersionKey]bool{}
 	servedSnaps := map[state.SnapshotKey]bool{}
+	usedSchemas := map[string]string{} // view and physical schemas live environments use -> by which
 	for _, e := range live {
+		planIDs[e.PlanID], planIDs[e.PreviousPlanID] = true, true
 		for _, r := range e.Snapshots {
 			servedVersions[r.VersionKey()] = true
 			servedSnaps[r.Key()] = true
+			schema := (&model.Model{Name: r.Name}).Schema()
+			usedSchemas[execute.ViewSchema(schema, e.Name)] = e.Name
+			usedSchemas["gapless__"+schema] = e.Name
 		}
-		for _, s := range previousPlanSnapshots(ctx, g, b.Store, e.PreviousPlanID) {
+	}
+
+	for _, r := range removed {
+		if err := g.removeViews(ctx, b, r, usedSchemas, opts.DryRun, rep); err != nil {
+			return nil, err
+		}
+	}
+
+	// Every plan the history names: their snapshots are the candidates for
+	// retirement, and those of a plan still being applied are kept.
+	if err := historyPlanIDs(ctx, b.Store, planIDs); err != nil {
+		return nil, err
+	}
+	protectedVersions := map[state.VersionKey]bool{}
+	protectedSnaps := map[state.SnapshotKey]bool{}
+	for _, id := range sortedKeys(planIDs) {
+		pl, active, err := g.readPlan(ctx, b.Store, id, exec, opts.Grace)
+		if err != nil {
+			return nil, err
+		}
+		if pl == nil {
+			continue
+		}
+		if active {
+			rep.InFlight = append(rep.InFlight, id)
+		}
+		for _, s := range pl.Snapshots {
+			if s == nil || s.Model == nil {
+				continue
+			}
+			if active {
+				protectedVersions[state.VersionKey{Name: s.Name, Version: s.Version}] = true
+				protectedSnaps[state.KeyOf(s)] = true
+				usedSchemas[s.PhysicalSchema()] = "plan " + id
+				continue
+			}
 			retired[state.KeyOf(s)] = s
 		}
 	}
@@ -150,6 +305,9 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 	if err != nil {
 		return nil, fmt.Errorf("janitor: listing environments: %w", err)
 	}
+	if opts.DryRun {
+		again = slices.DeleteFunc(again, func(e *state.Environment) bool { return slices.Contains(rep.Environments, e.Name) })
+	}
 	if !sameGenerations(live, again) {
 		g.log.Info("janitor: an environment was promoted meanwhile; no table dropped")
 		rep.Skipped = append(rep.Skipped, "(tables: run the janitor again)")
@@ -158,6 +316,7 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 
 	var deadSnaps []state.SnapshotKey
 	dropped := map[state.VersionKey]bool{}
+	physical := map[string][]string{} // physical schema -> tables dropped from it
 	keys := make([]state.SnapshotKey, 0, len(retired))
 	for k := range retired {
 		keys = append(keys, k)
@@ -167,11 +326,12 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 	})
 	for _, k := range keys {
 		s := retired[k]
-		if !servedSnaps[k] {
+		if !servedSnaps[k] && !protectedSnaps[k] {
 			deadSnaps = append(deadSnaps, k)
 		}
 		vk := state.VersionKey{Name: s.Name, Version: s.Version}
-		if servedVersions[vk] || dropped[vk] || s.Model.Kind == model.KindExternal {
+		inUse := servedVersions[vk] || protectedVersions[vk]
+		if inUse || dropped[vk] || s.Model.Kind == model.KindExternal {
 			continue
 		}
 		t := execute.PhysicalTable(s)
@@ -179,22 +339,24 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 		if err != nil {
 			return nil, fmt.Errorf("janitor: looking for %s: %w", t, err)
 		}
-		if !exists {
-			dropped[vk] = true // an earlier pass removed it
-			continue
-		}
-		drop := b.Engine.DropTable
-		if s.Model.Kind == model.KindView {
-			drop = b.Engine.DropView
-		}
-		if err := drop(ctx, t); err != nil {
-			return nil, fmt.Errorf("janitor: dropping %s (model %s, version %s): %w", t, s.Name, s.Version, err)
-		}
 		dropped[vk] = true
+		if !exists {
+			continue // an earlier pass removed it
+		}
+		if !opts.DryRun {
+			drop := b.Engine.DropTable
+			if s.Model.Kind == model.KindView {
+				drop = b.Engine.DropView
+			}
+			if err := drop(ctx, t); err != nil {
+				return nil, fmt.Errorf("janitor: dropping %s (model %s, version %s): %w", t, s.Name, s.Version, err)
+			}
+		}
+		physical[t.Schema] = append(physical[t.Schema], t.Name)
 		rep.Tables = append(rep.Tables, t.String())
 		rep.Versions = append(rep.Versions, vk)
 	}
-	if len(rep.Versions) > 0 {
+	if len(rep.Versions) > 0 && !opts.DryRun {
 		if err := b.Store.DeleteIntervals(ctx, rep.Versions); err != nil {
 			return nil, fmt.Errorf("janitor: deleting intervals: %w", err)
 		}
@@ -210,48 +372,193 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 			deadSnaps = append(deadSnaps, k)
 		}
 	}
-	if len(deadSnaps) > 0 {
+	if len(deadSnaps) > 0 && !opts.DryRun {
 		if err := b.Store.DeleteSnapshots(ctx, deadSnaps); err != nil {
 			return nil, fmt.Errorf("janitor: deleting snapshots: %w", err)
 		}
 	}
 	rep.Snapshots = len(deadSnaps)
-	g.log.Info("janitor done", "environments", len(rep.Environments), "tables", len(rep.Tables), "snapshots", rep.Snapshots)
+
+	// Physical schemas emptied by these drops, when nothing live uses them.
+	for _, schema := range sortedKeys(physical) {
+		if by, ok := usedSchemas[schema]; ok {
+			g.log.Debug("janitor: physical schema still used", "schema", schema, "by", by)
+			continue
+		}
+		if err := g.dropEmptySchema(ctx, b.Engine, schema, physical[schema], opts.DryRun, rep); err != nil {
+			return nil, err
+		}
+	}
+	g.log.Info("janitor done", "dry_run", opts.DryRun, "environments", len(rep.Environments), "views", len(rep.Views),
+		"schemas", len(rep.Schemas), "tables", len(rep.Tables), "snapshots", rep.Snapshots)
 	return rep, nil
 }
 
-// janitorHistory bounds how many earlier plans of an environment the
-// janitor reads, walking back from its previous plan. Each pass drops what
-// it finds, so running the janitor at least every janitorHistory promotions
-// misses nothing.
-const janitorHistory = 20
-
-// previousPlanSnapshots reads the snapshots the environment's earlier plans
-// served, walking back from id through each plan's expected predecessor. A
-// plan the store no longer has, or cannot be read as a plan, ends the walk:
-// the janitor then leaves older tables alone rather than guess.
-func previousPlanSnapshots(ctx context.Context, g *globals, store state.Store, id string) []*snapshot.Snapshot {
-	var out []*snapshot.Snapshot
-	seen := map[string]bool{}
-	for i := 0; i < janitorHistory && id != "" && !seen[id]; i++ {
-		seen[id] = true
-		sp, err := store.GetPlan(ctx, id)
-		if err != nil {
-			g.log.Debug("janitor: earlier plan not readable", "plan", id, "error", err)
-			break
+// removeViews drops the views of removed environment r, then its view
+// schemas <schema>__<env> that are left empty. If the environment exists
+// again (a new plan created it after the janitor deleted it), its views
+// are the new environment's: nothing is dropped and it is reported.
+func (g *globals) removeViews(ctx context.Context, b *backend.Backend, r removedEnv, usedSchemas map[string]string,
+	dry bool, rep *janitorReport) error {
+	if !dry {
+		_, err := b.Store.GetEnvironment(ctx, r.name)
+		if err == nil {
+			g.log.Info("janitor: environment created again after its removal; its views left alone", "environment", r.name)
+			rep.Skipped = append(rep.Skipped, r.name+" (views: created again meanwhile)")
+			return nil
 		}
-		var pl plan.Plan
-		if err := json.Unmarshal(sp.Payload, &pl); err != nil {
-			g.log.Debug("janitor: earlier plan not decodable", "plan", id, "error", err)
-			break
+		if !errors.Is(err, state.ErrNotFound) {
+			return fmt.Errorf("janitor: reading environment %s: %w", r.name, err)
 		}
-		for _, s := range pl.Snapshots {
-			if s != nil && s.Model != nil {
-				out = append(out, s)
+	}
+	bySchema := map[string][]string{}
+	for _, v := range r.views {
+		if !dry {
+			if err := b.Engine.DropView(ctx, v); err != nil {
+				return fmt.Errorf("janitor: dropping view %s of %s: %w", v, r.name, err)
 			}
 		}
-		id = pl.Expected.PlanID
+		rep.Views = append(rep.Views, v.String())
+		bySchema[v.Schema] = append(bySchema[v.Schema], v.Name)
 	}
+	for _, schema := range sortedKeys(bySchema) {
+		// Only a schema gapless named for this environment: <schema>__<env>,
+		// with a non-empty <schema>, never prod's, and none that a live
+		// environment uses (a model schema may itself contain "__").
+		base, ok := strings.CutSuffix(schema, "__"+r.name)
+		if !ok || base == "" || r.name == plan.Prod {
+			continue
+		}
+		if by, ok := usedSchemas[schema]; ok {
+			rep.KeptSchemas = append(rep.KeptSchemas, keptSchema{Schema: schema, Reason: "used by " + by})
+			continue
+		}
+		if err := g.dropEmptySchema(ctx, b.Engine, schema, bySchema[schema], dry, rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropEmptySchema drops schema if, once the janitor's own objects (mine,
+// already dropped unless dry) are gone, it holds nothing: DROP SCHEMA ...
+// RESTRICT, so that whatever the engine sees in it and the catalog query
+// did not (objects other than tables and views, or invisible to this user)
+// still keeps it. A schema that holds anything else is kept and reported;
+// one that does not exist is skipped.
+func (g *globals) dropEmptySchema(ctx context.Context, e warehouse.Engine, schema string, mine []string, dry bool, rep *janitorReport) error {
+	exists, err := e.Query(ctx, "SELECT schema_name FROM information_schema.schemata WHERE schema_name = $1", schema)
+	if err != nil {
+		return fmt.Errorf("janitor: looking for schema %s: %w", schema, err)
+	}
+	if len(exists.Rows) == 0 {
+		return nil
+	}
+	res, err := e.Query(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name", schema)
+	if err != nil {
+		return fmt.Errorf("janitor: listing schema %s: %w", schema, err)
+	}
+	var others []string
+	for _, row := range res.Rows {
+		name := fmt.Sprint(row[0])
+		if dry && slices.Contains(mine, name) {
+			continue // would be dropped first
+		}
+		others = append(others, name)
+	}
+	if len(others) > 0 {
+		reason := fmt.Sprintf("it holds %d object(s) gapless did not create for what it removed: %s", len(others), strings.Join(others, ", "))
+		g.log.Info("janitor: schema kept", "schema", schema, "reason", reason)
+		rep.KeptSchemas = append(rep.KeptSchemas, keptSchema{Schema: schema, Reason: reason})
+		return nil
+	}
+	if !dry {
+		if _, err := e.Query(ctx, "DROP SCHEMA "+e.QuoteIdent(schema)+" RESTRICT"); err != nil {
+			// Not empty after all (an object the catalog query does not
+			// list, or one created meanwhile): kept, and said so.
+			g.log.Warn("janitor: schema kept: the warehouse refused to drop it", "schema", schema, "error", err)
+			rep.KeptSchemas = append(rep.KeptSchemas, keptSchema{Schema: schema, Reason: "the warehouse refused to drop it: " + err.Error()})
+			return nil
+		}
+	}
+	rep.Schemas = append(rep.Schemas, schema)
+	return nil
+}
+
+// historyKinds are the event kinds that name a plan that was applied up to
+// its promotion (accepted or refused).
+var historyKinds = []string{state.EventPlanApplied, state.EventPromotionAccepted, state.EventPromotionRejected,
+	state.EventGapAccepted, state.EventReplan, state.EventCatchUp}
+
+// historyPlanIDs adds to ids every plan the event history names.
+func historyPlanIDs(ctx context.Context, store state.Store, ids map[string]bool) error {
+	const page = 1000
+	var after int64
+	for {
+		evs, err := store.ListEvents(ctx, state.EventFilter{Kinds: historyKinds, AfterID: after, Limit: page})
+		if err != nil {
+			return fmt.Errorf("janitor: reading the history of plans: %w", err)
+		}
+		for _, ev := range evs {
+			if ev.PlanID != "" {
+				ids[ev.PlanID] = true
+			}
+			after = ev.ID
+		}
+		if len(evs) < page {
+			return nil
+		}
+	}
+}
+
+// readPlan reads plan id and says whether its application may still be
+// running: it has not finished (no finalize stage finished) and its last
+// recorded activity (creation, or any stage) is within grace of exec. A
+// plan the store does not have, or that cannot be decoded, is skipped
+// (nil): its snapshots are neither candidates nor protected.
+func (g *globals) readPlan(ctx context.Context, store state.Store, id string, exec time.Time, grace time.Duration) (*plan.Plan, bool, error) {
+	if id == "" {
+		return nil, false, nil
+	}
+	sp, err := store.GetPlan(ctx, id)
+	if errors.Is(err, state.ErrNotFound) {
+		g.log.Debug("janitor: plan not in the store", "plan", id)
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("janitor: reading plan %s: %w", id, err)
+	}
+	var pl plan.Plan
+	if err := json.Unmarshal(sp.Payload, &pl); err != nil {
+		g.log.Warn("janitor: plan not decodable; its tables are left alone", "plan", id, "error", err)
+		return nil, false, nil
+	}
+	apps, err := store.ListApplications(ctx, id)
+	if err != nil {
+		return nil, false, fmt.Errorf("janitor: reading the application history of plan %s: %w", id, err)
+	}
+	last := sp.CreatedAt
+	finished := false
+	for _, a := range apps {
+		if a.At.After(last) {
+			last = a.At
+		}
+		if a.Stage == string(apply.StageFinalize) && a.Status == apply.StatusFinished {
+			finished = true
+		}
+	}
+	recent := exec.Sub(last) < grace
+	return &pl, !finished && recent, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		if k != "" {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
 	return out
 }
 

@@ -42,6 +42,12 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 		return nil, fmt.Errorf("starting the SQL parser: %w", err)
 	}
 	defer parser.Close()
+	// The environment lives for its configured TTL after this promotion
+	// (environment_ttl, or environments.<name>.ttl; prod never expires).
+	var ttl time.Duration
+	if b.Config != nil {
+		ttl = b.Config.TTL(pl.Environment)
+	}
 	bar := g.newProgress("backfill "+pl.Environment, planSteps(pl))
 	res, err := apply.Apply(ctx, apply.Params{
 		Plan: pl, Store: b.Store, Engine: b.Engine, Parser: parser, ProjectDir: projectDir,
@@ -51,8 +57,9 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 				bar.Increment()
 			}
 		},
-		Policy: override,
-		Lease:  lopts,
+		Policy:         override,
+		Lease:          lopts,
+		EnvironmentTTL: ttl,
 		Replan: func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
 			id, err := newPlanID()
 			if err != nil {

@@ -7,6 +7,7 @@
 //
 //	warehouse: duckdb://warehouse.duckdb        # or postgres://user:${PGPASSWORD}@host/db
 //	state: sqlite://.gapless/state.db           # or postgres://...
+//	environment_ttl: 7d                         # non-prod environments expire; 12h, 7d, 2w or never
 //	model_defaults:
 //	  dialect: duckdb
 //	  cron: '@daily'
@@ -17,6 +18,8 @@
 //	    on_incumbent_advance: strict            # strict|trailing-gap|catch-up|replan|lock
 //	    max_trailing_gap_intervals: 0
 //	    max_attempts: 3                         # catch-up rounds / replans
+//	  dev:
+//	    ttl: 12h                                # overrides environment_ttl (never on prod)
 package config
 
 import (
@@ -27,7 +30,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
@@ -66,7 +71,32 @@ type Config struct {
 	// Environments holds per-environment settings by environment name. An
 	// environment not listed gets DefaultEnvironment (see Environment).
 	Environments map[string]Environment
+
+	// EnvironmentTTL is how long a non-prod environment lives after its
+	// latest promotion before `gapless janitor` removes it: environment_ttl,
+	// DefaultEnvironmentTTL when absent, 0 for never. Use TTL for one
+	// environment.
+	EnvironmentTTL time.Duration
 }
+
+// DefaultEnvironmentTTL is environment_ttl when gapless.yaml does not set
+// it: one week, as in SQLMesh.
+const DefaultEnvironmentTTL = 7 * 24 * time.Hour
+
+// TTL is how long the named environment lives after a promotion: 0 (never)
+// for prod, else its own environments.<name>.ttl, else EnvironmentTTL.
+func (c *Config) TTL(env string) time.Duration {
+	if env == ProdEnvironment {
+		return 0
+	}
+	if e, ok := c.Environments[env]; ok && e.TTL != nil {
+		return *e.TTL
+	}
+	return c.EnvironmentTTL
+}
+
+// ProdEnvironment is the environment that never expires.
+const ProdEnvironment = "prod"
 
 // PromotionPolicy is what promotion does when the environment's incumbent
 // moved after the plan was built (see DESIGN.md and package policy).
@@ -94,6 +124,10 @@ type Environment struct {
 	// MaxAttempts bounds catch-up rounds and replans; 0 means
 	// policy.DefaultMaxAttempts; never negative.
 	MaxAttempts int
+	// TTL is environments.<name>.ttl: nil when absent (the top-level
+	// environment_ttl applies), 0 for never. Always nil for prod, which
+	// refuses the key. Read it through Config.TTL.
+	TTL *time.Duration
 }
 
 // Policy is the environment's promotion policy with its bounds.
@@ -169,7 +203,7 @@ func LoadEnv(dir string, lookupEnv func(string) (string, bool)) (*Config, error)
 	if err != nil {
 		return nil, err
 	}
-	cfg := &Config{Dir: abs, File: file, Found: found, Environments: map[string]Environment{}}
+	cfg := &Config{Dir: abs, File: file, Found: found, Environments: map[string]Environment{}, EnvironmentTTL: DefaultEnvironmentTTL}
 	if err := l.build(cfg, raw, lookupEnv); err != nil {
 		return nil, err
 	}
@@ -179,10 +213,11 @@ func LoadEnv(dir string, lookupEnv func(string) (string, bool)) (*Config, error)
 // fileConfig mirrors gapless.yaml. Its yaml tags are the one list of known
 // keys: the strict key check reads them by reflection.
 type fileConfig struct {
-	Warehouse     *string                    `yaml:"warehouse"`
-	State         *string                    `yaml:"state"`
-	ModelDefaults fileModelDefaults          `yaml:"model_defaults"`
-	Environments  map[string]fileEnvironment `yaml:"environments"`
+	Warehouse      *string                    `yaml:"warehouse"`
+	State          *string                    `yaml:"state"`
+	EnvironmentTTL *string                    `yaml:"environment_ttl"`
+	ModelDefaults  fileModelDefaults          `yaml:"model_defaults"`
+	Environments   map[string]fileEnvironment `yaml:"environments"`
 }
 
 type fileModelDefaults struct {
@@ -193,9 +228,10 @@ type fileModelDefaults struct {
 }
 
 type fileEnvironment struct {
-	OnIncumbentAdvance      string `yaml:"on_incumbent_advance"`
-	MaxTrailingGapIntervals *int   `yaml:"max_trailing_gap_intervals"`
-	MaxAttempts             *int   `yaml:"max_attempts"`
+	OnIncumbentAdvance      string  `yaml:"on_incumbent_advance"`
+	MaxTrailingGapIntervals *int    `yaml:"max_trailing_gap_intervals"`
+	MaxAttempts             *int    `yaml:"max_attempts"`
+	TTL                     *string `yaml:"ttl"`
 }
 
 // pos is a line and column in gapless.yaml.
@@ -423,6 +459,14 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 		*c.dst = conn
 	}
 
+	if raw.EnvironmentTTL != nil {
+		ttl, err := l.ttl("environment_ttl", *raw.EnvironmentTTL)
+		if err != nil {
+			return err
+		}
+		cfg.EnvironmentTTL = ttl
+	}
+
 	md := raw.ModelDefaults
 	if md.Dialect != "" {
 		d, err := model.ParseDialect(md.Dialect)
@@ -486,7 +530,74 @@ func (l *loader) environment(name string, raw fileEnvironment) (Environment, err
 	if env.MaxAttempts, err = l.count(key+".max_attempts", raw.MaxAttempts, env.MaxAttempts); err != nil {
 		return Environment{}, err
 	}
+	if raw.TTL != nil {
+		ttlKey := key + ".ttl"
+		if name == ProdEnvironment {
+			return Environment{}, l.errAt(ttlKey, l.keyPos[ttlKey], nil,
+				"%s: prod never expires; remove ttl (environment_ttl and ttl apply to the other environments)", ttlKey)
+		}
+		ttl, err := l.ttl(ttlKey, *raw.TTL)
+		if err != nil {
+			return Environment{}, err
+		}
+		env.TTL = &ttl
+	}
 	return env, nil
+}
+
+// ttl reads the lifetime at key (see ParseTTL). The value must be written
+// as a string: a bare number has no unit.
+func (l *loader) ttl(key, raw string) (time.Duration, error) {
+	if node := l.valNode[key]; node != nil && node.Type() != ast.StringType {
+		e := l.valueErr(key, nil, "%s: want a duration such as 12h, 7d, 2w or never, got %s", key, node.String())
+		e.Err = ErrBadTTL
+		return 0, e
+	}
+	d, err := ParseTTL(raw)
+	if err != nil {
+		return 0, l.valueErr(key, err, "%s", key)
+	}
+	return d, nil
+}
+
+// maxTTL bounds a lifetime (100 years), so that days never overflow.
+const maxTTL = 100 * 365 * 24 * time.Hour
+
+// ErrBadTTL is wrapped by ParseTTL's error.
+var ErrBadTTL = errors.New("bad duration")
+
+// ParseTTL reads an environment lifetime: "never" (0), a whole number of
+// days or weeks ("7d", "2w"), or a Go duration of hours, minutes or seconds
+// ("12h", "90m", "1h30m"). It must be positive: write never, not 0.
+func ParseTTL(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	if strings.EqualFold(t, "never") {
+		return 0, nil
+	}
+	bad := func() error {
+		return fmt.Errorf("%w %q: want a positive duration such as 12h, 7d, 2w, or never", ErrBadTTL, s)
+	}
+	var d time.Duration
+	if n := len(t); n > 1 && (t[n-1] == 'd' || t[n-1] == 'w') {
+		k, err := strconv.ParseInt(t[:n-1], 10, 32)
+		day := 24 * time.Hour
+		if t[n-1] == 'w' {
+			day *= 7
+		}
+		if err != nil || k > int64(maxTTL/day) {
+			return 0, bad()
+		}
+		d = time.Duration(k) * day
+	} else {
+		var err error
+		if d, err = time.ParseDuration(t); err != nil {
+			return 0, bad()
+		}
+	}
+	if d <= 0 || d > maxTTL {
+		return 0, bad()
+	}
+	return d, nil
 }
 
 // count reads a whole, non-negative number at key, or keeps def when the

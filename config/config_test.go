@@ -154,7 +154,7 @@ func TestLoad_Errors(t *testing.T) {
 		{
 			name:    "unknown key, nothing close",
 			content: "plugins: []\n",
-			want:    ":1:1: unknown key plugins at the top level (keys: warehouse, state, model_defaults, environments)",
+			want:    ":1:1: unknown key plugins at the top level (keys: warehouse, state, environment_ttl, model_defaults, environments)",
 			key:     "plugins",
 		},
 		{
@@ -218,6 +218,48 @@ func TestLoad_Errors(t *testing.T) {
 			key:     "model_defaults.dialect",
 		},
 		{
+			name:    "ttl on prod",
+			content: "environments:\n  dev: {ttl: 1d}\n  prod:\n    ttl: 7d\n",
+			want:    ":4:5: environments.prod.ttl: prod never expires; remove ttl (environment_ttl and ttl apply to the other environments)",
+			key:     "environments.prod.ttl",
+		},
+		{
+			name:    "bad environment ttl",
+			content: "environments:\n  dev:\n    ttl: 7 days\n",
+			want:    `:3:10: environments.dev.ttl: bad duration "7 days": want a positive duration such as 12h, 7d, 2w, or never`,
+			key:     "environments.dev.ttl",
+		},
+		{
+			name:    "bad top-level ttl",
+			content: "state: sqlite://s.db\nenvironment_ttl: 1 week\n",
+			want:    `:2:18: environment_ttl: bad duration "1 week": want a positive duration such as 12h, 7d, 2w, or never`,
+			key:     "environment_ttl",
+		},
+		{
+			name:    "zero ttl",
+			content: "environment_ttl: 0d\n",
+			want:    `:1:18: environment_ttl: bad duration "0d": want a positive duration such as 12h, 7d, 2w, or never`,
+			key:     "environment_ttl",
+		},
+		{
+			name:    "negative ttl",
+			content: "environment_ttl: -5h\n",
+			want:    `:1:18: environment_ttl: bad duration "-5h": want a positive duration such as 12h, 7d, 2w, or never`,
+			key:     "environment_ttl",
+		},
+		{
+			name:    "ttl without a unit",
+			content: "environment_ttl: 7\n",
+			want:    `:1:18: environment_ttl: want a duration such as 12h, 7d, 2w or never, got 7`,
+			key:     "environment_ttl",
+		},
+		{
+			name:    "misspelt ttl key",
+			content: "environments:\n  dev: {tll: 1d}\n",
+			want:    ":2:9: unknown key tll in environments.dev: did you mean ttl?",
+			key:     "environments.dev.tll",
+		},
+		{
 			name:    "bad default start",
 			content: "model_defaults:\n  start: '2024-02-30'\n",
 			want:    `:2:10: model_defaults.start: bad time "2024-02-30": parsing time "2024-02-30": day out of range`,
@@ -234,6 +276,54 @@ func TestLoad_Errors(t *testing.T) {
 			require.True(t, errors.As(err, &ce))
 			require.Equal(t, tt.key, ce.Key)
 		})
+	}
+}
+
+// Scenario: environment_ttl sets how long every non-prod environment lives
+// after a promotion (default one week, as in SQLMesh); environments.<name>.ttl
+// overrides it, never is 0, and prod never expires whatever the file says.
+func TestLoad_EnvironmentTTL(t *testing.T) {
+	t.Parallel()
+	day := 24 * time.Hour
+	cfg, err := config.LoadEnv(project(t, nil), nil)
+	require.NoError(t, err)
+	require.Equal(t, config.DefaultEnvironmentTTL, cfg.EnvironmentTTL)
+	require.Equal(t, 7*day, cfg.TTL("dev"))
+	require.Zero(t, cfg.TTL("prod"))
+
+	cfg, err = config.LoadEnv(project(t, ptr(`environment_ttl: 12h
+environments:
+  pr_1: {ttl: 2w}
+  demo: {ttl: never}
+  ci: {ttl: 90m}
+  prod: {on_incumbent_advance: strict}
+`)), nil)
+	require.NoError(t, err)
+	require.Equal(t, 12*time.Hour, cfg.EnvironmentTTL)
+	require.Equal(t, 12*time.Hour, cfg.TTL("dev"), "not configured: the top-level ttl")
+	require.Equal(t, 14*day, cfg.TTL("pr_1"))
+	require.Zero(t, cfg.TTL("demo"), "never")
+	require.Equal(t, 90*time.Minute, cfg.TTL("ci"))
+	require.Zero(t, cfg.TTL("prod"))
+
+	cfg, err = config.LoadEnv(project(t, ptr("environment_ttl: never\n")), nil)
+	require.NoError(t, err)
+	require.Zero(t, cfg.TTL("dev"))
+}
+
+func TestParseTTL(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]time.Duration{
+		"never": 0, "NEVER": 0, "7d": 7 * 24 * time.Hour, "2w": 14 * 24 * time.Hour, "12h": 12 * time.Hour,
+		"1h30m": 90 * time.Minute, " 3d ": 3 * 24 * time.Hour,
+	} {
+		got, err := config.ParseTTL(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "0", "0h", "-1d", "d", "1.5d", "7 days", "forever", "99999999d", "1000000h"} {
+		_, err := config.ParseTTL(in)
+		require.ErrorIs(t, err, config.ErrBadTTL, in)
 	}
 }
 
