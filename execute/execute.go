@@ -58,7 +58,15 @@ type Work struct {
 	SkipCovered bool
 	// Fence, when set, pins every interval write (see state.Fence).
 	Fence *state.Fence
+	// Stop, when it is closed, keeps further batches from starting: Execute
+	// returns an error wrapping ErrStopped before the next batch. The batch
+	// in flight is not interrupted (its context governs that), so a stop
+	// leaves every batch committed and recorded, or not started.
+	Stop <-chan struct{}
 }
+
+// ErrStopped is wrapped when Work.Stop kept a batch from starting.
+var ErrStopped = errors.New("stopped before the next batch")
 
 // Result is what Execute did.
 type Result struct {
@@ -189,6 +197,11 @@ func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
 	for r := range schedule.Batches(todo, spec.Unit, s.Model.BatchSize) {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("model %s before interval %s: %w", s.Name, r, err)
+		}
+		select {
+		case <-w.Stop:
+			return res, fmt.Errorf("model %s before interval %s: %w", s.Name, r, ErrStopped)
+		default:
 		}
 		if err := x.checkFence(ctx, key, r, w.Fence); err != nil {
 			return res, err

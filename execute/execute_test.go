@@ -174,3 +174,34 @@ SELECT i AS id, @start_ts AS seen FROM range(3) AS r(i)`
 		b.Rows(t, "SELECT id, strftime(seen, '%Y-%m-%d') FROM "+phys))
 	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-04T00:00:00Z)}", b.Intervals(t, "demo.latest", tpl.Snapshot.Version))
 }
+
+// Scenario: a scheduler is asked to stop while a model's first daily batch
+// runs (its OnBatch closes Stop). That batch finishes and is recorded; the
+// next one does not start, and Execute says it stopped. Running the same
+// work again resumes with the second day.
+func TestStopKeepsTheNextBatchFromStarting(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, true, nil)
+	pr := b.Load(t)
+	tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet,
+		Now: func() time.Time { return at(2024, 1, 3, 0) }, OnBatch: func(execute.Batch) { close(stop) }}
+	tpl := tpls["demo.events"]
+	exec := at(2024, 1, 3, 0)
+	require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
+	work := interval.NewSet(interval.NewRange(at(2024, 1, 1, 0), at(2024, 1, 3, 0)))
+	res, err := x.Execute(b.Ctx, execute.Work{Template: tpl, Ranges: work, Execution: exec, Stop: stop})
+	require.ErrorIs(t, err, execute.ErrStopped)
+	require.Equal(t, 1, res.Batches)
+	s := tpl.Snapshot
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-02T00:00:00Z)}", b.Intervals(t, s.Name, s.Version))
+	require.Equal(t, int64(24*12), b.Count(t, b.Engine.QuoteTable(tpl.Table)))
+
+	x.OnBatch = nil
+	res, err = x.Execute(b.Ctx, execute.Work{Template: tpl, Ranges: work, Execution: exec, SkipCovered: true})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Batches, "resumed with the second day")
+	require.Equal(t, work.String(), b.Intervals(t, s.Name, s.Version))
+}

@@ -93,6 +93,10 @@ type Params struct {
 	// The work's interval writes are fenced on the lease as well as on the
 	// environment's generation.
 	Leases *lease.Options
+	// Stop, when closed, keeps the run's further batches from starting
+	// (execute.Work.Stop): the run returns an error wrapping
+	// execute.ErrStopped. The daemon closes it on SIGINT/SIGTERM.
+	Stop <-chan struct{}
 	// Known are snapshots the caller already holds (snapshots are
 	// immutable, so a key always names the same content): the run reads
 	// only the served snapshots missing from it. The scheduler daemon passes
@@ -379,7 +383,7 @@ func runModel(ctx context.Context, p Params, x *execute.Executor, s *snapshot.Sn
 	if err != nil {
 		return nil, err
 	}
-	r, err := x.Execute(ctx, execute.Work{Template: t, Ranges: due.Work, Whole: !execute.IsIncremental(s.Model.Kind), Execution: p.ExecutionTime, Fence: fence})
+	r, err := x.Execute(ctx, execute.Work{Template: t, Ranges: due.Work, Whole: !execute.IsIncremental(s.Model.Kind), Execution: p.ExecutionTime, Fence: fence, Stop: p.Stop})
 	if err != nil {
 		return nil, err
 	}

@@ -68,6 +68,12 @@ const maxFollow = 3
 // was asked for: the run then starts no further model.
 var errStopping = errors.New("the scheduler is stopping")
 
+// stoppingErr: the run ended because a stop was asked for, between models
+// (errStopping) or between batches (execute.ErrStopped).
+func stoppingErr(err error) bool {
+	return errors.Is(err, errStopping) || errors.Is(err, execute.ErrStopped)
+}
+
 // Params configure a Scheduler.
 type Params struct {
 	// Envs are the environments kept fresh, in this order each tick.
@@ -402,6 +408,7 @@ func (s *Scheduler) tickEnv(work, stop context.Context, env string, exec time.Ti
 			Env: env, ExecutionTime: exec, Select: selected,
 			Store: s.p.Store, Engine: engine, Parser: s.p.Parser, ProjectDir: s.p.ProjectDir,
 			Now: s.clock.Now, Logger: s.log, Hooks: s.hooks(stop), Leases: &s.p.Lease, Known: c.known,
+			Stop: stop.Done(),
 		})
 		if rr != nil {
 			s.account(&er, rr, c.units)
@@ -414,7 +421,7 @@ func (s *Scheduler) tickEnv(work, stop context.Context, env string, exec time.Ti
 		// against another generation than the check saw.
 		promoted := errors.As(err, &stopped) ||
 			(err == nil && rr.Generation != c.generation) ||
-			(err != nil && !errors.Is(err, errStopping) && s.moved(work, env, c.generation))
+			(err != nil && !stoppingErr(err) && s.moved(work, env, c.generation))
 		switch {
 		case promoted:
 			s.metrics.runs.WithLabelValues(env, "fenced").Inc()
@@ -427,7 +434,7 @@ func (s *Scheduler) tickEnv(work, stop context.Context, env string, exec time.Ti
 			s.log.Info("the environment was promoted during the run: following the new generation",
 				slog.String("env", env), slog.Int64("from", c.generation), slog.Any("reason", err))
 			continue
-		case errors.Is(err, errStopping):
+		case stoppingErr(err):
 			s.metrics.runs.WithLabelValues(env, "stopped").Inc()
 			er.Stopped = true
 		case errors.As(err, &batch) && !failed[batch.Model]:
@@ -464,6 +471,8 @@ func (s *Scheduler) moved(ctx context.Context, env string, g int64) bool {
 
 // hooks are the runs' hooks: Params.Hooks, behind a before-model check that
 // refuses to start a model once a stop was asked for.
+//
+// (Within a model, run.Params.Stop keeps the next batch from starting.)
 func (s *Scheduler) hooks(stop context.Context) run.Hooks {
 	h := s.p.Hooks
 	before := h.BeforeModel
