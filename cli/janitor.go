@@ -25,7 +25,8 @@ import (
 
 // DefaultJanitorGrace is how long after its last recorded activity a plan
 // whose application has not finished keeps every version it references
-// (janitor --grace).
+// (janitor --grace). Every plan saved within it is considered, promoted or
+// not: apply saves the plan in its first stage, before it builds anything.
 const DefaultJanitorGrace = 24 * time.Hour
 
 // janitorReport is what one janitor pass removed (or, with --dry-run, would
@@ -51,7 +52,8 @@ type janitorReport struct {
 	// Snapshots is how many snapshot records were deleted.
 	Snapshots int `json:"snapshots"`
 	// InFlight names the plans whose application has not finished and was
-	// active within the grace period: every version they reference is kept.
+	// active within the grace period, promoted or not: every version they
+	// reference is kept.
 	InFlight []string `json:"in_flight_plans"`
 	// Skipped names environments left alone because they were promoted
 	// while the janitor ran.
@@ -91,11 +93,13 @@ else is kept and reported).
 
 Then it drops the physical tables, intervals and snapshots of the versions
 no remaining environment serves, among those the removed environments
-served and those of every plan the history names. A version referenced by a
-plan whose application has not finished and was active within --grace is
-kept: that apply may still be building it. Physical schemas gapless__<schema>
-left empty are dropped too. If any environment is promoted while it works,
-it drops no table and asks to be run again.
+served, those of every plan the history names and those of every plan saved
+within --grace. A version referenced by a plan whose application has not
+finished and was active within --grace is kept: that apply may still be
+building it, also when it has not reached its promotion yet (apply saves
+its plan first). Physical schemas gapless__<schema> left empty are dropped
+too. If any environment is promoted while it works, it drops no table and
+asks to be run again.
 
 --dry-run prints what it would remove and changes nothing.`,
 		Args: rangeArgs(0, 0),
@@ -190,6 +194,12 @@ type removedEnv struct {
 //     between the read that chose them and the drop (a promotion meanwhile
 //     aborts the table drops), and never a version that a plan whose
 //     application has not finished, active within opts.Grace, references.
+//     The plans examined for that are those the history names and every
+//     plan the store lists as created within opts.Grace of exec
+//     (state.Store.ListPlans): apply saves its plan in its first stage and
+//     the history names it only from its promotion on, so a plan still
+//     building its tables, or one whose backfill failed, is found by the
+//     listing alone.
 func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Time, opts janitorOptions) (*janitorReport, error) {
 	rep := &janitorReport{DryRun: opts.DryRun, Environments: []string{}, Views: []string{}, Schemas: []string{},
 		KeptSchemas: []keptSchema{}, Tables: []string{}, Versions: []state.VersionKey{}, InFlight: []string{}}
@@ -268,15 +278,25 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 		}
 	}
 
-	// Every plan the history names: their snapshots are the candidates for
-	// retirement, and those of a plan still being applied are kept.
+	// Every plan the history names, and every plan saved within the grace
+	// period (promoted or not: apply saves its plan before it builds
+	// anything, and the history names it only from its promotion on):
+	// their snapshots are the candidates for retirement, and those of a plan
+	// still being applied are kept.
 	if err := historyPlanIDs(ctx, b.Store, planIDs); err != nil {
 		return nil, err
+	}
+	saved, err := recentPlans(ctx, b.Store, exec, opts.Grace)
+	if err != nil {
+		return nil, err
+	}
+	for id := range saved {
+		planIDs[id] = true
 	}
 	protectedVersions := map[state.VersionKey]bool{}
 	protectedSnaps := map[state.SnapshotKey]bool{}
 	for _, id := range sortedKeys(planIDs) {
-		pl, active, err := g.readPlan(ctx, b.Store, id, exec, opts.Grace)
+		pl, active, err := g.readPlan(ctx, b.Store, id, saved[id], exec, opts.Grace)
 		if err != nil {
 			return nil, err
 		}
@@ -511,22 +531,41 @@ func historyPlanIDs(ctx context.Context, store state.Store, ids map[string]bool)
 	}
 }
 
-// readPlan reads plan id and says whether its application may still be
-// running: it has not finished (no finalize stage finished) and its last
-// recorded activity (creation, or any stage) is within grace of exec. A
-// plan the store does not have, or that cannot be decoded, is skipped
-// (nil): its snapshots are neither candidates nor protected.
-func (g *globals) readPlan(ctx context.Context, store state.Store, id string, exec time.Time, grace time.Duration) (*plan.Plan, bool, error) {
+// recentPlans returns, by id, every plan saved with a creation time within
+// grace of exec (created after exec - grace), whether or not it was ever
+// promoted.
+func recentPlans(ctx context.Context, store state.Store, exec time.Time, grace time.Duration) (map[string]*state.Plan, error) {
+	list, err := store.ListPlans(ctx, state.PlanFilter{CreatedAfter: exec.Add(-grace)})
+	if err != nil {
+		return nil, fmt.Errorf("janitor: listing the plans saved within the grace period: %w", err)
+	}
+	out := make(map[string]*state.Plan, len(list))
+	for i := range list {
+		out[list[i].ID] = &list[i]
+	}
+	return out, nil
+}
+
+// readPlan reads plan id (sp, when the caller already has it) and says
+// whether its application may still be running: it has not finished (no
+// finalize stage finished) and its last recorded activity (creation, or
+// any stage) is within grace of exec. A plan the store does not have, or
+// that cannot be decoded, is skipped (nil): its snapshots are neither
+// candidates nor protected.
+func (g *globals) readPlan(ctx context.Context, store state.Store, id string, sp *state.Plan, exec time.Time, grace time.Duration) (*plan.Plan, bool, error) {
 	if id == "" {
 		return nil, false, nil
 	}
-	sp, err := store.GetPlan(ctx, id)
-	if errors.Is(err, state.ErrNotFound) {
-		g.log.Debug("janitor: plan not in the store", "plan", id)
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("janitor: reading plan %s: %w", id, err)
+	if sp == nil {
+		var err error
+		sp, err = store.GetPlan(ctx, id)
+		if errors.Is(err, state.ErrNotFound) {
+			g.log.Debug("janitor: plan not in the store", "plan", id)
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("janitor: reading plan %s: %w", id, err)
+		}
 	}
 	var pl plan.Plan
 	if err := json.Unmarshal(sp.Payload, &pl); err != nil {

@@ -13,8 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/config"
+	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/state"
 )
 
@@ -312,6 +314,74 @@ func TestJanitorKeepsTheVersionsOfAnUnfinishedRecentPlan(t *testing.T) {
 		require.NotContains(t, rep.Tables, "gapless__demo."+strings.ReplaceAll(name, ".", "__")+"__"+row.Version, "%s: prod serves it", name)
 	}
 	require.Equal(t, float64(29*12), count(t, dir, "demo.events"))
+}
+
+// Scenario: a breaking change moved prod's demo.daily_revenue from v1 to
+// v2, so v1's table is retired. A new plan reverts the change: it rebuilds
+// v1. Its apply has run its first stage only (recorded the snapshots and
+// saved the plan, as apply.StageRecordSnapshots does) and promoted
+// nothing, so no history event names the plan. Within the grace period the
+// janitor finds it among the saved plans, reports it in flight and keeps
+// v1's table, which the apply is about to reuse; after the grace period
+// the plan is no longer in flight and v1's table is dropped. prod's v2 is
+// never touched.
+func TestJanitorKeepsTheVersionsOfASavedPlanNotYetPromoted(t *testing.T) {
+	t.Parallel()
+	dir := initProject(t)
+	mustRun(t, dir, "plan", "--auto-apply", "--execution-time", t0)
+	v1 := statusOf(t, dir, "--execution-time", t0)["demo.daily_revenue"].Version
+	editModel(t, dir, "daily_revenue.sql", "count(*) AS events", "count(*) + 0 AS events")
+	mustRun(t, dir, "plan", "--auto-apply", "--execution-time", t0)
+	prod := statusOf(t, dir, "--execution-time", t0)
+	require.NotEqual(t, v1, prod["demo.daily_revenue"].Version)
+	retired := "demo__daily_revenue__" + v1
+	require.True(t, tableExists(t, dir, "gapless__demo", retired))
+
+	editModel(t, dir, "daily_revenue.sql", "count(*) + 0 AS events", "count(*) AS events")
+	mustRun(t, dir, "plan", "--out", "plan.json", "--execution-time", t0)
+	data, err := os.ReadFile(filepath.Join(dir, "plan.json"))
+	require.NoError(t, err)
+	pl, err := plan.Decode(data)
+	require.NoError(t, err)
+	rebuilds := false
+	for _, s := range pl.Snapshots {
+		rebuilds = rebuilds || (s.Name == "demo.daily_revenue" && s.Version == v1)
+	}
+	require.True(t, rebuilds, "the reverted plan serves demo.daily_revenue at %s", v1)
+	require.True(t, pl.CreatedAt.Equal(clock0), "plan created at %v", pl.CreatedAt)
+
+	// The apply's first stage, and nothing after it.
+	ctx := context.Background()
+	cfg, err := config.Load(dir)
+	require.NoError(t, err)
+	b, err := backend.Open(ctx, cfg, backend.Options{})
+	require.NoError(t, err)
+	require.NoError(t, b.Store.PushSnapshots(ctx, pl.Snapshots))
+	payload, err := plan.Encode(pl)
+	require.NoError(t, err)
+	require.NoError(t, b.Store.SavePlan(ctx, state.Plan{ID: pl.ID, Environment: pl.Environment, Payload: payload, CreatedAt: pl.CreatedAt}))
+	for _, status := range []string{apply.StatusStarted, apply.StatusFinished} {
+		_, err := b.Store.RecordApplication(ctx, state.Application{PlanID: pl.ID, Stage: string(apply.StageRecordSnapshots), Status: status, At: clock0})
+		require.NoError(t, err)
+	}
+	named, err := b.Store.ListEvents(ctx, state.EventFilter{PlanID: pl.ID})
+	require.NoError(t, err)
+	require.Empty(t, named, "no history event names the plan")
+	require.NoError(t, b.Close())
+
+	rep := janitorAt(t, dir, clock0.Add(time.Hour))
+	require.Equal(t, []string{pl.ID}, rep.InFlight)
+	require.NotContains(t, rep.Tables, "gapless__demo."+retired)
+	require.True(t, tableExists(t, dir, "gapless__demo", retired), "the saved plan's version was dropped")
+
+	rep = janitorAt(t, dir, clock0.Add(25*time.Hour))
+	require.Empty(t, rep.InFlight)
+	require.Contains(t, rep.Tables, "gapless__demo."+retired)
+	require.False(t, tableExists(t, dir, "gapless__demo", retired))
+	for name, row := range prod {
+		require.NotContains(t, rep.Tables, "gapless__demo."+strings.ReplaceAll(name, ".", "__")+"__"+row.Version, "%s: prod serves it", name)
+	}
+	require.Equal(t, float64(5), count(t, dir, "demo.daily_revenue"))
 }
 
 // Scenario: a bad ttl in gapless.yaml fails every command with the file,

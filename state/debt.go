@@ -276,6 +276,23 @@ func repairedEvent(d Debt, data RepairedEventData) (Event, error) {
 	}, nil
 }
 
+// ReasonInvalidated is the Reason of the gap_superseded event of a debt
+// superseded because its environment was invalidated (Invalidate): no plan
+// superseded it, so the event's PlanID is empty.
+const ReasonInvalidated = "invalidated"
+
+// InvalidatedEvent is the gap_superseded event of d, stamped superseded (at
+// d.SupersededAt) by the invalidation of its environment: SupersededEvent
+// with no plan and no carried debts, and Reason ReasonInvalidated.
+func InvalidatedEvent(d Debt) (Event, error) {
+	ev, err := SupersededEvent(d, "", nil)
+	if err != nil {
+		return Event{}, err
+	}
+	ev.Reason = ReasonInvalidated
+	return ev, nil
+}
+
 // SupersededEventData is the Data of a gap_superseded event.
 type SupersededEventData struct {
 	DebtID  int64          `json:"debt_id"`

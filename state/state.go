@@ -177,7 +177,10 @@ type CheckResult struct {
 //     naming them and one EventGapCarried event each. A carried debt is
 //     repaired by AddIntervals like any other;
 //   - a later promotion no longer serves the model: Promote stamps
-//     SupersededAt, with an EventGapSuperseded event.
+//     SupersededAt, with an EventGapSuperseded event;
+//   - the environment is invalidated: Invalidate stamps SupersededAt (its
+//     Now), with an EventGapSuperseded event whose Reason is
+//     ReasonInvalidated.
 //
 // Promote does all this in the promotion transaction (see SettleDebts). A
 // debt recorded for a range that is already covered when the promotion
@@ -240,6 +243,16 @@ type Plan struct {
 	Environment string          `json:"environment"`
 	Payload     json.RawMessage `json:"payload"`
 	CreatedAt   time.Time       `json:"created_at"`
+}
+
+// PlanFilter selects saved plans; zero fields do not filter. ListPlans
+// returns them newest first (CreatedAt descending, then ID ascending), at
+// most Limit of them (0: no limit; negative is an error).
+type PlanFilter struct {
+	Environment string
+	// CreatedAfter keeps the plans created strictly after it.
+	CreatedAfter time.Time
+	Limit        int
 }
 
 // Application is one entry of a plan's application history: a stage of an
@@ -373,7 +386,11 @@ type Store interface {
 	// there is no such environment.
 	Finalize(ctx context.Context, p FinalizeParams) error
 	// Invalidate marks an environment invalidated and expired at Now, for
-	// the janitor to remove. ErrNotFound if it does not exist.
+	// the janitor to remove. ErrNotFound if it does not exist. In the same
+	// transaction it supersedes, at Now, every open debt of the environment
+	// (nothing it served will be served again), appending one
+	// EventGapSuperseded event per debt, in debt ID order, with no plan and
+	// Reason ReasonInvalidated (see SupersededEvent).
 	Invalidate(ctx context.Context, p InvalidateParams) error
 	// DeleteEnvironment removes an environment row (janitor), pinned to its
 	// generation: ErrConflictingPlan if it changed since it was read.
@@ -384,6 +401,11 @@ type Store interface {
 	SavePlan(ctx context.Context, p Plan) error
 	// GetPlan returns a saved plan or ErrNotFound.
 	GetPlan(ctx context.Context, id string) (*Plan, error)
+	// ListPlans returns the saved plans matching f, newest first (see
+	// PlanFilter), each with its id, environment, creation time and
+	// payload. A plan is listed from the moment it is saved, whether or not
+	// it was ever promoted.
+	ListPlans(ctx context.Context, f PlanFilter) ([]Plan, error)
 	// RecordApplication appends to a plan's application history.
 	RecordApplication(ctx context.Context, a Application) (Application, error)
 	// ListApplications returns a plan's application history in order.

@@ -272,6 +272,49 @@ func writeSettlements(ctx context.Context, tx pgx.Tx, settled []state.Settlement
 	return nil
 }
 
+// supersedeOpenDebts stamps superseded at now every open debt of
+// environment env and appends one gap_superseded event per debt
+// (state.InvalidatedEvent), in id order, inside Invalidate's transaction,
+// after the environment row was locked. The debts are locked in id order,
+// like every other locker of debts (a promotion settling them, an interval
+// write repairing them), and the lock re-checks that each is still open:
+// one an interval write repaired meanwhile (READ COMMITTED re-evaluates the
+// condition on the committed row) is neither stamped nor announced. The
+// event lock is taken last.
+func supersedeOpenDebts(ctx context.Context, tx pgx.Tx, env string, now time.Time) error {
+	rows, err := tx.Query(ctx, `
+		WITH locked AS (
+			SELECT id AS locked_id FROM debts WHERE environment = $1 AND `+openDebt+`
+			ORDER BY id FOR UPDATE)
+		UPDATE debts SET superseded_at_us = $2 FROM locked WHERE debts.id = locked.locked_id
+		RETURNING `+debtColumns,
+		env, state.Micros(now))
+	if err != nil {
+		return fmt.Errorf("superseding the open debts: %w", err)
+	}
+	superseded, err := collectDebts(rows) // sorted by id
+	if err != nil {
+		return fmt.Errorf("superseding the open debts: %w", err)
+	}
+	if len(superseded) == 0 {
+		return nil
+	}
+	events := make([]state.Event, len(superseded))
+	for i, d := range superseded {
+		if events[i], err = state.InvalidatedEvent(d); err != nil {
+			return err
+		}
+	}
+	encoded, err := encodeEvents(events)
+	if err != nil {
+		return err
+	}
+	if _, err := encoded.insert(ctx, tx); err != nil {
+		return fmt.Errorf("appending %d gap_superseded events: %w", len(events), err)
+	}
+	return nil
+}
+
 // insertDebts inserts debts in one statement and sets their ids, increasing
 // in argument order.
 func insertDebts(ctx context.Context, tx pgx.Tx, debts []state.Debt) error {

@@ -248,19 +248,32 @@ func (s *Store) Finalize(ctx context.Context, p state.FinalizeParams) error {
 // Invalidate marks an environment invalidated and expired at p.Now for the
 // janitor; its generation is unchanged. No environment gives
 // state.ErrNotFound.
+//
+// In the same transaction it stamps superseded at p.Now every open debt of
+// the environment and appends their gap_superseded events (see
+// supersedeOpenDebts), so an invalidated environment never keeps an open
+// debt and a debt is never superseded without its event. The locks are
+// taken in a promotion's order: the environment row (by the UPDATE), then
+// the debts in id order, then the event lock.
 func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error {
 	if p.Now.IsZero() {
 		return fmt.Errorf("postgres state: invalidate %q: %w", p.Environment, errNoNow)
 	}
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE environments SET expires_at_us = $2, invalidated = true
-		WHERE name = $1 AND NOT deleted`,
-		p.Environment, state.Micros(p.Now))
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `
+			UPDATE environments SET expires_at_us = $2, invalidated = true
+			WHERE name = $1 AND NOT deleted`,
+			p.Environment, state.Micros(p.Now))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return state.ErrNotFound
+		}
+		return supersedeOpenDebts(ctx, tx, p.Environment, p.Now)
+	})
 	if err != nil {
 		return fmt.Errorf("postgres state: invalidate %q: %w", p.Environment, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("postgres state: invalidate %q: %w", p.Environment, state.ErrNotFound)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -80,6 +81,62 @@ func (s *Store) GetPlan(ctx context.Context, id string) (*state.Plan, error) {
 	p.Payload = json.RawMessage(text)
 	p.CreatedAt = state.FromMicros(created)
 	return &p, nil
+}
+
+// ListPlans returns the saved plans matching f, newest first (created_at
+// descending, then id), at most f.Limit of them (0: all), each payload byte
+// for byte as saved. Both shapes of the filter, with an environment or
+// without, are a range of one index of migration 00003, in the query's
+// order.
+func (s *Store) ListPlans(ctx context.Context, f state.PlanFilter) ([]state.Plan, error) {
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("postgres state: list plans: negative limit %d", f.Limit)
+	}
+	var (
+		where []string
+		args  []any
+	)
+	if f.Environment != "" {
+		args = append(args, f.Environment)
+		where = append(where, fmt.Sprintf("environment = $%d", len(args)))
+	}
+	if !f.CreatedAfter.IsZero() {
+		// Stored instants are whole microseconds: m > floor(t) exactly when
+		// the instant m is after t.
+		args = append(args, state.Micros(f.CreatedAfter))
+		where = append(where, fmt.Sprintf("created_at_us > $%d", len(args)))
+	}
+	query := `SELECT id, environment, payload_text, created_at_us FROM plans`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY created_at_us DESC, id`
+	if f.Limit > 0 {
+		args = append(args, f.Limit)
+		query += fmt.Sprintf(" LIMIT $%d", len(args))
+	}
+	rows, err := s.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: list plans: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (state.Plan, error) {
+		var p state.Plan
+		var text string
+		var created int64
+		if err := row.Scan(&p.ID, &p.Environment, &text, &created); err != nil {
+			return p, err
+		}
+		p.Payload = json.RawMessage(text)
+		p.CreatedAt = state.FromMicros(created)
+		return p, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: list plans: %w", err)
+	}
+	if out == nil {
+		out = []state.Plan{}
+	}
+	return out, nil
 }
 
 // RecordApplication appends one entry to a saved plan's application history

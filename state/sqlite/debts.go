@@ -253,6 +253,43 @@ func stampSettled(ctx context.Context, tx *sql.Tx, d state.Debt) error {
 	return nil
 }
 
+// supersedeOpenDebts stamps superseded at now every open debt of
+// environment env (one search of the debts_open_by_environment index) and
+// appends one gap_superseded event per debt (state.InvalidatedEvent), in id
+// order, inside the caller's write transaction: Invalidate's. The write
+// lock is held, so no interval write can repair one of them meanwhile.
+func supersedeOpenDebts(ctx context.Context, tx *sql.Tx, env string, now time.Time) error {
+	rows, err := tx.QueryContext(ctx, `
+		UPDATE debts SET superseded_at_us = ?
+		WHERE environment = ? AND `+openDebt+`
+		RETURNING `+debtColumns,
+		state.Micros(now), env)
+	if err != nil {
+		return fmt.Errorf("superseding the open debts: %w", err)
+	}
+	superseded, err := collectDebts(rows) // sorted by id
+	if err != nil {
+		return fmt.Errorf("superseding the open debts: %w", err)
+	}
+	if len(superseded) == 0 {
+		return nil
+	}
+	events := make([]state.Event, len(superseded))
+	for i, d := range superseded {
+		if events[i], err = state.InvalidatedEvent(d); err != nil {
+			return err
+		}
+	}
+	prepared, data, err := prepareEvents(events)
+	if err != nil {
+		return err
+	}
+	if err := insertEvents(ctx, tx, prepared, data); err != nil {
+		return fmt.Errorf("appending gap_superseded events: %w", err)
+	}
+	return nil
+}
+
 // refKeys returns the interval keys of refs.
 func refKeys(refs []state.SnapshotRef) []state.VersionKey {
 	out := make([]state.VersionKey, len(refs))

@@ -261,7 +261,11 @@ func (s *Store) Finalize(ctx context.Context, p state.FinalizeParams) error {
 }
 
 // Invalidate marks an environment invalidated and expired at p.Now, or fails
-// wrapping state.ErrNotFound. Its generation is unchanged.
+// wrapping state.ErrNotFound. Its generation is unchanged. In the same
+// IMMEDIATE transaction it stamps superseded at p.Now every open debt of the
+// environment and appends their gap_superseded events (see
+// supersedeOpenDebts), so an invalidated environment never keeps an open
+// debt, and a debt is never superseded without its event.
 func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error {
 	if p.Now.IsZero() {
 		return fmt.Errorf("sqlite: invalidate %q: %w", p.Environment, errNoNow)
@@ -280,7 +284,7 @@ func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error 
 		if n == 0 {
 			return fmt.Errorf("environment %q: %w", p.Environment, state.ErrNotFound)
 		}
-		return nil
+		return supersedeOpenDebts(ctx, tx, p.Environment, p.Now)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: invalidate %q: %w", p.Environment, err)

@@ -64,3 +64,27 @@ func TestBusyTimeoutOption(t *testing.T) {
 	require.NoError(t, st.db.QueryRowContext(t.Context(), `PRAGMA busy_timeout`).Scan(&busy))
 	require.Equal(t, 250, busy)
 }
+
+func TestListPlansWalksAnIndexInOrder(t *testing.T) {
+	t.Parallel()
+	// Scenario: both shapes of ListPlans' query, with an environment and
+	// without, read a range of one index of migration 00003 in the query's
+	// order: no scan of the table, no sort.
+	st, err := Open(t.Context(), filepath.Join(t.TempDir(), "state.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+
+	for _, c := range []struct {
+		where []string
+		args  []any
+		index string
+	}{
+		{[]string{"environment = ?", "created_at_us > ?"}, []any{"prod", 1}, "plans_by_environment_creation"},
+		{[]string{"environment = ?"}, []any{"prod"}, "plans_by_environment_creation"},
+		{[]string{"created_at_us > ?"}, []any{1}, "plans_by_creation"},
+	} {
+		joined := queryPlan(t, st, listPlansQuery(c.where), c.args...)
+		require.Contains(t, joined, c.index, "plan: %s", joined)
+		require.NotContains(t, joined, "TEMP B-TREE", "plan: %s", joined)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/gapless-dev/gapless/state"
 )
@@ -82,6 +83,67 @@ func (s *Store) GetPlan(ctx context.Context, id string) (*state.Plan, error) {
 	p.Payload = json.RawMessage(payload)
 	p.CreatedAt = state.FromMicros(created)
 	return &p, nil
+}
+
+// listPlansQuery is ListPlans' query: with the environment filter or
+// without, each the shape of one index of migration 00003, which returns
+// the rows in the query's order (no sort). where is the filter.
+func listPlansQuery(where []string) string {
+	q := `SELECT id, environment, payload, created_at_us FROM plans`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	return q + ` ORDER BY created_at_us DESC, id`
+}
+
+// ListPlans returns the saved plans matching f, newest first (created_at
+// descending, then id), at most f.Limit of them (0: all).
+func (s *Store) ListPlans(ctx context.Context, f state.PlanFilter) ([]state.Plan, error) {
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("sqlite: list plans: negative limit %d", f.Limit)
+	}
+	var (
+		where []string
+		args  []any
+	)
+	if f.Environment != "" {
+		where = append(where, "environment = ?")
+		args = append(args, f.Environment)
+	}
+	if !f.CreatedAfter.IsZero() {
+		// Stored instants are whole microseconds: m > floor(t) exactly when
+		// the instant m is after t.
+		where = append(where, "created_at_us > ?")
+		args = append(args, state.Micros(f.CreatedAfter))
+	}
+	query := listPlansQuery(where)
+	if f.Limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, f.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list plans: %w", err)
+	}
+	defer rows.Close()
+	out := []state.Plan{}
+	for rows.Next() {
+		var (
+			p       state.Plan
+			payload string
+			created int64
+		)
+		if err := rows.Scan(&p.ID, &p.Environment, &payload, &created); err != nil {
+			return nil, fmt.Errorf("sqlite: list plans: %w", err)
+		}
+		p.Payload = json.RawMessage(payload)
+		p.CreatedAt = state.FromMicros(created)
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list plans: %w", err)
+	}
+	return out, nil
 }
 
 // RecordApplication appends one entry to a saved plan's application history

@@ -38,6 +38,7 @@ func debtTests() []test {
 		{"ListFilters", testDebtListFilters},
 		{"AddIntervalsRequiresNow", testDebtAddNeedsNow},
 		{"RepairRacingThePromotionIsNeverMissed", testDebtRace},
+		{"InvalidateSupersedesTheOpenDebts", testDebtInvalidate},
 	}
 }
 
@@ -768,4 +769,63 @@ func testDebtRace(t *testing.T, b *bundle) {
 		require.NoError(t, err)
 		require.Lenf(t, repaired, 1, "round %d: gap_repaired events", round)
 	}
+}
+
+func testDebtInvalidate(t *testing.T, b *bundle) {
+	// Scenario: dev serves m.a@v1 and m.b@v1 with a debt on each; m.b's is
+	// repaired by the scheduler. prod serves m.a@v1 with a debt of its own.
+	// Invalidating dev at hour 6 supersedes, in the same transaction, only
+	// dev's open debt (stamped at hour 6, not repaired), with one
+	// gap_superseded event for it: under dev, its model, no plan, reason
+	// "invalidated", naming the debt, its range and version, carried
+	// nowhere. dev's repaired debt is left as it was, and prod's debt,
+	// in another environment, stays open: coverage arriving later repairs
+	// prod's debt and not dev's superseded one. Invalidating dev again
+	// supersedes nothing more, and invalidating an unknown environment
+	// changes nothing.
+	snaps := []state.SnapshotRef{sref("m.a", "v1"), sref("m.b", "v1")}
+	promoteWithDebts(t, b, "dev", "", "dev-1", hour(4), snaps,
+		newDebt("m.a", "v1", hours(2, 4)), newDebt("m.b", "v1", hours(2, 4)))
+	promoteWithDebts(t, b, "prod", "", "prod-1", hour(4), []state.SnapshotRef{sref("m.a", "v1")},
+		newDebt("m.a", "v1", hours(3, 4)))
+	addAt(t, b, vkey("m.b", "v1"), set(hours(0, 4)), hour(5))
+	repaired := onlyDebt(t, b, state.DebtFilter{Environment: "dev", Model: "m.b"})
+	require.False(t, repaired.Open())
+	prodBefore := onlyDebt(t, b, state.DebtFilter{Environment: "prod"})
+	open := onlyDebt(t, b, state.DebtFilter{Environment: "dev", Model: "m.a"})
+	require.True(t, open.Open())
+	eventsBefore := listEvents(t, b)
+
+	require.ErrorIs(t, b.store.Invalidate(b.ctx, state.InvalidateParams{Environment: "nowhere", Now: hour(6)}), state.ErrNotFound)
+	require.Equal(t, len(eventsBefore), len(listEvents(t, b)))
+	require.NoError(t, b.store.Invalidate(b.ctx, state.InvalidateParams{Environment: "dev", Now: hour(6)}))
+
+	superseded := onlyDebt(t, b, state.DebtFilter{Environment: "dev", Model: "m.a"})
+	want := open
+	want.SupersededAt = hour(6)
+	requireDebt(t, want, superseded)
+	require.False(t, superseded.Open())
+	requireDebt(t, repaired, onlyDebt(t, b, state.DebtFilter{Environment: "dev", Model: "m.b"}))
+	requireDebt(t, prodBefore, onlyDebt(t, b, state.DebtFilter{Environment: "prod"}))
+	require.Empty(t, listDebts(t, b, state.DebtFilter{Environment: "dev", OpenOnly: true}))
+
+	events := listEvents(t, b, state.EventGapSuperseded)
+	require.Len(t, events, 1)
+	ev := events[0]
+	require.Equal(t, "dev", ev.Environment)
+	require.Equal(t, "m.a", ev.Model)
+	require.Empty(t, ev.PlanID)
+	require.Equal(t, state.ReasonInvalidated, ev.Reason)
+	require.True(t, hour(6).Equal(ev.At), "event at %v", ev.At)
+	require.JSONEq(t, fmt.Sprintf(`{"debt_id": %d, "range": %s, "version": "v1"}`, open.ID, rangeJSON(hours(2, 4))), string(ev.Data))
+	require.Len(t, listEvents(t, b), len(eventsBefore)+1, "Invalidate appended another event")
+
+	require.NoError(t, b.store.Invalidate(b.ctx, state.InvalidateParams{Environment: "dev", Now: hour(7)}))
+	require.Len(t, listEvents(t, b, state.EventGapSuperseded), 1)
+	requireDebt(t, want, onlyDebt(t, b, state.DebtFilter{Environment: "dev", Model: "m.a"}))
+
+	addAt(t, b, vkey("m.a", "v1"), set(hours(0, 4)), hour(8))
+	require.False(t, onlyDebt(t, b, state.DebtFilter{Environment: "prod"}).Open(), "prod's debt was not repaired")
+	stillSuperseded := onlyDebt(t, b, state.DebtFilter{Environment: "dev", Model: "m.a"})
+	require.True(t, stillSuperseded.RepairedAt.IsZero(), "a superseded debt was repaired")
 }

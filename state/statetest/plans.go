@@ -2,7 +2,9 @@ package statetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -17,6 +19,8 @@ func planTests() []test {
 		{"RejectsInvalidPayload", testPlanInvalidPayload},
 		{"ApplicationHistoryInOrder", testPlanApplications},
 		{"ApplicationOfUnknownPlan", testPlanApplicationUnknown},
+		{"ListFiltersAndOrder", testPlanList},
+		{"ListRejectsNegativeLimit", testPlanListNegativeLimit},
 	}
 }
 
@@ -126,4 +130,89 @@ func testPlanApplicationUnknown(t *testing.T, b *bundle) {
 	got, err := b.store.ListApplications(b.ctx, "plan-1")
 	require.NoError(t, err)
 	require.Empty(t, got)
+}
+
+// planIDs returns the ids of plans, in order.
+func planIDs(plans []state.Plan) []string {
+	ids := make([]string, len(plans))
+	for i, p := range plans {
+		ids[i] = p.ID
+	}
+	return ids
+}
+
+func testPlanList(t *testing.T, b *bundle) {
+	// Scenario: six plans of prod and dev, saved in no particular order,
+	// two of them (p-b, p-a) created at the same instant, one (p-zero)
+	// without a creation time. ListPlans returns them newest first, ties in
+	// id order, each with its environment, creation time and payload. Every
+	// filter narrows the list, alone and combined: Environment, CreatedAfter
+	// (strictly after: a plan created at that instant is left out; a zero
+	// CreatedAt is never after anything) and Limit (the newest ones). A plan
+	// saved without ever being applied or promoted is listed.
+	plans := []state.Plan{
+		{ID: "p-c", Environment: "prod", CreatedAt: hour(1)},
+		{ID: "p-b", Environment: "dev", CreatedAt: hour(3)},
+		{ID: "p-zero", Environment: "prod"},
+		{ID: "p-d", Environment: "prod", CreatedAt: hour(5)},
+		{ID: "p-a", Environment: "prod", CreatedAt: hour(3)},
+		{ID: "p-e", Environment: "dev", CreatedAt: hour(2)},
+	}
+	for _, p := range plans {
+		p.Payload = json.RawMessage(fmt.Sprintf(`{"id": %q, "models": ["a"]}`, p.ID))
+		require.NoError(t, b.store.SavePlan(b.ctx, p))
+	}
+
+	all, err := b.store.ListPlans(b.ctx, state.PlanFilter{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"p-d", "p-a", "p-b", "p-e", "p-c", "p-zero"}, planIDs(all))
+	byID := map[string]state.Plan{}
+	for _, p := range plans {
+		byID[p.ID] = p
+	}
+	for _, got := range all {
+		want := byID[got.ID]
+		require.Equal(t, want.Environment, got.Environment, got.ID)
+		require.True(t, want.CreatedAt.Equal(got.CreatedAt), "%s: CreatedAt %v, want %v", got.ID, got.CreatedAt, want.CreatedAt)
+		require.JSONEq(t, fmt.Sprintf(`{"id": %q, "models": ["a"]}`, got.ID), string(got.Payload))
+	}
+
+	for _, c := range []struct {
+		name string
+		f    state.PlanFilter
+		want []string
+	}{
+		{"environment", state.PlanFilter{Environment: "prod"}, []string{"p-d", "p-a", "p-c", "p-zero"}},
+		{"other environment", state.PlanFilter{Environment: "dev"}, []string{"p-b", "p-e"}},
+		{"unknown environment", state.PlanFilter{Environment: "nowhere"}, nil},
+		{"created after", state.PlanFilter{CreatedAfter: hour(2)}, []string{"p-d", "p-a", "p-b"}},
+		{"created after, within the hour", state.PlanFilter{CreatedAfter: hour(2).Add(-time.Microsecond)}, []string{"p-d", "p-a", "p-b", "p-e"}},
+		{"created after the newest", state.PlanFilter{CreatedAfter: hour(5)}, nil},
+		{"limit", state.PlanFilter{Limit: 3}, []string{"p-d", "p-a", "p-b"}},
+		{"limit beyond the count", state.PlanFilter{Limit: 100}, []string{"p-d", "p-a", "p-b", "p-e", "p-c", "p-zero"}},
+		{"environment and created after", state.PlanFilter{Environment: "prod", CreatedAfter: hour(1)}, []string{"p-d", "p-a"}},
+		{"all three", state.PlanFilter{Environment: "dev", CreatedAfter: hour(1), Limit: 1}, []string{"p-b"}},
+	} {
+		got, err := b.store.ListPlans(b.ctx, c.f)
+		require.NoError(t, err, c.name)
+		require.Equal(t, c.want, nilIfEmptyStrings(planIDs(got)), c.name)
+	}
+}
+
+// nilIfEmptyStrings is ids, or nil when it is empty.
+func nilIfEmptyStrings(ids []string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	return ids
+}
+
+func testPlanListNegativeLimit(t *testing.T, b *bundle) {
+	// Scenario: a negative limit is an error, not "no limit".
+	require.NoError(t, b.store.SavePlan(b.ctx, state.Plan{ID: "plan-1", Environment: "prod", Payload: json.RawMessage(`{}`), CreatedAt: hour(1)}))
+	_, err := b.store.ListPlans(b.ctx, state.PlanFilter{Limit: -1})
+	require.Error(t, err)
+	got, err := b.store.ListPlans(b.ctx, state.PlanFilter{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"plan-1"}, planIDs(got))
 }

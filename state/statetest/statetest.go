@@ -48,7 +48,12 @@
 //     gap_superseded followed by its gap_carried events;
 //   - append a gap_repaired event also for a debt recorded repaired at once
 //     (its range was covered when the promotion committed), so that every
-//     repaired debt has exactly one.
+//     repaired debt has exactly one;
+//   - supersede, in Invalidate's transaction, every open debt of the
+//     environment, each with its gap_superseded event (no plan, reason
+//     state.ReasonInvalidated), and no other debt;
+//   - list plans newest first (CreatedAt descending, ties by ID), with
+//     CreatedAfter strictly after, and refuse a negative limit.
 package statetest
 
 import (
