@@ -272,10 +272,20 @@ func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projec
 		// deploy (lock policy) or a daemon holds is deferred, not raced.
 		Leases: &lease.Options{Owner: "run " + processName()},
 	})
-	if err != nil {
+	if err != nil && res == nil {
 		return fmt.Errorf("at %s: %w", exec.Format(time.RFC3339), err)
 	}
+	// What ran is printed also when some model failed: a failed model stops
+	// only its own branch of the DAG.
 	for _, m := range res.Models {
+		switch {
+		case m.Err != nil:
+			fmt.Fprintf(g.env.Stdout, "  %s %s: failed (see below)\n", m.Model, m.Version)
+			continue
+		case m.BlockedBy != "":
+			fmt.Fprintf(g.env.Stdout, "  %s %s: not run, upstream %s failed\n", m.Model, m.Version, m.BlockedBy)
+			continue
+		}
 		if m.DeferredBy != "" {
 			fmt.Fprintf(g.env.Stdout, "  %s %s: deferred, %s holds its lease: %s\n", m.Model, m.Version, m.DeferredBy, m.Deferred)
 			continue
@@ -291,6 +301,9 @@ func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projec
 			line += ", waiting for parents: " + m.Waiting.String()
 		}
 		fmt.Fprintln(g.env.Stdout, line)
+	}
+	if err != nil {
+		return fmt.Errorf("at %s: %w", exec.Format(time.RFC3339), err)
 	}
 	return nil
 }

@@ -12,7 +12,10 @@
 //     a fenced write stops it the same way;
 //   - a child's interval runs only once its parents cover it: a child's work
 //     is clipped, per interval of its own unit, to what every parent covers
-//     after the parents ran in this same run.
+//     after the parents ran in this same run;
+//   - a failed batch (a *execute.BatchError) stops its model and every model
+//     downstream of it, not the run: independent branches still run, and
+//     the run returns every failure joined.
 package run
 
 import (
@@ -116,6 +119,10 @@ type ModelResult struct {
 	// deferred the model's due work (Deferred) because it was leased.
 	DeferredBy string
 	Deferred   interval.Set
+	// Err is the model's failed batch (a *execute.BatchError); BlockedBy
+	// names the failed ancestor that kept the model from running.
+	Err       error
+	BlockedBy string
 }
 
 // Result is what a run did.
@@ -163,9 +170,19 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 	x := &execute.Executor{Engine: p.Engine, Store: p.Store, ProjectDir: p.ProjectDir, Now: now, Logger: log}
 	fence := &state.Fence{Environment: p.Env, Generation: g}
 	res := &Result{Environment: p.Env, Generation: g}
+	// blocked maps each model that failed, or descends from one, to the
+	// failed model: independent branches keep running, dependants do not.
+	blocked := map[string]string{}
+	var failures []error
 	for _, name := range order {
 		s := set[name]
 		if s.Model.Kind == model.KindExternal || (len(p.Select) > 0 && !slices.Contains(p.Select, name)) {
+			continue
+		}
+		if cause := blockedBy(s, blocked); cause != "" {
+			blocked[name] = cause
+			res.Models = append(res.Models, ModelResult{Model: name, Version: s.Version, BlockedBy: cause})
+			log.WarnContext(ctx, "not run: an upstream model failed", slog.String("model", name), slog.String("failed", cause))
 			continue
 		}
 		if p.Hooks.BeforeModel != nil {
@@ -191,6 +208,13 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 			log.WarnContext(ctx, "circuit breaker: write fenced, stopping", slog.String("model", name), slog.Int64("now", cur))
 			return res, &StoppedError{Environment: p.Env, Model: name, Started: g, Now: cur, Err: err}
 		}
+		var batch *execute.BatchError
+		if errors.As(err, &batch) {
+			blocked[name] = name
+			failures = append(failures, fmt.Errorf("run %s: %w", p.Env, err))
+			res.Models = append(res.Models, ModelResult{Model: name, Version: s.Version, Err: err})
+			continue
+		}
 		if err != nil {
 			return res, fmt.Errorf("run %s: %w", p.Env, err)
 		}
@@ -202,7 +226,18 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 			res.Models = append(res.Models, *mr)
 		}
 	}
-	return res, nil
+	return res, errors.Join(failures...)
+}
+
+// blockedBy returns the failed model upstream of s, if any: the cause
+// recorded for any of its parents (parents come first in the run's order).
+func blockedBy(s *snapshot.Snapshot, blocked map[string]string) string {
+	for _, p := range s.Parents {
+		if cause, ok := blocked[p]; ok {
+			return cause
+		}
+	}
+	return ""
 }
 
 // currentGeneration is the environment's generation now; 0 when it no

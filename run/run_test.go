@@ -205,3 +205,38 @@ SELECT g.ts AS ts, 1 AS n FROM generate_series(@start_ts, @end_ts, INTERVAL 15 M
 	require.Equal(t, int64(7*4), b.Count(t, "demo.late"))
 	require.Equal(t, []string{"28"}, b.Rows(t, "SELECT count(DISTINCT ts) FROM demo.late"))
 }
+
+// Scenario: model a fails for every hour from 05:00 (its SQL raises), c
+// reads a, and b is independent. A run at 07:00 records nothing for a,
+// does not run c (its parent failed), still advances b, and returns a's
+// failure naming the model and the interval.
+func TestAFailedModelStopsOnlyItsBranch(t *testing.T) {
+	t.Parallel()
+	hourly := func(name, query string) string {
+		return `MODEL (name ` + name + `, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), cron '@hourly', start '2024-01-01');
+` + query
+	}
+	b := executetest.Setup(t, false, map[string]string{
+		"models/a.sql": hourly("demo.a", `SELECT g.ts AS ts, CASE WHEN g.ts >= TIMESTAMP '2024-01-01 05:00:00' THEN error('boom') ELSE 1 END AS v
+FROM generate_series(@start_ts, @end_ts, INTERVAL 1 HOUR) AS g(ts)`),
+		"models/b.sql": hourly("demo.b", `SELECT g.ts AS ts, 2 AS v FROM generate_series(@start_ts, @end_ts, INTERVAL 1 HOUR) AS g(ts)`),
+		"models/c.sql": hourly("demo.c", `SELECT a.ts AS ts, a.v AS v FROM demo.a AS a WHERE a.ts BETWEEN @start_ts AND @end_ts`),
+	})
+	p := b.Plan(t, "p1", plan.Prod, at(2024, 1, 1, 5), plan.Options{})
+	require.NoError(t, doApply(b.Ctx, b, p, at(2024, 1, 1, 5)))
+
+	res, err := runOnce(b.Ctx, b, plan.Prod, at(2024, 1, 1, 7), nil, run.Hooks{})
+	var batch *execute.BatchError
+	require.ErrorAs(t, err, &batch)
+	require.Equal(t, "demo.a", batch.Model)
+	require.Contains(t, err.Error(), "2024-01-01T05:00:00Z")
+	got := byModel(res)
+	require.Error(t, got["demo.a"].Err)
+	require.Equal(t, "demo.a", got["demo.c"].BlockedBy)
+	require.Equal(t, "{[2024-01-01T05:00:00Z, 2024-01-01T07:00:00Z)}", got["demo.b"].Recorded.String(), "the independent branch ran")
+	served, _ := b.Served(t, plan.Prod)
+	five := "{[2024-01-01T00:00:00Z, 2024-01-01T05:00:00Z)}"
+	require.Equal(t, five, b.Intervals(t, "demo.a", served["demo.a"].Version))
+	require.Equal(t, five, b.Intervals(t, "demo.c", served["demo.c"].Version))
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-01T07:00:00Z)}", b.Intervals(t, "demo.b", served["demo.b"].Version))
+}

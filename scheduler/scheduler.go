@@ -441,6 +441,13 @@ func (s *Scheduler) tickEnv(work, stop context.Context, env string, exec time.Ti
 			s.metrics.runs.WithLabelValues(env, "error").Inc()
 			errs = append(errs, err)
 			failed[batch.Model] = true
+			if rr != nil {
+				for _, m := range rr.Models {
+					if m.Err != nil {
+						failed[m.Model] = true // run.Once ran the independent branches already
+					}
+				}
+			}
 			s.log.Error("a model failed; running the others without it", slog.String("env", env),
 				slog.String("model", batch.Model), slog.Any("error", err))
 			continue
