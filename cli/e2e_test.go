@@ -88,6 +88,9 @@ func TestInitPlanRunStatus(t *testing.T) {
 	require.Equal(t, []string{"[2024-01-01T00:00:00Z, 2024-01-02T00:00:00Z)"}, st["demo.events"].Covered)
 	require.Equal(t, []string{"[2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z)"}, st["demo.events"].Missing)
 	require.Equal(t, 5, st["demo.events"].MissingBuckets)
+	// The apply's backfill is the last run so far, at the clock's now.
+	require.Equal(t, testNow, st["demo.events"].LastRunAt)
+	require.Equal(t, "[2024-01-01T00:00:00Z, 2024-01-02T00:00:00Z)", st["demo.events"].LastRunRange)
 
 	mustRun(t, dir, "run", "--execution-time", t1)
 	st = statusOf(t, dir, "--execution-time", t1)
@@ -95,6 +98,16 @@ func TestInitPlanRunStatus(t *testing.T) {
 	require.Equal(t, []string{"[2024-01-01T00:00:00Z, 2024-01-02T05:00:00Z)"}, ev.Covered)
 	require.Equal(t, "2024-01-02T05:00:00Z", ev.Frontier)
 	require.Empty(t, ev.Missing)
+	// The run's write is now the last one: its time and only what it added.
+	require.Equal(t, testNow, ev.LastRunAt)
+	require.Equal(t, "[2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z)", ev.LastRunRange)
+	require.Equal(t, "[2024-01-01T00:00:00Z, 2024-01-02T00:00:00Z)", st["demo.daily_revenue"].LastRunRange)
+	human := mustRun(t, dir, "status", "--execution-time", t1)
+	require.Contains(t, human, "LAST RUN")
+	require.Contains(t, human, "2024-03-01T10:30:00Z [2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z)")
+	raw := mustRun(t, dir, "status", "--json", "--execution-time", t1)
+	require.Contains(t, raw, `"last_run_at": "2024-03-01T10:30:00Z"`)
+	require.Contains(t, raw, `"last_run_range": "[2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z)"`)
 	require.Equal(t, "INCREMENTAL_BY_TIME_RANGE", ev.Kind)
 	require.Equal(t, "@hourly", ev.Cron)
 	require.NotEmpty(t, ev.Version)

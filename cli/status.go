@@ -37,6 +37,12 @@ type statusRow struct {
 	// OpenDebt lists the model's open freshness debt: trailing gaps a
 	// promotion policy accepted, not repaired yet (see `gapless debt`).
 	OpenDebt []openDebtRow `json:"open_debt"`
+	// LastRunAt is when intervals were last added to the model's version
+	// (by a run, or the backfill of an apply), and LastRunRange the span of
+	// what that write added; both absent when the version was never
+	// written.
+	LastRunAt    time.Time `json:"last_run_at,omitzero"`
+	LastRunRange string    `json:"last_run_range,omitempty"`
 }
 
 // openDebtRow is one open debt of a model in `gapless status --json`.
@@ -64,13 +70,15 @@ func newStatusCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "status [ENV]",
-		Short: "Per model of ENV (default prod): version, kind, cron, covered ranges, frontier and gaps",
+		Short: "Per model of ENV (default prod): version, kind, cron, covered ranges, frontier, gaps and last run",
 		Long: `Reads the state store only (the warehouse is not opened). For every model
 ENV serves it prints the version, kind and cron, the covered ranges, the
 frontier (end of the covered range), the missing ranges (intervals due at
 --execution-time that are not computed; "gapless run" computes them) and
 its open freshness debt with its age: trailing gaps a promotion policy
-accepted, which the next run repairs (see "gapless debt").`,
+accepted, which the next run repairs (see "gapless debt"), and its last
+run: when intervals were last added to the model's version, and the range
+that write covered ("-" when never).`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
@@ -101,8 +109,8 @@ accepted, which the next run repairs (see "gapless debt").`,
 	return cmd
 }
 
-// environmentStatus reads env, the snapshots it serves and their intervals
-// (in one read), and computes each model's gaps at exec.
+// environmentStatus reads env, the snapshots it serves, their intervals and
+// their last writes (one read each), and computes each model's gaps at exec.
 func environmentStatus(ctx context.Context, store state.Store, env string, exec time.Time) (*statusReport, error) {
 	e, err := store.GetEnvironment(ctx, env)
 	if errors.Is(err, state.ErrNotFound) {
@@ -126,6 +134,10 @@ func environmentStatus(ctx context.Context, store state.Store, env string, exec 
 	if err != nil {
 		return nil, fmt.Errorf("reading intervals of %s: %w", env, err)
 	}
+	last, err := store.LastWrites(ctx, keys)
+	if err != nil {
+		return nil, fmt.Errorf("reading the last runs of %s: %w", env, err)
+	}
 	debts, err := store.ListDebts(ctx, state.DebtFilter{Environment: env, OpenOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("reading the freshness debt of %s: %w", env, err)
@@ -144,6 +156,9 @@ func environmentStatus(ctx context.Context, store state.Store, env string, exec 
 			IntervalUnit: string(m.IntervalUnit), Covered: rangeStrings(set), Missing: []string{}, OpenDebt: []openDebtRow{}}
 		if o := open[r.Name]; o != nil {
 			row.OpenDebt = o
+		}
+		if w, ok := last[r.VersionKey()]; ok {
+			row.LastRunAt, row.LastRunRange = w.At.UTC(), w.Range.String()
 		}
 		if !set.IsEmpty() {
 			row.Frontier = set.Frontier().Format(time.RFC3339)
@@ -208,14 +223,14 @@ func printStatus(w io.Writer, rep *statusReport) error {
 		fmt.Fprintf(w, "Freshness debt: %d open (the next `gapless run` repairs it; see `gapless debt %s`)\n\n", rep.OpenDebts, rep.Environment)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MODEL\tVERSION\tKIND\tCRON\tCOVERED\tFRONTIER\tMISSING\tDEBT")
+	fmt.Fprintln(tw, "MODEL\tVERSION\tKIND\tCRON\tCOVERED\tFRONTIER\tMISSING\tDEBT\tLAST RUN")
 	for _, r := range rep.Models {
 		missing := "-"
 		if len(r.Missing) > 0 {
 			missing = fmt.Sprintf("%d %s intervals in %s", r.MissingBuckets, r.IntervalUnit, strings.Join(r.Missing, ", "))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Version, r.Kind, r.Cron,
-			orDash(strings.Join(r.Covered, ", ")), orDash(r.Frontier), missing, debtCell(r.OpenDebt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Version, r.Kind, r.Cron,
+			orDash(strings.Join(r.Covered, ", ")), orDash(r.Frontier), missing, debtCell(r.OpenDebt), lastRunCell(r))
 	}
 	return tw.Flush()
 }
@@ -238,4 +253,14 @@ func debtCell(open []openDebtRow) string {
 		oldest = max(oldest, d.AgeSeconds)
 	}
 	return fmt.Sprintf("%d open, %s old", len(open), shortDuration(time.Duration(oldest)*time.Second))
+}
+
+// lastRunCell is a model's last run in `status`: when, then the range it
+// wrote ("2024-01-02T05:00:00Z [2024-01-02T04:00:00Z, 2024-01-02T05:00:00Z)");
+// "-" when never.
+func lastRunCell(r statusRow) string {
+	if r.LastRunAt.IsZero() {
+		return "-"
+	}
+	return r.LastRunAt.Format(time.RFC3339) + " " + r.LastRunRange
 }

@@ -347,12 +347,16 @@ func (s *Scheduler) tick(work, stop context.Context) (TickResult, error) {
 		}
 		er := s.tickEnv(work, stop, env, exec, open)
 		res.Stopped = res.Stopped || er.Stopped
-		s.record(er)
 		res.Envs = append(res.Envs, er)
 	}
 	s.metrics.ticks.Inc()
 	err := res.Err()
 	s.setTicked(s.clock.Now(), err)
+	// The per-environment lines come once the tick is counted, so whoever
+	// reads a "scheduler tick" line finds /healthz already counting it.
+	for _, er := range res.Envs {
+		s.record(er)
+	}
 	return res, err
 }
 

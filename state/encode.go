@@ -32,6 +32,11 @@ func FromMicros(us int64) time.Time {
 // RangeMicros is a stored interval range [Start, End) in microseconds.
 type RangeMicros struct{ Start, End int64 }
 
+// Range returns r as an interval range (UTC, like SetFromMicros).
+func (r RangeMicros) Range() interval.Range {
+	return interval.Range{Start: time.UnixMicro(r.Start).UTC(), End: time.UnixMicro(r.End).UTC()}
+}
+
 // ToMicros converts a set to its stored form, in order.
 func ToMicros(s interval.Set) []RangeMicros {
 	out := make([]RangeMicros, 0, s.Len())

@@ -122,6 +122,19 @@ type IntervalsParams struct {
 	Now time.Time
 }
 
+// LastWrite is the last AddIntervals that wrote ranges to one interval
+// record (VersionKey): when (the write's IntervalsParams.Now) and what (the
+// span of the ranges it wrote, from the first start to the last end). It is
+// recorded in the write's transaction, so a write that fails (a stale fence,
+// bad input) records nothing; an add of an empty set writes nothing and
+// records nothing. RemoveIntervals leaves it; DeleteIntervals removes it.
+// A later write replaces it, whatever its time: "last" is the order of the
+// writes, not of their Now.
+type LastWrite struct {
+	At    time.Time      `json:"at"`
+	Range interval.Range `json:"range"`
+}
+
 // PromoteParams are the parameters of Promote.
 type PromoteParams struct {
 	Environment string
@@ -369,8 +382,13 @@ type Store interface {
 	// GetIntervals (from Reader) returns the covered set of every key, in one
 	// or a few queries however many keys there are. Keys without intervals
 	// map to an empty set.
-	// DeleteIntervals removes every interval of the given versions (janitor).
+	// DeleteIntervals removes every interval of the given versions (janitor),
+	// and their last writes.
 	DeleteIntervals(ctx context.Context, keys []VersionKey) error
+	// LastWrites returns the last write (see LastWrite) of every key among
+	// keys that has one, in one or a few queries however many keys there
+	// are; keys never written to (or deleted since) are absent from the map.
+	LastWrites(ctx context.Context, keys []VersionKey) (map[VersionKey]LastWrite, error)
 
 	// ListEnvironments returns every environment, sorted by name.
 	ListEnvironments(ctx context.Context) ([]*Environment, error)

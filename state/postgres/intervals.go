@@ -89,6 +89,43 @@ func getIntervals(ctx context.Context, q querier, keys []state.VersionKey, lockK
 	return out, nil
 }
 
+// LastWrites returns the last write of every key among keys that has one, in
+// one query however many keys there are (the keys travel as two arrays
+// joined with unnest, as in GetIntervals). Keys without one are absent.
+func (s *Store) LastWrites(ctx context.Context, keys []state.VersionKey) (map[state.VersionKey]state.LastWrite, error) {
+	out := make(map[state.VersionKey]state.LastWrite, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	names := make([]string, len(keys))
+	versions := make([]string, len(keys))
+	for i, k := range keys {
+		names[i], versions[i] = k.Name, k.Version
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT k.name, k.version, k.last_write_at_us, k.last_write_start_us, k.last_write_end_us
+		FROM (SELECT DISTINCT n, v FROM unnest($1::text[], $2::text[]) AS u(n, v)) u
+		JOIN interval_keys k ON k.name = u.n AND k.version = u.v
+		WHERE k.last_write_at_us IS NOT NULL`, names, versions)
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: reading the last writes of %d versions: %w", len(keys), err)
+	}
+	defer rows.Close()
+	var k state.VersionKey
+	var at int64
+	var r state.RangeMicros
+	for rows.Next() {
+		if err := rows.Scan(&k.Name, &k.Version, &at, &r.Start, &r.End); err != nil {
+			return nil, fmt.Errorf("postgres state: reading last writes: %w", err)
+		}
+		out[k] = state.LastWrite{At: state.FromMicros(at), Range: r.Range()}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres state: reading last writes: %w", err)
+	}
+	return out, nil
+}
+
 // AddIntervals marks p.Ranges as computed for p.Key, and repairs the
 // freshness debts of p.Key that this completes; see writeIntervals. p.Now is
 // required: it is the repair time.
@@ -122,6 +159,10 @@ func (s *Store) RemoveIntervals(ctx context.Context, p state.IntervalsParams) er
 //     transaction; a stale fence returns state.ErrFenced and nothing is
 //     written. A takeover or promotion racing the write waits for it to
 //     commit, so the write is ordered before the change that made it stale.
+//   - Last write (adds only): the upsert that locks the key's row also
+//     sets its last write (state.LastWrite) to p.Now and the span of
+//     p.Ranges, so it commits or rolls back with the ranges: a stale fence
+//     or any failure records nothing. An empty p.Ranges records nothing.
 //   - Debt repair (adds only): in the same transaction, every open debt of
 //     the key whose range the merged ranges now cover is stamped repaired at
 //     p.Now, with one gap_repaired event; a stale fence repairs nothing. The
@@ -214,10 +255,23 @@ func (s *Store) writeKey(ctx context.Context, key state.VersionKey, written inte
 		queueFence(first, *fence, now)
 	}
 	if len(ws) > 0 {
-		first.Queue(`
-			INSERT INTO interval_keys (name, version) VALUES ($1, $2)
-			ON CONFLICT (name, version) DO UPDATE SET rev = interval_keys.rev + 1`,
-			key.Name, key.Version)
+		if remove {
+			first.Queue(`
+				INSERT INTO interval_keys (name, version) VALUES ($1, $2)
+				ON CONFLICT (name, version) DO UPDATE SET rev = interval_keys.rev + 1`,
+				key.Name, key.Version)
+		} else {
+			// The same upsert stamps the key's last write: no statement
+			// or round trip of its own.
+			first.Queue(`
+				INSERT INTO interval_keys (name, version, last_write_at_us, last_write_start_us, last_write_end_us)
+				VALUES ($1, $2, $3, $4, $5)
+				ON CONFLICT (name, version) DO UPDATE SET rev = interval_keys.rev + 1,
+					last_write_at_us = EXCLUDED.last_write_at_us,
+					last_write_start_us = EXCLUDED.last_write_start_us,
+					last_write_end_us = EXCLUDED.last_write_end_us`,
+				key.Name, key.Version, now, starts[0], ends[len(ends)-1])
+		}
 		first.Queue(`
 			SELECT start_us, end_us FROM intervals i
 			WHERE name = $1 AND version = $2 AND start_us <= $3 AND end_us >= $4
@@ -460,7 +514,7 @@ func queueFence(b *pgx.Batch, f state.Fence, now int64) {
 }
 
 // DeleteIntervals removes every interval of the given versions (the
-// janitor's job). The keys' rows are locked in key order first, so it waits
+// janitor's job), and their last writes (with their interval_keys rows). The keys' rows are locked in key order first, so it waits
 // for interval writers and promotion checks on those keys and never
 // deadlocks with another DeleteIntervals.
 func (s *Store) DeleteIntervals(ctx context.Context, keys []state.VersionKey) error {

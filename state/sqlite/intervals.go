@@ -20,6 +20,10 @@ import (
 //     the key's rows stay disjoint and non-adjacent (one row per
 //     gap-separated range, never one per bucket). A stale fence writes
 //     nothing;
+//   - in the same transaction, the key's last write (state.LastWrite) is
+//     set to p.Now and the span of p.Ranges: one upsert by primary key,
+//     whatever the key's history. An empty p.Ranges writes nothing and
+//     records nothing;
 //   - in the same transaction, every open freshness debt of the key whose
 //     range is now covered is stamped repaired at p.Now, with one
 //     gap_repaired event (see repairDebts). The write lock serialises this
@@ -85,11 +89,21 @@ func (s *Store) changeIntervals(ctx context.Context, p state.IntervalsParams, ad
 			return err
 		}
 		if !add {
-			return nil // removing coverage never repairs a debt
+			return nil // removing coverage never repairs a debt, nor is a last write
+		}
+		if _, err := tx.StmtContext(ctx, s.stmts.recordLastWrite).ExecContext(ctx,
+			p.Key.Name, p.Key.Version, state.Micros(p.Now), lo, hi); err != nil {
+			return fmt.Errorf("recording the last write: %w", err)
 		}
 		return s.repairDebts(ctx, tx, p.Key, p.Now)
 	})
 }
+
+// recordLastWriteQuery sets the last write of a key (?1, ?2): at ?3, the
+// span [?4, ?5).
+const recordLastWriteQuery = `
+	INSERT INTO interval_last_writes (name, version, at_us, start_us, end_us) VALUES (?1, ?2, ?3, ?4, ?5)
+	ON CONFLICT (name, version) DO UPDATE SET at_us = ?3, start_us = ?4, end_us = ?5`
 
 // windowQuery selects the stored rows of a key (?1, ?2) that a change of
 // [lo, hi) = [?3, ?4) can affect: for an add, the rows touching [lo, hi]
@@ -222,6 +236,44 @@ func getIntervals(ctx context.Context, q querier, keys []state.VersionKey) (map[
 	return out, nil
 }
 
+// LastWrites returns the last write of every key among keys that has one, in
+// one query however many keys there are (the keys travel as one JSON
+// parameter, as in GetIntervals). Keys without one are absent.
+func (s *Store) LastWrites(ctx context.Context, keys []state.VersionKey) (map[state.VersionKey]state.LastWrite, error) {
+	out := make(map[state.VersionKey]state.LastWrite, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	distinct := distinctKeys(keys)
+	param, err := keysJSON(distinct)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, `
+		SELECT k.key, w.at_us, w.start_us, w.end_us
+		FROM json_each(?) AS k CROSS JOIN interval_last_writes AS w
+		WHERE w.name = json_extract(k.value, '$[0]') AND w.version = json_extract(k.value, '$[1]')`, param)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: reading the last writes of %d keys: %w", len(distinct), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i, at, start, end int64
+		if err := rows.Scan(&i, &at, &start, &end); err != nil {
+			return nil, fmt.Errorf("sqlite: reading last writes: %w", err)
+		}
+		if i < 0 || i >= int64(len(distinct)) {
+			return nil, fmt.Errorf("sqlite: reading last writes: key index %d out of range", i)
+		}
+		out[distinct[i]] = state.LastWrite{At: state.FromMicros(at),
+			Range: state.RangeMicros{Start: start, End: end}.Range()}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: reading last writes: %w", err)
+	}
+	return out, nil
+}
+
 // groupByKey returns, for each of n keys, the ranges whose idx is that key,
 // in their original order, as sub-slices of one backing array.
 func groupByKey(n int, idx []int64, all []state.RangeMicros) [][]state.RangeMicros {
@@ -271,7 +323,8 @@ func keysJSON(keys []state.VersionKey) (string, error) {
 	return string(b), nil
 }
 
-// DeleteIntervals removes every stored range of the given versions.
+// DeleteIntervals removes every stored range of the given versions, and
+// their last writes, in one transaction.
 func (s *Store) DeleteIntervals(ctx context.Context, keys []state.VersionKey) error {
 	if len(keys) == 0 {
 		return nil
@@ -281,11 +334,15 @@ func (s *Store) DeleteIntervals(ctx context.Context, keys []state.VersionKey) er
 		return fmt.Errorf("sqlite: delete intervals: %w", err)
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `
-			DELETE FROM intervals WHERE (name, version) IN (
-				SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
-			param)
-		return err
+		for _, table := range []string{"intervals", "interval_last_writes"} {
+			if _, err := tx.ExecContext(ctx, `
+				DELETE FROM `+table+` WHERE (name, version) IN (
+					SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+				param); err != nil {
+				return fmt.Errorf("deleting from %s: %w", table, err)
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: delete intervals of %d versions: %w", len(keys), err)

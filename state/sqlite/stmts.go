@@ -17,6 +17,7 @@ type stmts struct {
 	windowAdd, windowRemove  *sql.Stmt
 	deleteRange              *sql.Stmt
 	insertRange              *sql.Stmt
+	recordLastWrite          *sql.Stmt
 	leaseFence               *sql.Stmt
 	hasOpenDebt, repairDebts *sql.Stmt
 	all                      []*sql.Stmt
@@ -34,6 +35,7 @@ func prepareStmts(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.windowRemove, windowQuery(false)},
 		{&s.deleteRange, `DELETE FROM intervals WHERE name = ? AND version = ? AND start_us = ?`},
 		{&s.insertRange, `INSERT INTO intervals (name, version, start_us, end_us) VALUES (?, ?, ?, ?)`},
+		{&s.recordLastWrite, recordLastWriteQuery},
 		{&s.leaseFence, `SELECT 1 FROM leases WHERE key = ? AND token = ? AND expires_at_us > ?`},
 		{&s.hasOpenDebt, hasOpenDebtQuery},
 		{&s.repairDebts, repairDebtsQuery},

@@ -35,7 +35,11 @@
 //     (nil snapshot, event without a kind, data that is not JSON) refuses
 //     the whole batch; a negative event limit is an error;
 //   - refuse AddIntervals without Now (it is the repair time of the debts
-//     the write completes);
+//     the write completes, and the time of the key's last write);
+//   - record a key's last write (state.LastWrite) only for an add that
+//     commits ranges: the latest such add wins, whatever its Now; removes
+//     and empty adds leave it, DeleteIntervals removes it, and LastWrites
+//     returns times in UTC;
 //   - refuse, failing the whole promotion, a Check result it could not
 //     track: a debt on a version the promotion does not serve, with an
 //     empty range, Advances outside [0, Bound], another environment or plan
@@ -112,6 +116,7 @@ func groups() []struct {
 	}{
 		{"Snapshots", snapshotTests()},
 		{"Intervals", intervalTests()},
+		{"LastWrites", lastWriteTests()},
 		{"Fencing", fencingTests()},
 		{"Environments", environmentTests()},
 		{"Plans", planTests()},
@@ -124,8 +129,8 @@ func groups() []struct {
 }
 
 // Run runs every conformance test against stores from newStore, as parallel
-// subtests grouped by area (Snapshots, Intervals, Fencing, Environments,
-// Plans, Leases, Events, Debts, Schema, Races). Each test gets its own
+// subtests grouped by area (Snapshots, Intervals, LastWrites, Fencing,
+// Environments, Plans, Leases, Events, Debts, Schema, Races). Each test gets its own
 // store.
 func Run(t *testing.T, newStore Factory) {
 	t.Helper()
