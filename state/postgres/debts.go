@@ -75,22 +75,18 @@ func (s *Store) ListDebts(ctx context.Context, f state.DebtFilter) ([]state.Debt
 	return out, nil
 }
 
-// recordCheckResult writes what a promotion's check returned, and what the
-// promotion does to the environment's earlier debts, inside the promotion's
-// transaction, after the environment row was locked and rewritten (design
-// invariant 2: an accepted gap is never served without its record, and a
-// record never exists without its promotion):
-//   - res.Debts, checked by state.PrepareDebts, are inserted; one whose
-//     range the version's intervals already cover is inserted repaired at
-//     p.Now, with its gap_repaired event;
-//   - every open debt of the environment on a (model, version) that refs no
-//     longer serves is settled at p.Now by state.SettleDebts against the
-//     intervals of the version of its model refs serve instead: repaired
-//     if they cover its range, else superseded and carried to new debts on
-//     that version for what it misses, or superseded if the model is no
-//     longer served; with the events of state.SettlementEvents;
-//   - res.Events, then those events, are appended, in that order, under the
-//     event lock, taken last.
+// debtWriter is the state.DebtWriter of a promotion's transaction
+// (state.RecordCheckResult).
+//
+// The debts to settle are locked FOR UPDATE before anything else here, so
+// an interval write that read one of them open and means to repair it
+// waits, and then finds it settled (see repairDebts): a debt is never both
+// repaired and superseded, nor repaired twice. The two cannot deadlock: the
+// write locks debts in id order, as here, and before them the row of the
+// debts' own version, which this promotion does not serve, so it locks that
+// row only through its Check's reader (FOR SHARE), before any debt; the
+// write's other locks (the event lock) are taken after its debts. Events
+// are appended last, under the event lock.
 //
 // A debt and the interval write that repairs it never miss each other: the
 // coverage of the versions debts are recorded or carried on is read after
@@ -103,77 +99,33 @@ func (s *Store) ListDebts(ctx context.Context, f state.DebtFilter) ([]state.Debt
 // this promotion to commit, and its read of the open debts sees the new
 // debt.
 //
-// The debts to settle are locked FOR UPDATE before anything else here, so
-// an interval write that read one of them open and means to repair it
-// waits, and then finds it settled (see repairDebts): a debt is never both
-// repaired and superseded, nor repaired twice. The two cannot deadlock: the
-// write locks debts in id order, as here, and before them the row of the
-// debts' own version, which this promotion does not serve, so it locks that
-// row only through its Check's reader (FOR SHARE), before any debt; the
-// write's other locks (the event lock) are taken after its debts.
-//
 // The promotion's transaction may be retried (deadlock); everything here is
 // then redone from the retried check's result.
-func recordCheckResult(ctx context.Context, tx pgx.Tx, p state.PromoteParams, refs []state.SnapshotRef, res state.CheckResult) error {
-	debts, err := state.PrepareDebts(p, res.Debts)
-	if err != nil {
-		return err
-	}
-	now := state.FromMicros(state.Micros(p.Now))
-	events := slices.Clone(res.Events)
-	open, err := lockUnservedOpenDebts(ctx, tx, p.Environment, refs)
-	if err != nil {
-		return err
-	}
-	keys := make([]state.VersionKey, 0, len(debts))
-	for _, d := range debts {
-		keys = append(keys, d.Key())
-	}
-	keys = append(keys, state.ReplacementKeys(p, open)...)
-	covered, err := lockedCoverage(ctx, tx, keys)
-	if err != nil {
-		return err
-	}
-	if len(debts) > 0 {
-		for i := range debts {
-			if covered[debts[i].Key()].Covers(debts[i].Range) {
-				debts[i].RepairedAt = now
-			}
-		}
-		if err := insertDebts(ctx, tx, debts); err != nil {
-			return err
-		}
-		for _, d := range debts {
-			if d.RepairedAt.IsZero() {
-				continue
-			}
-			ev, err := state.RepairedEvent(d)
-			if err != nil {
-				return err
-			}
-			events = append(events, ev)
-		}
-	}
-	settled, err := state.SettleDebts(p, open, covered)
-	if err != nil {
-		return err
-	}
-	if err := writeSettlements(ctx, tx, settled); err != nil {
-		return err
-	}
-	settlementEvents, err := state.SettlementEvents(settled, p.PlanID)
-	if err != nil {
-		return err
-	}
-	events = append(events, settlementEvents...)
+type debtWriter struct{ tx pgx.Tx }
+
+func (w debtWriter) UnservedOpenDebts(ctx context.Context, env string, refs []state.SnapshotRef) ([]state.Debt, error) {
+	return lockUnservedOpenDebts(ctx, w.tx, env, refs)
+}
+
+func (w debtWriter) Coverage(ctx context.Context, keys []state.VersionKey) (map[state.VersionKey]interval.Set, error) {
+	return lockedCoverage(ctx, w.tx, keys)
+}
+
+func (w debtWriter) InsertDebts(ctx context.Context, debts []state.Debt) error {
+	return insertDebts(ctx, w.tx, debts)
+}
+
+func (w debtWriter) Settle(ctx context.Context, settled []state.Settlement) error {
+	return writeSettlements(ctx, w.tx, settled)
+}
+
+func (w debtWriter) AppendEvents(ctx context.Context, events []state.Event) error {
 	encoded, err := encodeEvents(events)
 	if err != nil {
-		return fmt.Errorf("check result: %w", err)
+		return err
 	}
-	if _, err := encoded.insert(ctx, tx); err != nil {
-		return fmt.Errorf("appending the promotion's events: %w", err)
-	}
-	return nil
+	_, err = encoded.insert(ctx, w.tx)
+	return err
 }
 
 // lockUnservedOpenDebts returns, in id order, the open debts of environment
@@ -207,7 +159,7 @@ func lockUnservedOpenDebts(ctx context.Context, tx pgx.Tx, env string, refs []st
 
 // lockedCoverage reads the stored intervals of keys after locking their
 // interval_keys rows FOR SHARE until the promotion commits (see
-// recordCheckResult). Missing rows are created first, in key order, like
+// debtWriter). Missing rows are created first, in key order, like
 // every other locker of them does.
 func lockedCoverage(ctx context.Context, tx pgx.Tx, keys []state.VersionKey) (map[state.VersionKey]interval.Set, error) {
 	if len(keys) == 0 {

@@ -112,7 +112,7 @@ func (r txReader) GetEnvironment(ctx context.Context, name string) (*state.Envir
 //  5. records what the check returned (its debts and events), and settles
 //     the environment's open debts on versions it no longer serves:
 //     repaired, superseded, or superseded and carried to the version it
-//     serves instead (see recordCheckResult).
+//     serves instead (see debtWriter).
 //
 // A promotion aborted by the deadlock detector is retried from step 1, so
 // p.Check may run more than once; it must only read, and only the result of
@@ -174,7 +174,7 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 			p.Environment, p.PlanID, stored, string(encoded), state.Micros(p.Now), state.Micros(p.ExpiresAt)).Scan(&gen); err != nil {
 			return fmt.Errorf("writing the environment: %w", err)
 		}
-		if err := recordCheckResult(ctx, tx, p, refs, res); err != nil {
+		if err := state.RecordCheckResult(ctx, debtWriter{tx}, p, refs, res); err != nil {
 			return err
 		}
 		out = &state.Environment{

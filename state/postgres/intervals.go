@@ -168,7 +168,7 @@ func (s *Store) RemoveIntervals(ctx context.Context, p state.IntervalsParams) er
 //     p.Now, with one gap_repaired event; a stale fence repairs nothing. The
 //     key's open debts are read after the key row is locked FOR UPDATE, and
 //     a promotion that records a debt holds that row FOR SHARE from before
-//     it reads the key's coverage until it commits (see recordCheckResult),
+//     it reads the key's coverage until it commits (see debtWriter),
 //     so a debt and the write that completes its range never miss each
 //     other: one of the two transactions always sees the other's commit.
 //     A debt that a promotion settles meanwhile is left alone (see

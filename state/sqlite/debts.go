@@ -109,90 +109,53 @@ func (s *Store) ListDebts(ctx context.Context, f state.DebtFilter) ([]state.Debt
 	return out, nil
 }
 
-// recordCheckResult writes what a promotion's check returned, and what the
-// promotion does to the environment's earlier debts, inside the promotion's
-// write transaction (design invariant 2: an accepted gap is never served
-// without its record, and a record never exists without its promotion):
-//   - res.Debts, checked by state.PrepareDebts, are inserted; one whose
-//     range the version's intervals already cover is inserted repaired at
-//     p.Now, with its gap_repaired event;
-//   - every open debt of the environment on a (model, version) that refs no
-//     longer serves is settled at p.Now by state.SettleDebts against the
-//     intervals of the version of its model refs serve instead: repaired
-//     if they cover its range, else superseded and carried to new debts on
-//     that version for what it misses, or superseded if the model is no
-//     longer served; with the events of state.SettlementEvents;
-//   - res.Events, then those events, are appended, in that order.
-//
-// The transaction holds the file's write lock, so no interval write can
-// slip between the coverage reads and the inserts: the repair of a debt
-// recorded or carried open is always left to a later AddIntervals, which
-// sees it.
-func recordCheckResult(ctx context.Context, tx *sql.Tx, p state.PromoteParams, refs []state.SnapshotRef, res state.CheckResult) error {
-	debts, err := state.PrepareDebts(p, res.Debts)
-	if err != nil {
-		return err
-	}
-	now := state.FromMicros(state.Micros(p.Now))
-	events := slices.Clone(res.Events)
-	open, err := unservedOpenDebts(ctx, tx, p.Environment, refs)
-	if err != nil {
-		return err
-	}
-	keys := make([]state.VersionKey, 0, len(debts))
-	for _, d := range debts {
-		keys = append(keys, d.Key())
-	}
-	keys = append(keys, state.ReplacementKeys(p, open)...)
-	covered, err := getIntervals(ctx, tx, keys)
-	if err != nil {
-		return fmt.Errorf("reading the coverage of %d versions: %w", len(keys), err)
-	}
+// debtWriter is the state.DebtWriter of a promotion's write transaction
+// (state.RecordCheckResult). The transaction holds the file's write lock,
+// so no interval write can slip between the coverage reads and the
+// inserts: the repair of a debt recorded or carried open is always left to
+// a later AddIntervals, which sees it.
+type debtWriter struct{ tx *sql.Tx }
+
+func (w debtWriter) UnservedOpenDebts(ctx context.Context, env string, refs []state.SnapshotRef) ([]state.Debt, error) {
+	return unservedOpenDebts(ctx, w.tx, env, refs)
+}
+
+func (w debtWriter) Coverage(ctx context.Context, keys []state.VersionKey) (map[state.VersionKey]interval.Set, error) {
+	return getIntervals(ctx, w.tx, keys)
+}
+
+func (w debtWriter) InsertDebts(ctx context.Context, debts []state.Debt) error {
 	for i := range debts {
 		d := &debts[i]
-		if covered[d.Key()].Covers(d.Range) {
-			d.RepairedAt = now
-		}
-		if err := insertDebt(ctx, tx, d); err != nil {
+		if err := insertDebt(ctx, w.tx, d); err != nil {
 			return fmt.Errorf("recording debt %d (%s@%s %v): %w", i, d.Model, d.Version, d.Range, err)
 		}
-		if !d.RepairedAt.IsZero() {
-			ev, err := state.RepairedEvent(*d)
-			if err != nil {
-				return err
-			}
-			events = append(events, ev)
-		}
 	}
-	settled, err := state.SettleDebts(p, open, covered)
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+func (w debtWriter) Settle(ctx context.Context, settled []state.Settlement) error {
 	for i := range settled {
 		s := &settled[i]
-		if err := stampSettled(ctx, tx, s.Debt); err != nil {
+		if err := stampSettled(ctx, w.tx, s.Debt); err != nil {
 			return err
 		}
 		for j := range s.Carried {
 			c := &s.Carried[j]
-			if err := insertDebt(ctx, tx, c); err != nil {
+			if err := insertDebt(ctx, w.tx, c); err != nil {
 				return fmt.Errorf("carrying debt %d to %s@%s %v: %w", s.Debt.ID, c.Model, c.Version, c.Range, err)
 			}
 		}
 	}
-	settlementEvents, err := state.SettlementEvents(settled, p.PlanID)
+	return nil
+}
+
+func (w debtWriter) AppendEvents(ctx context.Context, events []state.Event) error {
+	prepared, data, err := prepareEvents(events)
 	if err != nil {
 		return err
 	}
-	events = append(events, settlementEvents...)
-	prepared, data, err := prepareEvents(events)
-	if err != nil {
-		return fmt.Errorf("check result: %w", err)
-	}
-	if err := insertEvents(ctx, tx, prepared, data); err != nil {
-		return fmt.Errorf("appending the promotion's events: %w", err)
-	}
-	return nil
+	return insertEvents(ctx, w.tx, prepared, data)
 }
 
 // unservedOpenDebts returns, in id order, the open debts of environment env

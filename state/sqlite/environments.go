@@ -126,7 +126,7 @@ func checkPromote(p state.PromoteParams) ([]state.SnapshotRef, error) {
 // writing the new row, and recording what the check returned (debts and
 // events) together with the settlement of the environment's open debts on
 // versions it no longer serves (repaired, superseded or carried to the
-// version served instead; see recordCheckResult), happen in one
+// version served instead; see debtWriter), happen in one
 // IMMEDIATE transaction, so of any number of promoters that expect the same
 // plan id exactly one succeeds and the others fail with
 // state.ErrConflictingPlan having changed nothing, and a failed check or an
@@ -177,7 +177,7 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 		if err := writeEnvironment(ctx, tx, e); err != nil {
 			return err
 		}
-		if err := recordCheckResult(ctx, tx, p, refs, res); err != nil {
+		if err := state.RecordCheckResult(ctx, debtWriter{tx}, p, refs, res); err != nil {
 			return fmt.Errorf("promotion of plan %q: %w", p.PlanID, err)
 		}
 		out = e
