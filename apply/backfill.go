@@ -45,6 +45,10 @@ func (a *applier) runWork(ctx context.Context, backfills []plan.Backfill, exec t
 		work[b.Name] = b
 	}
 	deps := a.workAncestors(work)
+	served, err := a.servedVersions(ctx)
+	if err != nil {
+		return nil, err
+	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -90,7 +94,7 @@ func (a *applier) runWork(ctx context.Context, backfills []plan.Backfill, exec t
 			if ctx.Err() != nil {
 				return
 			}
-			r, err := a.backfillModel(ctx, b, exec, skipCovered)
+			r, err := a.backfillModel(ctx, b, exec, skipCovered, served[state.VersionKey{Name: b.Name, Version: b.Version}])
 			if err != nil {
 				fail(err)
 				return
@@ -117,7 +121,10 @@ func (a *applier) runWork(ctx context.Context, backfills []plan.Backfill, exec t
 }
 
 // backfillModel runs one model's share of the plan.
-func (a *applier) backfillModel(ctx context.Context, b plan.Backfill, exec time.Time, skipCovered bool) (ModelResult, error) {
+//
+// A version some environment serves computes its batches in order (see
+// execute.Work.InOrder); others may run them concurrently.
+func (a *applier) backfillModel(ctx context.Context, b plan.Backfill, exec time.Time, skipCovered, served bool) (ModelResult, error) {
 	if a.Hooks.BeforeModel != nil {
 		if err := a.Hooks.BeforeModel(ctx, b.Name); err != nil {
 			return ModelResult{}, fmt.Errorf("before-model hook for %s: %w", b.Name, err)
@@ -132,13 +139,29 @@ func (a *applier) backfillModel(ctx context.Context, b plan.Backfill, exec time.
 	}
 	a.emit(ctx, ModelStarted{Model: b.Name, Version: b.Version, Ranges: b.Ranges, Whole: b.Whole})
 	r, err := a.x.Execute(ctx, execute.Work{Template: t, Ranges: b.Ranges, Whole: b.Whole,
-		Execution: exec, SkipCovered: skipCovered})
+		Execution: exec, SkipCovered: skipCovered, InOrder: served})
 	if err != nil {
 		return ModelResult{}, err
 	}
 	mr := ModelResult{Model: b.Name, Version: b.Version, Batches: r.Batches, Rows: r.Rows, Recorded: r.Recorded, Skipped: r.Skipped}
 	a.emit(ctx, ModelFinished{Model: b.Name, Version: b.Version, Batches: r.Batches, Rows: r.Rows, Skipped: r.Skipped})
 	return mr, nil
+}
+
+// servedVersions is every model version some environment serves now,
+// invalidated ones included (their views stand until the janitor runs).
+func (a *applier) servedVersions(ctx context.Context) (map[state.VersionKey]bool, error) {
+	envs, err := a.Store.ListEnvironments(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading which versions environments serve: %w", err)
+	}
+	out := map[state.VersionKey]bool{}
+	for _, e := range envs {
+		for _, r := range e.Snapshots {
+			out[state.VersionKey{Name: r.Name, Version: r.Version}] = true
+		}
+	}
+	return out, nil
 }
 
 // workAncestors maps each model with work to every ancestor with work.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/gapless-dev/gapless/interval"
@@ -28,7 +30,8 @@ type Executor struct {
 	// Logger receives one record per batch. Nil means slog.Default().
 	Logger *slog.Logger
 	// OnBatch, when set, is called after each batch has committed and been
-	// recorded. It must not block for long.
+	// recorded. It must not block for long. Calls for the batches of one
+	// Execute never overlap; calls from Executes running at once may.
 	OnBatch func(Batch)
 }
 
@@ -58,6 +61,14 @@ type Work struct {
 	SkipCovered bool
 	// Fence, when set, pins every interval write (see state.Fence).
 	Fence *state.Fence
+	// InOrder makes the batches run one after another, in interval order,
+	// whatever the model's batch_concurrency: set it for a version some
+	// environment serves, so that its views never show a later interval's
+	// rows while an earlier one is still missing (a gap nobody accepted),
+	// not even for the time of a batch, and so that a failure leaves its
+	// covered intervals a prefix, as ever. Concurrent batches are for
+	// versions nobody serves yet, which promotion checks whole.
+	InOrder bool
 	// Stop, when it is closed, keeps further batches from starting: Execute
 	// returns an error wrapping ErrStopped before the next batch. The batch
 	// in flight is not interrupted (its context governs that), so a stop
@@ -163,6 +174,13 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 // that batch's rows were written (replacing exactly that interval's rows,
 // so a later run that recomputes it cannot duplicate them) but are not
 // claimed.
+//
+// A time-range model with batch_concurrency N > 1 (that does not read
+// itself, and whose work is not InOrder) runs up to N batches at once, each keeping the invariant above on
+// its own. Once one fails, no further batch starts; those in flight finish
+// and stay recorded if they commit, and every failure is returned, earliest
+// interval first. The recorded intervals may then have holes, which a
+// resume with SkipCovered fills exactly.
 func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
 	t := w.Template
 	s := t.Snapshot
@@ -194,47 +212,131 @@ func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	for r := range schedule.Batches(todo, spec.Unit, s.Model.BatchSize) {
-		if err := ctx.Err(); err != nil {
-			return res, fmt.Errorf("model %s before interval %s: %w", s.Name, r, err)
-		}
-		select {
-		case <-w.Stop:
-			return res, fmt.Errorf("model %s before interval %s: %w", s.Name, r, ErrStopped)
+	batches := slices.Collect(schedule.Batches(todo, spec.Unit, s.Model.BatchSize))
+	slots := 1
+	if s.Model.Kind == model.KindIncrementalByTimeRange && s.Model.BatchConcurrency > 1 && len(batches) > 1 {
+		switch {
+		case w.InOrder:
+			x.logger().DebugContext(ctx, "batches run in order: the version is served",
+				slog.String("model", s.Name), slog.String("version", s.Version))
+		case t.ReadsItself:
+			x.logger().WarnContext(ctx, "batch_concurrency ignored: the model reads itself, so its batches run in order",
+				slog.String("model", s.Name), slog.String("version", s.Version))
 		default:
+			slots = min(s.Model.BatchConcurrency, len(batches))
 		}
-		if err := x.checkFence(ctx, key, r, w.Fence); err != nil {
-			return res, err
-		}
-		began := x.now()
-		x.logger().DebugContext(ctx, "batch started", slog.String("model", s.Name), slog.String("version", s.Version),
-			slog.String("interval", r.String()))
-		sql, err := t.Render(r, w.Execution)
-		if err != nil {
-			return res, &BatchError{Model: s.Name, Version: s.Version, Interval: r, Err: err}
-		}
-		var rows int64
-		switch s.Model.Kind {
-		case model.KindIncrementalByTimeRange:
-			rows, err = x.Engine.InsertInterval(ctx, warehouse.InsertIntervalParams{
-				Table: t.Table, TimeColumn: s.Model.TimeColumn, Start: r.Start, End: r.End, Query: sql})
-		default:
-			rows, err = x.Engine.MergeByKey(ctx, warehouse.MergeParams{Table: t.Table, Key: s.Model.UniqueKey, Query: sql})
-		}
-		if err != nil {
-			x.logger().ErrorContext(ctx, "batch failed", slog.String("model", s.Name), slog.String("version", s.Version),
-				slog.String("interval", r.String()), slog.Any("error", err))
-			return res, &BatchError{Model: s.Name, Version: s.Version, Interval: r, SQL: sql, Err: err}
-		}
-		if err := x.record(ctx, key, interval.NewSet(r), w.Fence); err != nil {
-			return res, err
-		}
-		res.Batches++
-		res.Rows += rows
-		res.Recorded = res.Recorded.Add(r)
-		x.report(ctx, Batch{Model: s.Name, Version: s.Version, Interval: r, Rows: rows, Duration: x.now().Sub(began)})
 	}
-	return res, nil
+	var (
+		mu      sync.Mutex // guards res, errs and the call to report
+		errs    []batchFailure
+		sem     = make(chan struct{}, slots)
+		wg      sync.WaitGroup
+		stopped error
+	)
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(errs) > 0
+	}
+batches:
+	for _, r := range batches {
+		// A slot frees only after its batch's outcome is in errs or res, so
+		// with one slot this is the sequential loop: the next batch starts
+		// only after the previous one committed and was recorded.
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			stopped = fmt.Errorf("model %s before interval %s: %w", s.Name, r, ctx.Err())
+			break batches
+		}
+		if failed() {
+			<-sem
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			stopped = fmt.Errorf("model %s before interval %s: %w", s.Name, r, err)
+		}
+		if stopped == nil {
+			select {
+			case <-w.Stop:
+				stopped = fmt.Errorf("model %s before interval %s: %w", s.Name, r, ErrStopped)
+			default:
+			}
+		}
+		if stopped != nil {
+			<-sem
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			b, err := x.runBatch(ctx, w, key, r)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, batchFailure{r, err})
+				return
+			}
+			res.Batches++
+			res.Rows += b.Rows
+			res.Recorded = res.Recorded.Add(r)
+			x.report(ctx, b)
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		// Concurrent batches can fail together: every failure is returned,
+		// earliest interval first, so errors.As finds the earliest.
+		slices.SortFunc(errs, func(a, b batchFailure) int { return a.r.Start.Compare(b.r.Start) })
+		joined := make([]error, len(errs))
+		for i, f := range errs {
+			joined[i] = f.err
+		}
+		if len(joined) == 1 {
+			return res, joined[0]
+		}
+		return res, errors.Join(joined...)
+	}
+	return res, stopped
+}
+
+type batchFailure struct {
+	r   interval.Range
+	err error
+}
+
+// runBatch writes and records one batch of an incremental snapshot: the
+// fence is checked before anything is written, and the interval is
+// recorded only after the statement that wrote its rows committed.
+func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r interval.Range) (Batch, error) {
+	t := w.Template
+	s := t.Snapshot
+	if err := x.checkFence(ctx, key, r, w.Fence); err != nil {
+		return Batch{}, err
+	}
+	began := x.now()
+	x.logger().DebugContext(ctx, "batch started", slog.String("model", s.Name), slog.String("version", s.Version),
+		slog.String("interval", r.String()))
+	sql, err := t.Render(r, w.Execution)
+	if err != nil {
+		return Batch{}, &BatchError{Model: s.Name, Version: s.Version, Interval: r, Err: err}
+	}
+	var rows int64
+	switch s.Model.Kind {
+	case model.KindIncrementalByTimeRange:
+		rows, err = x.Engine.InsertInterval(ctx, warehouse.InsertIntervalParams{
+			Table: t.Table, TimeColumn: s.Model.TimeColumn, Start: r.Start, End: r.End, Query: sql})
+	default:
+		rows, err = x.Engine.MergeByKey(ctx, warehouse.MergeParams{Table: t.Table, Key: s.Model.UniqueKey, Query: sql})
+	}
+	if err != nil {
+		x.logger().ErrorContext(ctx, "batch failed", slog.String("model", s.Name), slog.String("version", s.Version),
+			slog.String("interval", r.String()), slog.Any("error", err))
+		return Batch{}, &BatchError{Model: s.Name, Version: s.Version, Interval: r, SQL: sql, Err: err}
+	}
+	if err := x.record(ctx, key, interval.NewSet(r), w.Fence); err != nil {
+		return Batch{}, err
+	}
+	return Batch{Model: s.Name, Version: s.Version, Interval: r, Rows: rows, Duration: x.now().Sub(began)}, nil
 }
 
 // buildWhole builds a FULL, VIEW or SEED snapshot and records WholeRange.

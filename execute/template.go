@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gapless-dev/gapless/interval"
@@ -26,6 +27,10 @@ type Template struct {
 	// Query is the rewritten model query, macros intact; "" for kinds
 	// without a query (SEED, EXTERNAL).
 	Query string
+	// ReadsItself is set when the query reads the model's own table (by
+	// its name or @this_model): its batches then depend on each other's
+	// rows and run one after another whatever batch_concurrency says.
+	ReadsItself bool
 
 	thisModel string
 	dialect   string
@@ -92,12 +97,19 @@ func newTemplate(ctx context.Context, p *sqlparse.Parser, e warehouse.Engine, s 
 		if !ok || target.Model.Kind == model.KindExternal {
 			return "", false
 		}
+		if target.Name == s.Name {
+			t.ReadsItself = true
+		}
 		return e.QuoteTable(PhysicalTable(target)), true
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pointing the query at physical tables: %w", err)
 	}
 	t.Query = rewritten
+	// Conservative: @this_model anywhere (even in a comment) counts.
+	if strings.Contains(strings.ToLower(m.Query), "@this_model") {
+		t.ReadsItself = true
+	}
 	return t, nil
 }
 

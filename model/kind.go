@@ -30,7 +30,7 @@ var sqlmeshOnlyKinds = []string{
 // kindProperties lists the properties each kind accepts inside its
 // parentheses; kinds not listed take none.
 var kindProperties = map[Kind][]string{
-	KindIncrementalByTimeRange: {"time_column", "lookback", "batch_size", "forward_only"},
+	KindIncrementalByTimeRange: {"time_column", "lookback", "batch_size", "batch_concurrency", "forward_only"},
 	KindIncrementalByUniqueKey: {"unique_key", "forward_only"},
 	KindSeed:                   {"path"},
 }
@@ -38,7 +38,7 @@ var kindProperties = map[Kind][]string{
 // sqlmeshOnlyKindProperties are SQLMesh kind properties gapless does not
 // support.
 var sqlmeshOnlyKindProperties = []string{
-	"auto_restatement_cron", "auto_restatement_intervals", "batch_concurrency", "csv_settings",
+	"auto_restatement_cron", "auto_restatement_intervals", "csv_settings",
 	"disable_restatement", "materialized", "merge_filter", "on_additive_change",
 	"on_destructive_change", "partition_by_time_column", "when_matched",
 }
@@ -170,6 +170,12 @@ func (p *parser) kindProperty(k Kind, props map[string]token) error {
 		m.Lookback, err = p.intValue(name, 0)
 	case "batch_size":
 		m.BatchSize, err = p.intValue(name, 1)
+	case "batch_concurrency":
+		at := p.tok
+		if m.BatchConcurrency, err = p.intValue(name, 1); err == nil && m.BatchConcurrency > MaxBatchConcurrency {
+			err = errorf(p.pos(at), CodeBadValue, "batch_concurrency %d is too high; want at most %d batches at once",
+				m.BatchConcurrency, MaxBatchConcurrency)
+		}
 	case "forward_only":
 		m.ForwardOnly, err = p.boolValue(name)
 	case "unique_key":

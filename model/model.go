@@ -61,10 +61,14 @@ type Model struct {
 	Dialect Dialect
 
 	// INCREMENTAL_BY_TIME_RANGE
-	TimeColumn  string
-	Lookback    int // in interval units
-	BatchSize   int // intervals per batch; 0 means all at once
-	ForwardOnly bool
+	TimeColumn string
+	Lookback   int // in interval units
+	BatchSize  int // intervals per batch; 0 means all at once
+	// BatchConcurrency is how many batches of this model may run at once;
+	// 0 or 1 means one after another. Batches of one model never read each
+	// other (a model cannot read itself), so their order does not matter.
+	BatchConcurrency int
+	ForwardOnly      bool
 
 	// INCREMENTAL_BY_UNIQUE_KEY
 	UniqueKey []string

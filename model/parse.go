@@ -40,7 +40,11 @@ const (
 // hash instead (see snapshot.FitIdent).
 const MaxIdentBytes = 63
 
-// MaxCount bounds lookback and batch_size. Real values are small; the bound
+// MaxBatchConcurrency bounds batch_concurrency: each concurrent batch holds a
+// warehouse connection and its working memory.
+const MaxBatchConcurrency = 64
+
+// MaxCount bounds lookback, batch_size and batch_concurrency. Real values are small; the bound
 // keeps interval arithmetic built on them far from integer overflow.
 const MaxCount = 1_000_000
 
@@ -64,8 +68,9 @@ const MaxCount = 1_000_000
 //   - Start and End are UTC; the kind defaults to VIEW (as in SQLMesh), the
 //     cron to the project's or DefaultCron, the dialect to the project's or
 //     DefaultDialect, and the interval unit to the cron's.
-//   - lookback, batch_size, forward_only, time_column, unique_key and path
-//     are properties of the kind, written inside its parentheses.
+//   - lookback, batch_size, batch_concurrency, forward_only, time_column,
+//     unique_key and path are properties of the kind, written inside its
+//     parentheses.
 //
 // On failure the error is an *Error locating the first problem found; ParseFile
 // never panics, whatever src holds.
@@ -247,7 +252,7 @@ var attributeNames = []string{
 
 // kindPropertyNames are kind properties; written at the top level they get a
 // message saying where they belong.
-var kindPropertyNames = []string{"time_column", "lookback", "batch_size", "forward_only", "unique_key", "path"}
+var kindPropertyNames = []string{"time_column", "lookback", "batch_size", "batch_concurrency", "forward_only", "unique_key", "path"}
 
 // sqlmeshOnlyAttributes are SQLMesh header attributes that gapless does not
 // support. Naming them as such is kinder than "unknown attribute".

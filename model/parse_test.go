@@ -88,7 +88,7 @@ func TestParseFile_FullExample(t *testing.T) {
    comment */
 MODEL (
   name analytics.daily_events,      -- comment
-  kind INCREMENTAL_BY_TIME_RANGE (time_column event_ts, lookback 2, batch_size 24, forward_only true),
+  kind INCREMENTAL_BY_TIME_RANGE (time_column event_ts, lookback 2, batch_size 24, batch_concurrency 4, forward_only true),
   cron '0 12 * * *',
   interval_unit 'day',   -- quoted or bare
   start '2024-01-01',
@@ -115,6 +115,7 @@ WHERE event_ts BETWEEN @start_ts AND @end_ts;
 		TimeColumn:           "event_ts",
 		Lookback:             2,
 		BatchSize:            24,
+		BatchConcurrency:     4,
 		ForwardOnly:          true,
 		Columns:              []model.Column{{Name: "id", Type: "INT"}, {Name: "ts", Type: "TIMESTAMP"}, {Name: "amount", Type: "DECIMAL(10,2)"}},
 		Cron:                 "0 12 * * *",
@@ -659,6 +660,18 @@ func TestParseFile_Messages(t *testing.T) {
 			src:  "MODEL (name s.t, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, batch_size 0)); SELECT 1",
 			want: "models/bad.sql:1:77: bad integer for batch_size: 0; want a whole number from 1 to 1000000",
 			code: model.CodeBadValue,
+		},
+		{
+			name: "batch concurrency too high",
+			src:  "MODEL (name s.t, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, batch_concurrency 65)); SELECT 1",
+			want: "models/bad.sql:1:84: batch_concurrency 65 is too high; want at most 64 batches at once",
+			code: model.CodeBadValue,
+		},
+		{
+			name: "batch concurrency on a kind without batches",
+			src:  "MODEL (name s.t, kind FULL (batch_concurrency 2)); SELECT 1",
+			want: "models/bad.sql:1:29: batch_concurrency is not a property of kind FULL (only of INCREMENTAL_BY_TIME_RANGE)",
+			code: model.CodeUnknownAttribute,
 		},
 		{
 			name: "bad boolean",

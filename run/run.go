@@ -418,7 +418,8 @@ func runModel(ctx context.Context, p Params, x *execute.Executor, s *snapshot.Sn
 	if err != nil {
 		return nil, err
 	}
-	r, err := x.Execute(ctx, execute.Work{Template: t, Ranges: due.Work, Whole: !execute.IsIncremental(s.Model.Kind), Execution: p.ExecutionTime, Fence: fence, Stop: p.Stop})
+	// InOrder: a run computes what an environment serves.
+	r, err := x.Execute(ctx, execute.Work{Template: t, Ranges: due.Work, Whole: !execute.IsIncremental(s.Model.Kind), Execution: p.ExecutionTime, Fence: fence, Stop: p.Stop, InOrder: true})
 	if err != nil {
 		return nil, err
 	}

@@ -64,6 +64,7 @@ type metadataParts struct {
 	End           string   `json:"end,omitempty"`
 	Lookback      int      `json:"lookback,omitempty"`
 	BatchSize     int      `json:"batch_size,omitempty"`
+	BatchConc     int      `json:"batch_concurrency,omitempty"`
 	ForwardOnly   bool     `json:"forward_only,omitempty"`
 	AllowPartials bool     `json:"allow_partials,omitempty"`
 	Enabled       bool     `json:"enabled"`
@@ -109,6 +110,7 @@ func metadataHash(m *model.Model) string {
 		End:           timeKey(m.End),
 		Lookback:      m.Lookback,
 		BatchSize:     m.BatchSize,
+		BatchConc:     m.BatchConcurrency,
 		ForwardOnly:   m.ForwardOnly,
 		AllowPartials: m.AllowPartials,
 		Enabled:       m.Enabled,

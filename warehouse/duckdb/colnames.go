@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
@@ -123,7 +124,30 @@ func (e *Engine) tableColumns(ctx context.Context, s *session, t warehouse.Table
 // column names (see tableColumns). When it fails, t's entry is forgotten,
 // still under the write lock: the cached columns may be what failed.
 func (e *Engine) writeColumns(ctx context.Context, t warehouse.Table, fn func(s *session, cols []warehouse.Column) error) error {
-	return e.write(ctx, func(s *session) error {
+	return e.write(ctx, e.columnsTx(ctx, t, fn))
+}
+
+// writeRangeColumns is writeColumns for a write that touches only the rows
+// of [start, end) of t's time column: it holds that range of t (see
+// writeLock), so that writes of disjoint ranges run together.
+func (e *Engine) writeRangeColumns(ctx context.Context, t warehouse.Table, start, end time.Time, fn func(s *session, cols []warehouse.Column) error) error {
+	release, err := e.shared.wl.lockRange(ctx, t, start, end)
+	if err != nil {
+		return err
+	}
+	defer release()
+	s, err := e.session(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return e.columnsTx(ctx, t, fn)(s)
+}
+
+// columnsTx is the body of writeColumns: fn in one transaction on s with
+// t's column names, forgetting them when it fails.
+func (e *Engine) columnsTx(ctx context.Context, t warehouse.Table, fn func(s *session, cols []warehouse.Column) error) func(s *session) error {
+	return func(s *session) error {
 		gen := e.shared.cols.generation()
 		err := s.inTx(ctx, func() error {
 			cols, err := e.tableColumns(ctx, s, t, gen)
@@ -136,7 +160,7 @@ func (e *Engine) writeColumns(ctx context.Context, t warehouse.Table, fn func(s 
 			e.shared.cols.forget(t)
 		}
 		return err
-	})
+	}
 }
 
 // guardQuery is Query's guard (see session.queryGuarded): a statement

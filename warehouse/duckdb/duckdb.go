@@ -15,11 +15,13 @@
 //     the only SQL text the engine renders besides identifiers is a column
 //     type, which must pass a strict grammar (see CreateTable).
 //   - Writes (every method but TableExists and Columns, and Query of
-//     anything but a SELECT or EXPLAIN) are serialised per database: one
+//     anything but a SELECT or EXPLAIN) are serialised per database (one
 //     in-memory database per Engine, one database per file across all
-//     Engines of the process. DuckDB's optimistic concurrency would
-//     otherwise fail one of two transactions touching the same table;
-//     serialising turns that into waiting. Reads never wait for writes:
+//     Engines of the process), with one exception: InsertInterval writes
+//     of different tables, or of disjoint ranges of one table, run
+//     together (see writeLock). DuckDB's optimistic concurrency would
+//     otherwise fail one of two transactions touching the same rows;
+//     ordering turns that into waiting. Reads never wait for writes:
 //     DuckDB's MVCC serves them a committed snapshot.
 //   - The write path (InsertInterval, MergeByKey) reads a table's column
 //     names from a cache shared like the write lock, not from the catalog
@@ -187,26 +189,19 @@ func (e *Engine) Close() error {
 // shared is what every Engine on one database holds in common: the write
 // lock and the cache of its tables' column names.
 type shared struct {
-	// sem is the write lock: a one-slot semaphore rather than a mutex so
-	// that waiting honours the context. It serialises the writes to the
-	// database.
-	sem  chan struct{}
+	// wl is the write lock (see writeLock): exclusive writes run alone,
+	// range writes of disjoint ranges run together.
+	wl   *writeLock
 	refs int // guarded by registry.mu
 	cols columnCache
 }
 
-func newShared() *shared { return &shared{sem: make(chan struct{}, 1)} }
+func newShared() *shared { return &shared{wl: newWriteLock()} }
 
-func (w *shared) lock(ctx context.Context) error {
-	select {
-	case w.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("waiting for the database's write lock: %w", ctx.Err())
-	}
-}
+// lock takes the write lock exclusively.
+func (w *shared) lock(ctx context.Context) error { return w.wl.lockExclusive(ctx) }
 
-func (w *shared) unlock() { <-w.sem }
+func (w *shared) unlock() { w.wl.unlockExclusive() }
 
 // registry holds one shared per open database file: duckdb-go shares one
 // database instance among all connectors of a process on the same file, so

@@ -42,7 +42,7 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 	}
 	start, end := p.Start.UTC(), p.End.UTC()
 	var inserted int64
-	err := e.writeColumns(ctx, p.Table, func(s *session, cols []warehouse.Column) error {
+	err := e.writeRangeColumns(ctx, p.Table, start, end, func(s *session, cols []warehouse.Column) error {
 		if !hasColumn(cols, p.TimeColumn) {
 			return invalidf("time column %q is not a column of %s", p.TimeColumn, p.Table)
 		}
