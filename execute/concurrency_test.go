@@ -116,12 +116,14 @@ func TestConcurrentBatches(t *testing.T) {
 	}
 }
 
-// Scenario: a model that reads its own table (a running count) asks for
-// batch_concurrency 4. Its batches depend on each other's rows, so they run
-// one after another: each hour sees exactly the hours before it.
+// Scenario: a model that reads its own table (a running count, with its
+// columns declared) asks for batch_concurrency 4. Its table is made from
+// the declared columns, and its batches depend on each other's rows, so
+// they run one after another: each hour sees exactly the hours before it.
 func TestSelfReadingModelRunsBatchesInOrder(t *testing.T) {
 	t.Parallel()
-	b := executetest.Setup(t, false, map[string]string{"models/running.sql": `MODEL (name demo.running, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, batch_size 1, batch_concurrency 4), cron '@hourly', start '2024-01-01');
+	b := executetest.Setup(t, false, map[string]string{"models/running.sql": `MODEL (name demo.running, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, batch_size 1, batch_concurrency 4), cron '@hourly', start '2024-01-01',
+  columns (ts TIMESTAMP, seen BIGINT));
 SELECT @start_ts AS ts, (SELECT count(*) FROM demo.running) AS seen`})
 	pr := b.Load(t)
 	tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
@@ -131,13 +133,12 @@ SELECT @start_ts AS ts, (SELECT count(*) FROM demo.running) AS seen`})
 	exec := at(2024, 1, 1, 8)
 	g := executetest.NewGate(b.Engine, 1)
 	x := &execute.Executor{Engine: g, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Now: func() time.Time { return exec }}
-	// Prepare derives the table from the query, which cannot read a table
-	// that does not exist yet: create it first (gapless has no declared
-	// columns for this yet; see the issue notes).
-	require.NoError(t, b.Engine.CreateSchema(b.Ctx, tpl.Table.Schema))
-	require.NoError(t, b.Engine.CreateTable(b.Ctx, warehouse.CreateTableParams{Table: tpl.Table,
-		Columns: []warehouse.Column{{Name: "ts", Type: "TIMESTAMP"}, {Name: "seen", Type: "BIGINT"}}}))
+	// Prepare makes the table from the declared columns, so the first
+	// batch can read it.
 	require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
+	cols, err := b.Engine.Columns(b.Ctx, tpl.Table)
+	require.NoError(t, err)
+	require.Equal(t, []warehouse.Column{{Name: "ts", Type: "TIMESTAMP"}, {Name: "seen", Type: "BIGINT"}}, cols)
 	res, err := x.Execute(b.Ctx, execute.Work{Template: tpl, Execution: exec,
 		Ranges: interval.NewSet(interval.NewRange(at(2024, 1, 1, 0), exec))})
 	require.NoError(t, err)

@@ -122,8 +122,10 @@ func WholeRange(m *model.Model, exec time.Time) (interval.Range, bool) {
 }
 
 // Prepare creates the snapshot's physical schema and, for incremental
-// kinds, its physical table, empty, with the columns of the query (rendered
-// for the model's first interval and read with LIMIT 0). It does nothing
+// kinds, its physical table, empty: with the model's declared columns when
+// it has some (so a model that reads itself finds its table), or else with
+// the columns of the query (rendered for the model's first interval and
+// read with LIMIT 0). It does nothing
 // for a table that exists, so it is safe to repeat.
 func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) error {
 	s := t.Snapshot
@@ -146,6 +148,20 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 	spec, err := schedule.ForModel(s.Model)
 	if err != nil {
 		return err
+	}
+	if cols := s.Model.Columns; len(cols) > 0 {
+		// Declared columns make the table, so that a model that reads
+		// itself finds it before its first query.
+		wcols := make([]warehouse.Column, len(cols))
+		for i, c := range cols {
+			wcols[i] = warehouse.Column{Name: c.Name, Type: c.Type}
+		}
+		if err := x.Engine.CreateTable(ctx, warehouse.CreateTableParams{Table: t.Table, Columns: wcols}); err != nil {
+			return &BatchError{Model: s.Name, Version: s.Version, Err: fmt.Errorf("creating the table from the declared columns: %w", err)}
+		}
+		x.logger().InfoContext(ctx, "created physical table", slog.String("model", s.Name), slog.String("version", s.Version),
+			slog.String("table", t.Table.String()))
+		return nil
 	}
 	first := spec.Unit.Floor(spec.Start)
 	r := interval.NewRange(first, spec.Unit.Add(first, 1))

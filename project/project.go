@@ -208,6 +208,8 @@ func (pr *Project) resolve() (map[string][]string, Errors) {
 			if _, ok := pr.Models[target]; ok && ref.Schema != "" {
 				if target != name {
 					edges[name] = append(edges[name], target)
+				} else if err := selfRead(m, ref); err != nil {
+					errs = append(errs, err)
 				}
 				continue
 			}
@@ -216,6 +218,25 @@ func (pr *Project) resolve() (map[string][]string, Errors) {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return cmp.Compare(a.Error(), b.Error()) })
 	return edges, errs
+}
+
+// selfRead checks a model that reads its own table: only an incremental
+// model can (each run reads what earlier runs wrote), and it must declare
+// its columns, since its table has to exist before its first query runs.
+func selfRead(m *model.Model, ref sqlparse.TableRef) error {
+	pos := m.QueryPos
+	if ref.Offset >= 0 {
+		pos = m.PosOf(ref.Offset)
+	}
+	switch {
+	case m.Kind != model.KindIncrementalByTimeRange && m.Kind != model.KindIncrementalByUniqueKey:
+		return &model.Error{Pos: pos, Code: model.CodeInvalid, Msg: fmt.Sprintf(
+			"model %s reads itself, which only an incremental model can (a %s model is rebuilt from its query alone)", m.Name, m.Kind)}
+	case len(m.Columns) == 0:
+		return &model.Error{Pos: pos, Code: model.CodeInvalid, Msg: fmt.Sprintf(
+			"model %s reads itself: declare its columns (columns (name TYPE, ...)) so that its table exists before its first query runs", m.Name)}
+	}
+	return nil
 }
 
 func (pr *Project) unknownRef(m *model.Model, ref sqlparse.TableRef, names []string) error {

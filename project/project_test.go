@@ -190,6 +190,20 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{"models/a.sql:1:1: dependency cycle: s.a (models/a.sql) -> s.b (models/b.sql) -> s.c (models/c.sql) -> s.a (models/a.sql)"},
 		},
 		{
+			name: "an incremental model that reads itself declares its columns",
+			files: map[string]string{
+				"models/run.sql": "MODEL (name s.running, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), start '2024-01-01');\nSELECT @start_ts AS ts, (SELECT count(*) FROM s.running) AS n",
+			},
+			want: []string{"models/run.sql:2:47: model s.running reads itself: declare its columns (columns (name TYPE, ...)) so that its table exists before its first query runs"},
+		},
+		{
+			name: "a FULL model cannot read itself",
+			files: map[string]string{
+				"models/f.sql": "MODEL (name s.f, kind FULL, columns (n BIGINT));\nSELECT count(*) AS n FROM s.f",
+			},
+			want: []string{"models/f.sql:2:27: model s.f reads itself, which only an incremental model can (a FULL model is rebuilt from its query alone)"},
+		},
+		{
 			name: "SQL syntax error is located in the file",
 			files: map[string]string{
 				"models/raw.sql": external,
