@@ -32,7 +32,8 @@ const (
 	// frontier at plan time: the plan's own work is incomplete.
 	HistoricalGap Reason = "historical_gap"
 	// InternalGap: what the replacement misses after the plan-time
-	// frontier is not one contiguous trailing suffix.
+	// frontier is not one contiguous trailing suffix, or the replacement
+	// covers time after a hole (past the incumbent's frontier too).
 	InternalGap Reason = "internal_gap"
 	// ScheduleChanged: the cron, interval unit or partial setting differs
 	// between incumbent and replacement, so advances cannot be counted.
@@ -124,7 +125,11 @@ func (v Verdict) Debt(version string) (state.Debt, bool) {
 // The rules, in order:
 //  1. the environment must still serve the incumbent the plan recorded
 //     (IncumbentChanged);
-//  2. a replacement covering [start, FrontierNow) is accepted (Covered);
+//  2. a replacement covering [start, FrontierNow) is accepted (Covered),
+//     provided what it covers past FrontierNow (a dev environment's run, or
+//     concurrent batches) leaves no hole either: the check runs to the
+//     later of FrontierNow and the replacement's own frontier, because
+//     serving rows after a missing interval is serving a gap;
 //  3. anything missing before FrontierAtPlan is a HistoricalGap, and a
 //     missing part that is not one trailing suffix is an InternalGap: no
 //     policy accepts either;
@@ -145,7 +150,11 @@ func Judge(p Policy, c Candidate) Verdict {
 		v.Reason = IncumbentChanged
 		return v
 	}
-	required := interval.NewRange(c.Replacement.Unit.Floor(c.Replacement.Start), c.FrontierNow)
+	end := c.FrontierNow
+	if f := c.Covered.Frontier(); f.After(end) {
+		end = f
+	}
+	required := interval.NewRange(c.Replacement.Unit.Floor(c.Replacement.Start), end)
 	v.Missing = c.Covered.Missing(required)
 	if v.Missing.IsEmpty() {
 		v.Reason, v.Accepted = Covered, true
@@ -227,6 +236,11 @@ func (v Verdict) Explain() string {
 		return fmt.Sprintf("%s [%s]: the replacement is missing %s, before the plan-time frontier (%s); no policy accepts a historical gap: apply the plan again to resume its backfill, or build a new plan",
 			v.Model, v.Reason, v.Missing, when)
 	case InternalGap:
+		if !v.Missing.IsEmpty() && !v.Missing.Ranges()[len(v.Missing.Ranges())-1].Start.Before(v.FrontierNow) {
+			return fmt.Sprintf("%s [%s]: the replacement is missing %s but covers time after it, past the incumbent's frontier (%s); serving it would serve a gap: "+
+				"another apply of this version (a failed or running backfill with batch_concurrency) left the hole; resume that apply, or wait for it, then apply again",
+				v.Model, v.Reason, v.Missing, when)
+		}
 		return fmt.Sprintf("%s [%s]: the replacement is missing %s, which is not one trailing range (%s); no policy accepts an internal gap: build a new plan, which backfills it",
 			v.Model, v.Reason, v.Missing, when)
 	case IncumbentAdvanced:

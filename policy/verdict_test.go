@@ -68,6 +68,12 @@ func TestJudgeRules(t *testing.T) {
 			c.FrontierNow = hour(12)
 			c.Covered = covered([2]int{0, 10}, [2]int{11, 12})
 		}, policy.InternalGap, false},
+		{"hole past the incumbent's frontier", policy.Default, func(c *policy.Candidate) {
+			c.Covered = covered([2]int{0, 11}, [2]int{12, 14}) // a batch after 11:00 failed, later ones committed
+		}, policy.InternalGap, false},
+		{"covered past the incumbent's frontier", policy.Default, func(c *policy.Candidate) {
+			c.Covered = covered([2]int{0, 14})
+		}, policy.Covered, true},
 		{"changed cron", tg(9), func(c *policy.Candidate) { c.Replacement = two }, policy.ScheduleChanged, false},
 		{"changed unit", tg(9), func(c *policy.Candidate) { c.Replacement.Unit = interval.Day }, policy.ScheduleChanged, false},
 		{"incumbent changed", tg(9), func(c *policy.Candidate) { c.Served.Fingerprint = "f2" }, policy.IncumbentChanged, false},
@@ -132,8 +138,9 @@ func TestJudgeCountsAdvancesOnTheCron(t *testing.T) {
 // Scenario (property): whatever the coverage, frontiers and bound, Judge
 // under trailing-gap accepts a gap only when it is a single trailing suffix
 // that starts at or after the plan-time frontier and counts at most the
-// bound; and an accepted verdict's suffix plus the coverage is exactly
-// [start, frontier now).
+// bound; an accepted verdict's suffix plus the coverage is exactly
+// [start, frontier now); and no accepted replacement covers time after a
+// hole, even past the incumbent's frontier.
 func TestJudgeNeverAcceptsAnUnboundedOrHistoricalGap(t *testing.T) {
 	t.Parallel()
 	hourly := spec(t, "@hourly", interval.Hour)
@@ -150,15 +157,20 @@ func TestJudgeNeverAcceptsAnUnboundedOrHistoricalGap(t *testing.T) {
 		c := policy.Candidate{Model: "m", Recorded: inc, Served: inc, Incumbent: hourly, Replacement: hourly,
 			FrontierAtPlan: hour(atPlan), FrontierNow: hour(now), Covered: cov}
 		v := policy.Judge(tg(bound), c)
-		required := interval.NewRange(hour(0), hour(now))
+		end := hour(now)
+		if f := cov.Frontier(); f.After(end) {
+			end = f
+		}
+		required := interval.NewRange(hour(0), end)
 		if !v.Accepted {
-			require.False(t, cov.Covers(required) && now > 0, "a covered replacement is accepted")
+			require.False(t, cov.Covers(required) && end.After(hour(0)), "a replacement without a hole is accepted")
 			return
 		}
 		if v.Reason == policy.Covered {
-			require.True(t, cov.Missing(required).IsEmpty())
+			require.True(t, cov.Missing(required).IsEmpty(), "nothing is served after a hole")
 			return
 		}
+		require.False(t, cov.Frontier().After(hour(now)), "nothing is served after an accepted gap")
 		require.Equal(t, policy.TrailingGapAccepted, v.Reason)
 		require.False(t, v.Suffix.Start.Before(hour(atPlan)), "the suffix starts after the plan-time frontier")
 		require.Equal(t, hour(now), v.Suffix.End)
@@ -185,4 +197,21 @@ func TestParseAndString(t *testing.T) {
 	require.ErrorIs(t, policy.Policy{Name: "nope"}.Validate(), policy.ErrInvalid)
 	require.ErrorIs(t, tg(-1).Validate(), policy.ErrInvalid)
 	require.NoError(t, tg(1).Validate())
+}
+
+// Scenario: a version that another apply is still backfilling with
+// concurrent batches (or left with a failed batch) covers 12:00-14:00 but
+// not 11:00-12:00, past the incumbent's frontier. No policy accepts it, and
+// the explanation says where the hole came from and what to do.
+func TestJudgeRefusesAHolePastTheFrontier(t *testing.T) {
+	t.Parallel()
+	c := seed(t)
+	c.Covered = covered([2]int{0, 11}, [2]int{12, 14})
+	for _, p := range []policy.Policy{policy.Default, tg(5), {Name: policy.CatchUp}} {
+		v := policy.Judge(p, c)
+		require.Equal(t, policy.InternalGap, v.Reason, p.String())
+		require.Equal(t, covered([2]int{11, 12}).String(), v.Missing.String())
+		require.Contains(t, v.Explain(), "past the incumbent's frontier")
+		require.Contains(t, v.Explain(), "resume that apply")
+	}
 }
