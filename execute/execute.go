@@ -285,7 +285,7 @@ batches:
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			b, err := x.runBatch(ctx, w, key, r)
+			b, err := x.runBatch(ctx, w, key, r, slots > 1)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -323,7 +323,8 @@ type batchFailure struct {
 // runBatch writes and records one batch of an incremental snapshot: the
 // fence is checked before anything is written, and the interval is
 // recorded only after the statement that wrote its rows committed.
-func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r interval.Range) (Batch, error) {
+// concurrent tells the engine other batches of the table run at once.
+func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r interval.Range, concurrent bool) (Batch, error) {
 	t := w.Template
 	s := t.Snapshot
 	if err := x.checkFence(ctx, key, r, w.Fence); err != nil {
@@ -340,7 +341,7 @@ func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r
 	switch s.Model.Kind {
 	case model.KindIncrementalByTimeRange:
 		rows, err = x.Engine.InsertInterval(ctx, warehouse.InsertIntervalParams{
-			Table: t.Table, TimeColumn: s.Model.TimeColumn, Start: r.Start, End: r.End, Query: sql})
+			Table: t.Table, TimeColumn: s.Model.TimeColumn, Start: r.Start, End: r.End, Query: sql, Concurrent: concurrent})
 	default:
 		rows, err = x.Engine.MergeByKey(ctx, warehouse.MergeParams{Table: t.Table, Key: s.Model.UniqueKey, Query: sql})
 	}

@@ -71,6 +71,12 @@ type InsertIntervalParams struct {
 	TimeColumn string
 	Start, End time.Time
 	Query      string
+	// Concurrent says other InsertIntervals of disjoint ranges of Table may
+	// be running (a backfill's concurrent batches). An engine that makes a
+	// table's writers take turns then computes the rows before it takes
+	// its turn, so that the queries overlap and only the writes wait. The
+	// outcome is the same: exactly the interval's rows are replaced.
+	Concurrent bool
 }
 
 // MergeParams upserts Query's rows into Table by Key: rows whose key exists

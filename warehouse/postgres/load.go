@@ -3,10 +3,12 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/gapless-dev/gapless/warehouse"
@@ -68,6 +70,19 @@ func boundExpr(typeOID uint32, n int) (string, bool) {
 // lacks is an error. Start and End are instants: on timestamp and date
 // columns they are compared as UTC wall-clock time. It returns the number
 // of rows inserted.
+//
+// With p.Concurrent the rows are computed first, before the lock, into a
+// transaction-local table, and then moved in under it:
+//
+//	CREATE TEMP TABLE src ON COMMIT DROP AS SELECT q.c1, … FROM (query) AS q WHERE <in range>;
+//	LOCK TABLE t IN SHARE ROW EXCLUSIVE MODE;
+//	DELETE FROM t WHERE tc >= lo AND tc < hi;
+//	INSERT INTO t (c1, …) SELECT c1, … FROM src;
+//
+// so that concurrent batches of one table overlap their queries and take
+// turns only to write. The rows written are the same; if the table's
+// columns changed between the two steps, nothing is written and the error
+// says so.
 func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalParams) (int64, error) {
 	const op = "insert interval"
 	obj := p.Table.String()
@@ -87,6 +102,29 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 	}
 	var inserted int64
 	err = e.inTx(ctx, func(tx pgx.Tx) error {
+		var (
+			staged string // the statement that computed the rows, when they were
+			before []column
+		)
+		if p.Concurrent {
+			// Compute the rows first, without the lock, so that concurrent
+			// batches of disjoint ranges overlap their queries.
+			rel, err := mustResolveTable(ctx, tx, p.Table)
+			if err != nil {
+				return err
+			}
+			if before, err = columnsOf(ctx, tx, rel.oid); err != nil {
+				return err
+			}
+			sel, err := intervalSelect(before, p.TimeColumn, p.Table, q)
+			if err != nil {
+				return err
+			}
+			staged = "CREATE TEMP TABLE " + intervalSource + " ON COMMIT DROP AS " + sel
+			if _, err := exec(ctx, tx, staged, p.Start.UTC(), p.End.UTC()); err != nil {
+				return err
+			}
+		}
 		rel, err := lockTable(ctx, tx, p.Table)
 		if err != nil {
 			return err
@@ -94,6 +132,10 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 		cols, err := columnsOf(ctx, tx, rel.oid)
 		if err != nil {
 			return err
+		}
+		if staged != "" && !slices.Equal(cols, before) {
+			return fmt.Errorf("%w: the columns of %s changed while the interval's rows were computed; run it again",
+				ErrInvalidArgument, p.Table)
 		}
 		tc, ok := findColumn(cols, p.TimeColumn)
 		if !ok {
@@ -115,10 +157,17 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 		for i, c := range cols {
 			names[i] = quoteIdent(c.Name)
 		}
-		qtc := "CAST(q." + col + " AS " + tc.Type + ")"
-		ins := "INSERT INTO " + target + " (" + strings.Join(names, ", ") + ")\nSELECT q." + strings.Join(names, ", q.") +
-			"\nFROM " + subquery(q) + " AS q\nWHERE " + qtc + " >= " + lo + " AND " + qtc + " < " + hi
-		tag, err := exec(ctx, tx, ins, start, end)
+		var tag pgconn.CommandTag
+		if staged != "" {
+			ins := "INSERT INTO " + target + " (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(names, ", ") + " FROM " + intervalSource
+			tag, err = exec(ctx, tx, ins)
+		} else {
+			sel, serr := intervalSelect(cols, p.TimeColumn, p.Table, q)
+			if serr != nil {
+				return serr
+			}
+			tag, err = exec(ctx, tx, "INSERT INTO "+target+" ("+strings.Join(names, ", ")+")\n"+sel, start, end)
+		}
 		if err != nil {
 			return err
 		}
@@ -129,6 +178,33 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 		return 0, failStep(op, obj, err)
 	}
 	return inserted, nil
+}
+
+// intervalSource is the transaction-local table a Concurrent
+// InsertInterval computes its rows into before it takes the table's lock;
+// it is dropped at commit (and, created in the transaction, gone on
+// rollback).
+const intervalSource = `pg_temp."gapless_interval_src"`
+
+// intervalSelect is the SELECT of an interval's rows: the columns of the
+// table, by name, from query q, filtered on their time value as the table
+// will store it ($1 and $2 are the bounds).
+func intervalSelect(cols []column, timeColumn string, t warehouse.Table, q string) (string, error) {
+	tc, ok := findColumn(cols, timeColumn)
+	if !ok {
+		return "", fmt.Errorf("%w: no time column %q in %s", ErrInvalidArgument, timeColumn, t)
+	}
+	lo, ok := boundExpr(tc.typeOID, 1)
+	if !ok {
+		return "", fmt.Errorf("%w: %q is %s", ErrUnsupportedTimeColumn, tc.Name, tc.Type)
+	}
+	hi, _ := boundExpr(tc.typeOID, 2)
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = quoteIdent(c.Name)
+	}
+	qtc := "CAST(q." + quoteIdent(tc.Name) + " AS " + tc.Type + ")"
+	return "SELECT q." + strings.Join(names, ", q.") + "\nFROM " + subquery(q) + " AS q\nWHERE " + qtc + " >= " + lo + " AND " + qtc + " < " + hi, nil
 }
 
 // mergeSource is the transaction-local table MergeByKey reads the query

@@ -104,19 +104,24 @@ func Run(t *testing.T, newEngine Factory) {
 	groups := []struct {
 		name      string
 		scenarios []scenario
+		// concurrent runs every InsertInterval with Concurrent set (see
+		// concurrentEngine).
+		concurrent bool
 	}{
-		{"Schema", schemaScenarios},
-		{"Table", tableScenarios},
-		{"View", viewScenarios},
-		{"Views", viewBatchScenarios},
-		{"Query", queryScenarios},
-		{"InsertInterval", insertIntervalScenarios},
-		{"MergeByKey", mergeScenarios},
-		{"ReplaceTable", replaceScenarios},
-		{"InsertRows", insertRowsScenarios},
-		{"Identifiers", identifierScenarios},
-		{"Errors", errorScenarios},
-		{"Concurrency", concurrencyScenarios},
+		{"Schema", schemaScenarios, false},
+		{"Table", tableScenarios, false},
+		{"View", viewScenarios, false},
+		{"Views", viewBatchScenarios, false},
+		{"Query", queryScenarios, false},
+		{"InsertInterval", insertIntervalScenarios, false},
+		{"MergeByKey", mergeScenarios, false},
+		{"ReplaceTable", replaceScenarios, false},
+		{"InsertRows", insertRowsScenarios, false},
+		{"Identifiers", identifierScenarios, false},
+		{"Errors", errorScenarios, false},
+		{"Concurrency", concurrencyScenarios, false},
+		{"InsertIntervalConcurrent", insertIntervalScenarios, true},
+		{"ConcurrencyConcurrent", concurrencyScenarios, true},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
@@ -124,11 +129,25 @@ func Run(t *testing.T, newEngine Factory) {
 			for _, s := range g.scenarios {
 				t.Run(s.name, func(t *testing.T) {
 					t.Parallel()
-					s.run(t, setup(t, newEngine))
+					f := setup(t, newEngine)
+					if g.concurrent {
+						f.e = concurrentEngine{f.e}
+					}
+					s.run(t, f)
 				})
 			}
 		})
 	}
+}
+
+// concurrentEngine sets InsertIntervalParams.Concurrent on every
+// InsertInterval, so that the scenarios check the staged path of engines
+// that have one keeps every promise of the plain path.
+type concurrentEngine struct{ warehouse.Engine }
+
+func (c concurrentEngine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalParams) (int64, error) {
+	p.Concurrent = true
+	return c.Engine.InsertInterval(ctx, p)
 }
 
 // fixture is one scenario's engine, with a schema created for it.
