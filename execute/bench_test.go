@@ -167,3 +167,78 @@ func benchQuery(perHour int) string {
   ((epoch(g.ts)::BIGINT + r.i) %% 10000 / 100)::DECIMAL(10, 2) AS amount
 FROM generate_series(@start_ts, @end_ts, INTERVAL 1 HOUR) AS g(ts), range(%[1]d) AS r(i)`, perHour)
 }
+
+// BenchmarkBackfillYearHourlyPostgres is BenchmarkBackfillYearHourly on the
+// production backends (PostgreSQL warehouse and state), for a computed
+// model of 50 generated events per hour (438,000 rows a year), with
+// batch_size 720 and batch_concurrency 1 and 2. With 2, each batch
+// computes its rows before it takes the table's write lock, so two
+// batches' queries overlap and only their writes take turns.
+//
+//	go test -run '^$' -bench BackfillYearHourlyPostgres -benchtime 1x ./execute/
+func BenchmarkBackfillYearHourlyPostgres(b *testing.B) {
+	const perHour, singleRuns = 50, 3
+	year := interval.NewRange(at(2023, 1, 1, 0), at(2024, 1, 1, 0))
+	hours := interval.Hour.Buckets(year)
+	query := fmt.Sprintf(`SELECT g.ts + r.i * INTERVAL '72 seconds' AS ts,
+  (extract(epoch FROM g.ts)::bigint / 3600) * %[1]d + r.i AS event_id,
+  (extract(epoch FROM g.ts)::bigint * 31 + r.i * 17) %% 100000 AS user_id,
+  (ARRAY['view', 'click', 'purchase'])[1 + r.i %% 3] AS kind,
+  (((extract(epoch FROM g.ts)::bigint + r.i) %% 10000) / 100.0)::numeric(10, 2) AS amount
+FROM generate_series(@start_ts, @end_ts, INTERVAL '1 hour') AS g(ts), generate_series(0, %[1]d - 1) AS r(i)`, perHour)
+	for _, bc := range []int{1, 2} {
+		b.Run(fmt.Sprintf("rows_per_hour=%d/batch_size=720/batch_concurrency=%d", perHour, bc), func(b *testing.B) {
+			src := fmt.Sprintf(`MODEL (name bench.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, batch_size 720, batch_concurrency %d), cron '@hourly', start '2023-01-01', dialect postgres);
+`, bc) + query
+			bu := executetest.SetupPostgres(b, false, map[string]string{"models/hourly.sql": src})
+			pr := bu.Load(b)
+			tpls, err := execute.Templates(bu.Ctx, bu.Parser, bu.Engine, pr.Snapshots)
+			require.NoError(b, err)
+			tpl := tpls["bench.hourly"]
+			exec := at(2024, 1, 1, 0)
+			x := &execute.Executor{Engine: bu.Engine, Store: bu.Store, Now: func() time.Time { return exec },
+				Logger: slog.New(slog.DiscardHandler)}
+			key := state.VersionKey{Name: "bench.hourly", Version: tpl.Snapshot.Version}
+			want := int64(hours * perHour)
+			reset := func() {
+				require.NoError(b, bu.Engine.DropTable(bu.Ctx, tpl.Table))
+				require.NoError(b, bu.Store.DeleteIntervals(bu.Ctx, []state.VersionKey{key}))
+				require.NoError(b, x.Prepare(bu.Ctx, tpl, exec))
+			}
+			single := func() time.Duration {
+				reset()
+				began := time.Now()
+				sql, err := tpl.Render(year, exec)
+				require.NoError(b, err)
+				n, err := bu.Engine.InsertInterval(bu.Ctx, warehouse.InsertIntervalParams{Table: tpl.Table, TimeColumn: "ts",
+					Start: year.Start, End: year.End, Query: sql})
+				took := time.Since(began)
+				require.NoError(b, err)
+				require.Equal(b, want, n)
+				return took
+			}
+			var singleTotal time.Duration
+			for b.Loop() {
+				b.StopTimer()
+				runs := make([]time.Duration, singleRuns)
+				for i := range runs {
+					runs[i] = single()
+				}
+				slices.Sort(runs)
+				singleTotal += runs[len(runs)/2]
+				reset()
+				b.StartTimer()
+				res, err := x.Execute(bu.Ctx, execute.Work{Template: tpl, Ranges: interval.NewSet(year), Execution: exec})
+				b.StopTimer()
+				require.NoError(b, err)
+				require.Equal(b, want, res.Rows)
+				b.StartTimer()
+			}
+			n := float64(b.N)
+			batched, base := float64(b.Elapsed().Nanoseconds())/n, float64(singleTotal.Nanoseconds())/n
+			b.ReportMetric(batched/float64(hours), "ns/interval")
+			b.ReportMetric(base/float64(hours), "single-ns/interval")
+			b.ReportMetric(batched/base, "x_single")
+		})
+	}
+}
