@@ -206,6 +206,16 @@ func Apply(ctx context.Context, prm Params) (*Result, error) {
 	}
 }
 
+// replans reports whether Apply answers err by applying a fresh plan (the
+// replan policy, on a refusal only because the incumbent advanced). The
+// last attempt's refusal counts too: Apply then fails with
+// attempts_exhausted, which says so.
+func (a *applier) replans(err error) bool {
+	var perr *policy.Error
+	return a.policy().Name == policy.Replan && a.Plan.Options.NoGaps && a.Replan != nil &&
+		errors.As(err, &perr) && perr.OnlyAdvanced()
+}
+
 func newApplier(prm Params) *applier {
 	base := prm.Logger
 	if base == nil {
@@ -273,7 +283,7 @@ func (a *applier) runStage(ctx context.Context, stage Stage, run func(context.Co
 	}
 	a.emit(ctx, StageStarted{Stage: stage})
 	if err := run(ctx); err != nil {
-		a.emit(ctx, StageFailed{Stage: stage, Err: err})
+		a.emit(ctx, StageFailed{Stage: stage, Err: err, Replanning: a.replans(err)})
 		if planSaved {
 			// Recording the failure must not mask it, and a cancelled
 			// context still gets its failure recorded.

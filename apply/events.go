@@ -65,6 +65,10 @@ type StageFinished struct {
 type StageFailed struct {
 	Stage Stage
 	Err   error
+	// Replanning: the replan policy acts on this failure (the scheduler
+	// advanced the incumbent) by applying a fresh plan, so it is logged as
+	// a warning; whether the apply fails is decided by what follows.
+	Replanning bool
 }
 
 // ModelStarted: a model's backfill began, for Ranges (or Whole).
@@ -122,6 +126,10 @@ func (e StageFinished) log(ctx context.Context, l *slog.Logger) {
 }
 
 func (e StageFailed) log(ctx context.Context, l *slog.Logger) {
+	if e.Replanning {
+		l.WarnContext(ctx, "stage failed; the replan policy applies a fresh plan", slog.String("stage", string(e.Stage)), slog.Any("error", e.Err))
+		return
+	}
 	l.ErrorContext(ctx, "stage failed", slog.String("stage", string(e.Stage)), slog.Any("error", e.Err))
 }
 

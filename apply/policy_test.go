@@ -71,10 +71,15 @@ func onBoth(t *testing.T, files map[string]string, scenario func(t *testing.T, b
 // policyApply applies p under pol (nil: what p recorded) at the clock now,
 // with a replanner that rebuilds from the plan's own snapshots.
 func policyApply(b *executetest.Bundle, p *plan.Plan, now time.Time, pol *policy.Policy, hooks apply.Hooks) (*apply.Result, error) {
+	return policyApplyEvents(b, p, now, pol, hooks, nil)
+}
+
+// policyApplyEvents is policyApply with every apply event passed to onEvent.
+func policyApplyEvents(b *executetest.Bundle, p *plan.Plan, now time.Time, pol *policy.Policy, hooks apply.Hooks, onEvent func(apply.Event)) (*apply.Result, error) {
 	n := 0
 	return apply.Apply(b.Ctx, apply.Params{
 		Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser, ProjectDir: b.Dir,
-		Now: func() time.Time { return now }, Logger: quiet, Hooks: hooks, Policy: pol,
+		Now: func() time.Time { return now }, Logger: quiet, Hooks: hooks, Policy: pol, OnEvent: onEvent,
 		Replan: func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
 			n++
 			return plan.Rebuild(ctx, plan.RebuildParams{Prev: prev, ID: fmt.Sprintf("%s-r%d", p.ID, n), Store: b.Store,
@@ -303,8 +308,19 @@ func TestPolicyReplanPromotesWithOnlyTheTail(t *testing.T) {
 	t.Parallel()
 	onBoth(t, seedFiles(""), func(t *testing.T, b *executetest.Bundle) {
 		p2 := seedRace(t, b, policy.Policy{Name: policy.Replan, MaxAttempts: 2})
-		res, err := policyApply(b, p2, at(2024, 1, 1, 11), nil, advanceOnce(t, b, at(2024, 1, 1, 11)))
+		var mu sync.Mutex
+		var failed []apply.StageFailed
+		res, err := policyApplyEvents(b, p2, at(2024, 1, 1, 11), nil, advanceOnce(t, b, at(2024, 1, 1, 11)), func(e apply.Event) {
+			if f, ok := e.(apply.StageFailed); ok {
+				mu.Lock()
+				failed = append(failed, f)
+				mu.Unlock()
+			}
+		})
 		require.NoError(t, err)
+		require.Len(t, failed, 1, "the first plan's promotion was refused")
+		require.True(t, failed[0].Replanning, "a refusal replan acts on is a warning, not an error")
+		require.Equal(t, apply.StagePromote, failed[0].Stage)
 		require.Len(t, res.Attempts, 2)
 		require.Equal(t, "p2", res.Attempts[0].PlanID)
 		require.Contains(t, res.Attempts[0].Err, string(policy.IncumbentAdvanced))
