@@ -194,6 +194,34 @@ func SettleDebts(p PromoteParams, open []Debt, covered map[VersionKey]interval.S
 	return out, nil
 }
 
+// TrimCarried keeps one record per gap: where a debt carried by settled
+// and an open debt of accepted (the promotion's own, accepted by its check)
+// cover the same time of the same version, the accepted debt tracks it and
+// only the rest is carried. A carried debt left with nothing is dropped.
+// Settled is changed in place and returned.
+func TrimCarried(settled []Settlement, accepted []Debt) []Settlement {
+	own := map[VersionKey]interval.Set{}
+	for _, d := range accepted {
+		if d.Open() {
+			own[d.Key()] = own[d.Key()].Add(d.Range)
+		}
+	}
+	if len(own) == 0 {
+		return settled
+	}
+	for i := range settled {
+		var kept []Debt
+		for _, c := range settled[i].Carried {
+			for r := range interval.NewSet(c.Range).Subtract(own[c.Key()]).All() {
+				c.Range = r
+				kept = append(kept, c)
+			}
+		}
+		settled[i].Carried = kept
+	}
+	return settled
+}
+
 // SettlementEvents returns the history events of settlements, whose carried
 // debts the store has inserted (their IDs set), in order: for each
 // settlement, the gap_repaired event of a debt the promotion of planID

@@ -134,3 +134,26 @@ func TestSettleDebtsOfAFreshEnvironmentSupersedes(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got, "a live environment still serving the version keeps the debt open")
 }
+
+func TestTrimCarried(t *testing.T) {
+	// Scenario: a promotion supersedes m.a@v1's debt [4, 8) and carries
+	// [5, 6) and [7, 8) to v2, while its own check accepted a trailing gap
+	// of v2 over [7, 9). The overlap [7, 8) is tracked once, by the accepted
+	// debt; [5, 6) is still carried. A repaired accepted debt takes nothing
+	// over, and another version's debt is no match.
+	t.Parallel()
+	h := func(n int) time.Time { return time.Date(2024, 1, 1, n, 0, 0, 0, time.UTC) }
+	r := func(a, b int) interval.Range { return interval.NewRange(h(a), h(b)) }
+	carried := func(rg interval.Range) Debt {
+		return Debt{Environment: "prod", Model: "m.a", Version: "v2", Range: rg, PlanID: "plan-2", CarriedFrom: 1}
+	}
+	settled := []Settlement{{Debt: Debt{ID: 1}, Carried: []Debt{carried(r(5, 6)), carried(r(7, 8))}}}
+	repairedOwn := Debt{Model: "m.a", Version: "v2", Range: r(5, 6), RepairedAt: h(10)}
+	otherVersion := Debt{Model: "m.a", Version: "v3", Range: r(0, 9)}
+	own := Debt{Model: "m.a", Version: "v2", Range: r(7, 9)}
+	got := TrimCarried(settled, []Debt{repairedOwn, otherVersion, own})
+	require.Equal(t, []Settlement{{Debt: Debt{ID: 1}, Carried: []Debt{carried(r(5, 6))}}}, got)
+
+	whole := []Settlement{{Debt: Debt{ID: 2}, Carried: []Debt{carried(r(5, 6))}}}
+	require.Empty(t, TrimCarried(whole, []Debt{{Model: "m.a", Version: "v2", Range: r(4, 7)}})[0].Carried)
+}

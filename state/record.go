@@ -43,7 +43,9 @@ type DebtWriter interface {
 //     intervals of the version of its model refs serve instead: repaired
 //     if they cover its range, else superseded and carried to new debts on
 //     that version for what it misses, or superseded if the model is no
-//     longer served; with the events of SettlementEvents;
+//     longer served; with the events of SettlementEvents. Where a carried
+//     debt and one of res.Debts cover the same time, only res.Debts's
+//     records it (TrimCarried), so a gap is never counted twice;
 //   - res.Events, then those events, are appended, in that order.
 //
 // refs are the snapshots the promotion serves.
@@ -91,6 +93,7 @@ func RecordCheckResult(ctx context.Context, w DebtWriter, p PromoteParams, refs 
 	if err != nil {
 		return err
 	}
+	settled = TrimCarried(settled, debts)
 	if len(settled) > 0 {
 		if err := w.Settle(ctx, settled); err != nil {
 			return err
