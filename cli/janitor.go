@@ -58,6 +58,9 @@ type janitorReport struct {
 	// Skipped names environments left alone because they were promoted
 	// while the janitor ran.
 	Skipped []string `json:"skipped,omitempty"`
+	// Resumed names environments an earlier janitor removed without
+	// dropping their views (it stopped half-way); this one dropped them.
+	Resumed []string `json:"resumed,omitempty"`
 }
 
 // keptSchema is a schema the janitor left in place, and why.
@@ -75,6 +78,10 @@ type janitorOptions struct {
 	// beforeDelete, when set, runs after the janitor read environment e and
 	// decided to remove it, before the generation-pinned delete (tests).
 	beforeDelete func(ctx context.Context, e *state.Environment) error
+	// afterDelete, when set, runs right after environment e's row was
+	// deleted, before its views are dropped (tests: an error there is a
+	// janitor that stopped half-way).
+	afterDelete func(ctx context.Context, e *state.Environment) error
 }
 
 func newJanitorCmd(g *globals) *cobra.Command {
@@ -175,6 +182,73 @@ func expired(e *state.Environment, exec time.Time) bool {
 type removedEnv struct {
 	name  string
 	views []warehouse.Table
+	// removing is the id of the environment_removing event that listed
+	// the views (0 in a dry run); dropping them appends its
+	// environment_views_dropped event.
+	removing int64
+}
+
+// removalData is the Data of environment_removing and
+// environment_views_dropped events.
+type removalData struct {
+	Generation int64             `json:"generation,omitempty"`
+	Views      []warehouse.Table `json:"views,omitempty"`
+	// Removing is, on environment_views_dropped, the id of the
+	// environment_removing event it closes.
+	Removing int64 `json:"removing,omitempty"`
+	// Outcome is, on environment_views_dropped, "dropped" or why the views
+	// were left ("created again").
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// interruptedRemovals returns the janitor's removals whose views were never
+// dropped (an earlier janitor stopped between deleting the environment's
+// row and dropping its views), oldest first: environment_removing events
+// without their environment_views_dropped.
+func interruptedRemovals(ctx context.Context, st state.Store) ([]removedEnv, error) {
+	evs, err := st.ListEvents(ctx, state.EventFilter{Kinds: []string{state.EventEnvironmentRemoving, state.EventEnvironmentViewsDropped}})
+	if err != nil {
+		return nil, fmt.Errorf("janitor: reading earlier removals: %w", err)
+	}
+	closed := map[int64]bool{}
+	for _, e := range evs {
+		if e.Kind != state.EventEnvironmentViewsDropped {
+			continue
+		}
+		var d removalData
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return nil, fmt.Errorf("janitor: event %d: %w", e.ID, err)
+		}
+		closed[d.Removing] = true
+	}
+	var out []removedEnv
+	for _, e := range evs {
+		if e.Kind != state.EventEnvironmentRemoving || closed[e.ID] {
+			continue
+		}
+		var d removalData
+		if err := json.Unmarshal(e.Data, &d); err != nil {
+			return nil, fmt.Errorf("janitor: event %d: %w", e.ID, err)
+		}
+		out = append(out, removedEnv{name: e.Environment, views: d.Views, removing: e.ID})
+	}
+	return out, nil
+}
+
+// closeRemoval appends the environment_views_dropped event of r.
+func closeRemoval(ctx context.Context, st state.Store, r removedEnv, at time.Time, outcome string) error {
+	if r.removing == 0 {
+		return nil
+	}
+	data, err := json.Marshal(removalData{Removing: r.removing, Outcome: outcome})
+	if err != nil {
+		return fmt.Errorf("janitor: %w", err)
+	}
+	_, err = st.AppendEvents(ctx, state.Event{At: at, Kind: state.EventEnvironmentViewsDropped, Environment: r.name, Data: data})
+	if err != nil {
+		return fmt.Errorf("janitor: recording that the views of %s were dropped: %w", r.name, err)
+	}
+	return nil
 }
 
 // janitor removes expired environments, then retired versions.
@@ -186,6 +260,11 @@ type removedEnv struct {
 //   - an environment row is deleted by a compare-and-swap on the generation
 //     read (state.Store.DeleteEnvironment), before its views are dropped, so
 //     an environment promoted meanwhile keeps its row and its views;
+//   - a removal is never left half-done: before the delete, an
+//     environment_removing event lists the views to drop, and an
+//     environment_views_dropped event closes it once they are dropped; a
+//     janitor stopped in between leaves the event open, and the next one
+//     drops those views first (unless the environment exists again);
 //   - a schema is dropped only if gapless named it for what is removed (the
 //     removed environment's <schema>__<env>, or a gapless__<schema> no live
 //     environment and no in-flight plan uses) and it holds nothing else:
@@ -209,7 +288,14 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 	}
 	retired := map[state.SnapshotKey]*snapshot.Snapshot{}
 	planIDs := map[string]bool{}
-	var removed []removedEnv
+	// Removals an earlier janitor left half-done come first.
+	removed, err := interruptedRemovals(ctx, b.Store)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range removed {
+		rep.Resumed = append(rep.Resumed, r.name)
+	}
 	for _, e := range envs {
 		if !expired(e, exec) {
 			continue
@@ -218,16 +304,41 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 		if err != nil {
 			return nil, fmt.Errorf("janitor: %w", err)
 		}
+		r := removedEnv{name: e.Name}
+		var retiring []*snapshot.Snapshot
+		for _, ref := range e.Snapshots { // sorted by name
+			s := snaps[ref.Name]
+			retiring = append(retiring, s)
+			if s.Model.Kind != model.KindExternal {
+				r.views = append(r.views, execute.ViewTable(s, e.Name))
+			}
+		}
 		if opts.beforeDelete != nil {
 			if err := opts.beforeDelete(ctx, e); err != nil {
 				return nil, fmt.Errorf("janitor: before deleting %s: %w", e.Name, err)
 			}
 		}
 		if !opts.DryRun {
+			// Written before the delete, so that a janitor stopped between
+			// the delete and the view drops leaves the next one the list of
+			// views to drop.
+			data, err := json.Marshal(removalData{Generation: e.Generation, Views: r.views})
+			if err != nil {
+				return nil, fmt.Errorf("janitor: %w", err)
+			}
+			evs, err := b.Store.AppendEvents(ctx, state.Event{At: exec, Kind: state.EventEnvironmentRemoving,
+				Environment: e.Name, PlanID: e.PlanID, Data: data})
+			if err != nil {
+				return nil, fmt.Errorf("janitor: recording the removal of %s: %w", e.Name, err)
+			}
+			r.removing = evs[0].ID
 			err = b.Store.DeleteEnvironment(ctx, e.Name, e.Generation)
 			if errors.Is(err, state.ErrConflictingPlan) || errors.Is(err, state.ErrNotFound) {
 				g.log.Info("janitor: environment changed meanwhile, left alone", "environment", e.Name, "generation", e.Generation)
 				rep.Skipped = append(rep.Skipped, e.Name)
+				if err := closeRemoval(ctx, b.Store, r, exec, "changed meanwhile"); err != nil {
+					return nil, err
+				}
 				continue
 			}
 			if err != nil {
@@ -235,16 +346,16 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 			}
 			g.log.Info("janitor: environment removed", "environment", e.Name, "generation", e.Generation,
 				"expires_at", e.ExpiresAt, "invalidated", e.Invalidated)
+			if opts.afterDelete != nil {
+				if err := opts.afterDelete(ctx, e); err != nil {
+					return nil, fmt.Errorf("janitor: after deleting %s: %w", e.Name, err)
+				}
+			}
 		}
 		rep.Environments = append(rep.Environments, e.Name)
 		planIDs[e.PlanID], planIDs[e.PreviousPlanID] = true, true
-		r := removedEnv{name: e.Name}
-		for _, ref := range e.Snapshots { // sorted by name
-			s := snaps[ref.Name]
+		for _, s := range retiring {
 			retired[state.KeyOf(s)] = s
-			if s.Model.Kind != model.KindExternal {
-				r.views = append(r.views, execute.ViewTable(s, e.Name))
-			}
 		}
 		removed = append(removed, r)
 	}
@@ -273,7 +384,7 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 	}
 
 	for _, r := range removed {
-		if err := g.removeViews(ctx, b, r, usedSchemas, opts.DryRun, rep); err != nil {
+		if err := g.removeViews(ctx, b, r, usedSchemas, exec, opts.DryRun, rep); err != nil {
 			return nil, err
 		}
 	}
@@ -419,13 +530,13 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 // again (a new plan created it after the janitor deleted it), its views
 // are the new environment's: nothing is dropped and it is reported.
 func (g *globals) removeViews(ctx context.Context, b *backend.Backend, r removedEnv, usedSchemas map[string]string,
-	dry bool, rep *janitorReport) error {
+	exec time.Time, dry bool, rep *janitorReport) error {
 	if !dry {
 		_, err := b.Store.GetEnvironment(ctx, r.name)
 		if err == nil {
 			g.log.Info("janitor: environment created again after its removal; its views left alone", "environment", r.name)
 			rep.Skipped = append(rep.Skipped, r.name+" (views: created again meanwhile)")
-			return nil
+			return closeRemoval(ctx, b.Store, r, exec, "created again")
 		}
 		if !errors.Is(err, state.ErrNotFound) {
 			return fmt.Errorf("janitor: reading environment %s: %w", r.name, err)
@@ -457,7 +568,10 @@ func (g *globals) removeViews(ctx context.Context, b *backend.Backend, r removed
 			return err
 		}
 	}
-	return nil
+	if dry {
+		return nil
+	}
+	return closeRemoval(ctx, b.Store, r, exec, "dropped")
 }
 
 // dropEmptySchema drops schema if, once the janitor's own objects (mine,

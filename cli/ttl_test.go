@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -262,6 +263,45 @@ func TestJanitorLeavesAnEnvironmentPromotedMeanwhile(t *testing.T) {
 	require.Equal(t, int64(2), envs["dev"].Generation)
 	require.Equal(t, after.Add(week), envs["dev"].ExpiresAt)
 	require.Equal(t, 9.0, queryRows(t, dir, "SELECT max(biggest)::DOUBLE FROM demo__dev.daily_revenue").Rows[0][0])
+}
+
+// Scenario: the janitor stops half-way through removing an expired dev (it
+// is killed after dev's row was deleted, before dev's views were dropped).
+// The next janitor finds the removal it left unfinished, drops dev's views
+// and view schema, and says so; the one after that has nothing left to do.
+func TestJanitorFinishesARemovalLeftHalfDone(t *testing.T) {
+	t.Parallel()
+	dir := initProject(t)
+	mustRun(t, dir, "plan", "--auto-apply", "--execution-time", t0)
+	editModel(t, dir, "daily_revenue.sql", "sum(e.amount) AS revenue", "sum(e.amount) AS revenue,\n  max(e.amount) AS biggest")
+	mustRun(t, dir, "plan", "dev", "--auto-apply", "--execution-time", t0)
+	require.True(t, tableExists(t, dir, "demo__dev", "daily_revenue"))
+
+	ctx := context.Background()
+	cfg, err := config.Load(dir)
+	require.NoError(t, err)
+	b, err := backend.Open(ctx, cfg, backend.Options{})
+	require.NoError(t, err)
+	g := &globals{log: slog.New(slog.DiscardHandler)}
+	after := clock0.Add(2 * week)
+	killed := errors.New("killed")
+	_, err = g.janitor(ctx, b, after, janitorOptions{Grace: DefaultJanitorGrace,
+		afterDelete: func(context.Context, *state.Environment) error { return killed }})
+	require.ErrorIs(t, err, killed)
+	require.NoError(t, b.Close())
+	require.NotContains(t, environmentsByName(t, dir), "dev", "dev's row is gone")
+	require.True(t, tableExists(t, dir, "demo__dev", "daily_revenue"), "its views are still there")
+
+	rep := janitorAt(t, dir, after.Add(time.Hour))
+	require.Equal(t, []string{"dev"}, rep.Resumed)
+	require.Contains(t, rep.Views, "demo__dev.daily_revenue")
+	require.Contains(t, rep.Schemas, "demo__dev")
+	require.False(t, tableExists(t, dir, "demo__dev", "daily_revenue"))
+	require.Equal(t, float64(5), count(t, dir, "demo.daily_revenue"), "prod untouched")
+
+	again := janitorAt(t, dir, after.Add(2*time.Hour))
+	require.Empty(t, again.Resumed)
+	require.Empty(t, again.Views)
 }
 
 // Scenario: a plan built before a run advanced the incumbent is refused at

@@ -336,6 +336,13 @@ const (
 	// EventGapCarried records a debt carried from a superseded one to the
 	// version a promotion serves instead (see Debt.CarriedFrom).
 	EventGapCarried = "gap_carried"
+	// EventEnvironmentRemoving is written by the janitor before it deletes
+	// an environment's row, listing the views it will drop after;
+	// EventEnvironmentViewsDropped once they are dropped (or found to
+	// belong to the environment created again). A removal without its
+	// second event was interrupted: the next janitor finishes it.
+	EventEnvironmentRemoving     = "environment_removing"
+	EventEnvironmentViewsDropped = "environment_views_dropped"
 )
 
 // EventFilter selects events; zero fields do not filter. Results are in ID
