@@ -16,7 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/project"
@@ -245,7 +244,7 @@ func buildPlan(ctx context.Context, store state.Store, pr *project.Project, pars
 	if err != nil {
 		return nil, err
 	}
-	next, graph, err := selectNext(pr, base, opts.Select)
+	next, graph, err := plan.Select(pr.Snapshots, pr.Graph, base, opts.Select)
 	if err != nil {
 		return nil, err
 	}
@@ -263,43 +262,6 @@ func buildPlan(ctx context.Context, store state.Store, pr *project.Project, pars
 		return nil, fmt.Errorf("building the plan for %s: %w", env, err)
 	}
 	return pl, nil
-}
-
-// selectNext restricts a plan to the selected models (--select-model) and
-// their upstream models: every other model keeps the snapshot the base
-// serves (a change to it waits for a later plan), and a new model that is
-// not selected is left out. Without a selection it is the project as is.
-func selectNext(pr *project.Project, base map[string]*snapshot.Snapshot, selected []string) (map[string]*snapshot.Snapshot, *dag.Graph, error) {
-	if len(selected) == 0 {
-		return pr.Snapshots, pr.Graph, nil
-	}
-	take := map[string]bool{}
-	for _, n := range append(pr.Graph.Upstream(selected...), selected...) {
-		take[n] = true
-	}
-	next := map[string]*snapshot.Snapshot{}
-	edges := map[string][]string{}
-	keep := func(s *snapshot.Snapshot) {
-		next[s.Name] = s
-		edges[s.Name] = s.Parents
-	}
-	for name, s := range pr.Snapshots {
-		if take[name] {
-			keep(s)
-		} else if b, ok := base[name]; ok {
-			keep(b)
-		}
-	}
-	for name, b := range base {
-		if _, ok := next[name]; !ok {
-			keep(b) // removed from the project but not selected: still served
-		}
-	}
-	g, err := dag.New(edges)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--select-model: %w", err)
-	}
-	return next, g, nil
 }
 
 // newPlanID returns a fresh random plan id.
