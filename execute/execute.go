@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,6 +160,16 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 		if err := x.Engine.CreateTable(ctx, warehouse.CreateTableParams{Table: t.Table, Columns: wcols}); err != nil {
 			return &BatchError{Model: s.Name, Version: s.Version, Err: fmt.Errorf("creating the table from the declared columns: %w", err)}
 		}
+		// The table exists now, so even a query that reads it can be
+		// described: its columns must be the declared ones, or the first
+		// batch would fail (a declared column missing) or drop data (an
+		// undeclared one).
+		if err := x.checkDeclared(ctx, t, spec, exec); err != nil {
+			if derr := x.Engine.DropTable(ctx, t.Table); derr != nil {
+				err = errors.Join(err, fmt.Errorf("dropping the table again: %w", derr))
+			}
+			return err
+		}
 		x.logger().InfoContext(ctx, "created physical table", slog.String("model", s.Name), slog.String("version", s.Version),
 			slog.String("table", t.Table.String()))
 		return nil
@@ -176,6 +187,57 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 		slog.String("table", t.Table.String()))
 	return nil
 }
+
+// checkDeclared compares the columns t's query produces (rendered for the
+// model's first interval, read with LIMIT 0) with the model's declared
+// columns, by name as the engines compare them (ASCII case folded).
+func (x *Executor) checkDeclared(ctx context.Context, t *Template, spec schedule.Spec, exec time.Time) error {
+	s := t.Snapshot
+	first := spec.Unit.Floor(spec.Start)
+	sql, err := t.Render(interval.NewRange(first, spec.Unit.Add(first, 1)), exec)
+	if err != nil {
+		return &BatchError{Model: s.Name, Version: s.Version, Err: err}
+	}
+	probe := "SELECT * FROM (\n" + strings.TrimRight(strings.TrimSpace(sql), ";") + "\n) AS gapless_q LIMIT 0"
+	res, err := x.Engine.Query(ctx, probe)
+	if err != nil {
+		return &BatchError{Model: s.Name, Version: s.Version, SQL: probe, Err: fmt.Errorf("describing the query's columns: %w", err)}
+	}
+	has := func(names []string, n string) bool {
+		return slices.ContainsFunc(names, func(o string) bool { return strings.EqualFold(o, n) })
+	}
+	declared := make([]string, len(s.Model.Columns))
+	for i, c := range s.Model.Columns {
+		declared[i] = c.Name
+	}
+	var missing, extra []string
+	for _, n := range declared {
+		if !has(res.Columns, n) {
+			missing = append(missing, n)
+		}
+	}
+	for _, n := range res.Columns {
+		if !has(declared, n) {
+			extra = append(extra, n)
+		}
+	}
+	if len(missing) == 0 && len(extra) == 0 {
+		return nil
+	}
+	var parts []string
+	if len(missing) > 0 {
+		parts = append(parts, "declares "+strings.Join(missing, ", ")+", which the query does not produce")
+	}
+	if len(extra) > 0 {
+		parts = append(parts, "does not declare "+strings.Join(extra, ", ")+", which the query produces")
+	}
+	return &BatchError{Model: s.Name, Version: s.Version, Err: fmt.Errorf("%w: columns (...) %s; make them agree",
+		ErrColumnsMismatch, strings.Join(parts, " and "))}
+}
+
+// ErrColumnsMismatch is wrapped when a model's declared columns are not
+// the columns its query produces.
+var ErrColumnsMismatch = errors.New("declared columns do not match the query")
 
 // Execute computes w and records what it computed.
 //

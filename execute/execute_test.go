@@ -205,3 +205,46 @@ func TestStopKeepsTheNextBatchFromStarting(t *testing.T) {
 	require.Equal(t, 1, res.Batches, "resumed with the second day")
 	require.Equal(t, work.String(), b.Intervals(t, s.Name, s.Version))
 }
+
+// Scenario: an incremental model declares columns (ts, v) but its query
+// produces (ts, v, note), or only (ts). Prepare refuses both before any
+// batch runs, naming the model and the columns that disagree, and leaves
+// no table behind; a matching declaration (names compared as the engine
+// does, case-insensitively) makes the table with the declared types.
+func TestDeclaredColumnsMustMatchTheQuery(t *testing.T) {
+	t.Parallel()
+	header := `MODEL (name demo.declared, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), cron '@daily', start '2024-01-01', columns (ts TIMESTAMP, v BIGINT));
+`
+	for _, c := range []struct {
+		name, query, want string
+	}{
+		{"an undeclared column", "SELECT @start_ts AS ts, 1 AS v, 'x' AS note", "does not declare note, which the query produces"},
+		{"a declared column missing", "SELECT @start_ts AS ts", "declares v, which the query does not produce"},
+		{"matching", "SELECT @start_ts AS TS, 1 AS V", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := executetest.Setup(t, false, map[string]string{"models/declared.sql": header + c.query})
+			pr := b.Load(t)
+			tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+			require.NoError(t, err)
+			tpl := tpls["demo.declared"]
+			x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet}
+			err = x.Prepare(b.Ctx, tpl, at(2024, 1, 2, 0))
+			exists, xerr := b.Engine.TableExists(b.Ctx, tpl.Table)
+			require.NoError(t, xerr)
+			if c.want == "" {
+				require.NoError(t, err)
+				require.True(t, exists)
+				cols, err := b.Engine.Columns(b.Ctx, tpl.Table)
+				require.NoError(t, err)
+				require.Equal(t, "BIGINT", cols[1].Type, "the declared type")
+				return
+			}
+			require.ErrorIs(t, err, execute.ErrColumnsMismatch)
+			require.ErrorContains(t, err, "demo.declared")
+			require.ErrorContains(t, err, c.want)
+			require.False(t, exists, "no table is left behind")
+		})
+	}
+}
