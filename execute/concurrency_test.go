@@ -3,6 +3,7 @@ package execute_test
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,23 +16,66 @@ import (
 	"github.com/gapless-dev/gapless/warehouse"
 )
 
-// concurrentModel fails for the batch that starts at 2024-01-02 20:00 while
-// ctl.flags says so.
+// failFirst orders a failure among concurrent batches: the InsertInterval
+// whose range starts at first waits until others more calls are in
+// flight, and those wait until it has returned. So the batches launched
+// with it are in flight when it fails.
+type failFirst struct {
+	warehouse.Engine
+	first  time.Time
+	others int
+	mu     sync.Mutex
+	in     int
+	ready  chan struct{} // closed when others calls are in flight
+	failed chan struct{} // closed when the first call returned
+}
+
+func (f *failFirst) InsertInterval(ctx context.Context, p warehouse.InsertIntervalParams) (int64, error) {
+	wait := func(ch chan struct{}) error {
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if p.Start.Equal(f.first) {
+		defer close(f.failed)
+		if err := wait(f.ready); err != nil {
+			return 0, err
+		}
+		return f.Engine.InsertInterval(ctx, p)
+	}
+	f.mu.Lock()
+	f.in++
+	if f.in == f.others {
+		close(f.ready)
+	}
+	f.mu.Unlock()
+	if err := wait(f.failed); err != nil {
+		return 0, err
+	}
+	return f.Engine.InsertInterval(ctx, p)
+}
+
+// concurrentModel fails for every batch of 2024-01-02 that starts before
+// ctl.flags' fail_before.
 var concurrentModel = map[string]string{
-	"models/flags.sql": `MODEL (name ctl.flags, kind EXTERNAL, columns (fail INT));`,
+	"models/flags.sql": `MODEL (name ctl.flags, kind EXTERNAL, columns (fail_before TIMESTAMP));`,
 	"models/hourly.sql": `MODEL (name demo.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, batch_size 2, batch_concurrency 3), cron '@hourly', start '2024-01-01');
 SELECT @start_ts + INTERVAL '6 minute' * g AS ts, g AS v,
-  (CASE WHEN @start_ts = TIMESTAMP '2024-01-02 20:00:00' AND f.fail = 1 THEN 'boom' ELSE '1' END)::INTEGER AS ok
+  (CASE WHEN @start_ts >= TIMESTAMP '2024-01-02 00:00:00' AND @start_ts < f.fail_before THEN 'boom' ELSE '1' END)::INTEGER AS ok
 FROM generate_series(0, 19) AS s(g), ctl.flags AS f`,
 }
 
 // Scenario: an hourly model with batch_size 2 and batch_concurrency 3 is
 // backfilled over two days on each backend. Its batches run three at a
 // time (the gate proves they overlap), each is recorded once it commits,
-// and OnBatch is never called for two of them at once. Then the batch of
-// hours 20-22 fails: every batch before it is recorded, it is not, no
-// batch after it starts once the failure is seen (at most the two already
-// running finish), and the error names the interval. Resuming completes
+// and OnBatch is never called for two of them at once. Then three batches
+// of day 2 fail together: all three errors are returned, earliest first,
+// and no fourth batch starts. Then day 2's first batch fails while the next
+// two are in flight: those two finish and are recorded, the failed one is
+// not, and the error names the interval. Resuming completes
 // exactly the rest, and every row is there once. Restating with InOrder
 // (a served version) runs one batch at a time.
 func TestConcurrentBatches(t *testing.T) {
@@ -59,10 +103,12 @@ func TestConcurrentBatches(t *testing.T) {
 				}}
 			flags := warehouse.Table{Schema: "ctl", Name: "flags"}
 			require.NoError(t, b.Engine.CreateSchema(b.Ctx, "ctl"))
-			setFail := func(v int) {
-				require.NoError(t, b.Engine.ReplaceTable(b.Ctx, warehouse.ReplaceTableParams{Table: flags, Query: fmt.Sprintf("SELECT %d AS fail", v)}))
+			// failBefore makes day 2's batches that start before hour h fail.
+			failBefore := func(h int) {
+				require.NoError(t, b.Engine.ReplaceTable(b.Ctx, warehouse.ReplaceTableParams{Table: flags,
+					Query: fmt.Sprintf("SELECT TIMESTAMP '2024-01-02 00:00:00' + INTERVAL '1 hour' * %d AS fail_before", h)}))
 			}
-			setFail(0)
+			failBefore(0)
 			require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
 			ctx, cancel := context.WithTimeout(b.Ctx, 30*time.Second)
 			defer cancel()
@@ -80,24 +126,40 @@ func TestConcurrentBatches(t *testing.T) {
 			phys := b.Engine.QuoteTable(tpl.Table)
 			require.Equal(t, int64(24*10), b.Count(t, phys))
 
-			// Day 2 fails at hours 20-22.
+			// Day 2's first three batches all fail, together (the gate holds
+			// each until all three are in flight): every failure is
+			// returned, earliest first, nothing is recorded, and no fourth
+			// batch starts (each slot frees only once its failure is known).
 			day2 := interval.NewSet(interval.NewRange(at(2024, 1, 2, 0), at(2024, 1, 3, 0)))
-			g.SetWant(1) // no gate now: any number may run
-			setFail(1)
+			g.SetWant(3)
+			failBefore(6)
 			w.Ranges = day2
 			res, err = x.Execute(ctx, w)
 			var be *execute.BatchError
 			require.ErrorAs(t, err, &be)
-			require.Equal(t, interval.NewRange(at(2024, 1, 2, 20), at(2024, 1, 2, 22)), be.Interval)
-			got := b.Intervals(t, s.Name, s.Version)
-			recorded := res.Recorded
-			require.True(t, recorded.Covers(interval.NewRange(at(2024, 1, 2, 0), at(2024, 1, 2, 20))),
-				"every batch before the failure is recorded: %s", got)
-			require.True(t, recorded.IntersectRange(be.Interval).IsEmpty(), "the failed batch is not recorded")
-			require.LessOrEqual(t, res.Batches, 10+2, "at most the two batches already running after the failure finish")
-			require.Equal(t, int64(res.Batches*2*10)+24*10, b.Count(t, phys), "the table holds exactly the recorded batches' rows")
+			require.Equal(t, interval.NewRange(at(2024, 1, 2, 0), at(2024, 1, 2, 2)), be.Interval, "the earliest failure first")
+			for _, h := range []string{"T00:00:00Z", "T02:00:00Z", "T04:00:00Z"} {
+				require.ErrorContains(t, err, "2024-01-02"+h, "every failure is returned")
+			}
+			require.Zero(t, res.Batches)
+			require.Equal(t, 3, g.Calls(), "no batch started after the failures")
+			require.Equal(t, day1.String(), b.Intervals(t, s.Name, s.Version))
 
-			setFail(0)
+			// Day 2's first batch fails while the next two are in flight
+			// (held until it failed): those two finish and are recorded.
+			g.SetWant(1)
+			failBefore(2)
+			x.Engine = &failFirst{Engine: g, first: at(2024, 1, 2, 0), others: 2, ready: make(chan struct{}), failed: make(chan struct{})}
+			res, err = x.Execute(ctx, w)
+			x.Engine = g
+			require.ErrorAs(t, err, &be)
+			require.Equal(t, interval.NewRange(at(2024, 1, 2, 0), at(2024, 1, 2, 2)), be.Interval)
+			require.True(t, res.Recorded.Covers(interval.NewRange(at(2024, 1, 2, 2), at(2024, 1, 2, 6))),
+				"the two batches in flight when it failed are recorded: %s", res.Recorded)
+			require.True(t, res.Recorded.IntersectRange(be.Interval).IsEmpty(), "the failed batch is not recorded")
+			require.Equal(t, int64(24*10+res.Batches*2*10), b.Count(t, phys), "the table holds exactly the recorded batches' rows")
+
+			failBefore(0)
 			res, err = x.Execute(ctx, w)
 			require.NoError(t, err)
 			require.True(t, res.Recorded.Covers(be.Interval))

@@ -18,6 +18,7 @@ type Gate struct {
 	want     atomic.Int32
 	inFlight atomic.Int32
 	most     atomic.Int32
+	calls    atomic.Int32
 	mu       sync.Mutex
 	open     chan struct{}
 }
@@ -39,13 +40,18 @@ func (g *Gate) SetWant(want int) {
 		close(g.open)
 	}
 	g.most.Store(0)
+	g.calls.Store(0)
 }
+
+// Calls is how many InsertInterval calls were made since the last SetWant.
+func (g *Gate) Calls() int { return int(g.calls.Load()) }
 
 // Most is the most calls seen in flight at once since the last SetWant.
 func (g *Gate) Most() int { return int(g.most.Load()) }
 
 // InsertInterval waits at the gate, then writes through the real engine.
 func (g *Gate) InsertInterval(ctx context.Context, p warehouse.InsertIntervalParams) (int64, error) {
+	g.calls.Add(1)
 	n := g.inFlight.Add(1)
 	defer g.inFlight.Add(-1)
 	for m := g.most.Load(); n > m && !g.most.CompareAndSwap(m, n); m = g.most.Load() {
