@@ -56,9 +56,6 @@ import (
 //
 //	go test -run '^$' -bench BackfillYearHourly -benchtime 1x ./execute/
 func BenchmarkBackfillYearHourly(b *testing.B) {
-	const singleRuns = 3
-	year := interval.NewRange(at(2023, 1, 1, 0), at(2024, 1, 1, 0))
-	hours := interval.Hour.Buckets(year)
 	type variant struct {
 		source          string // "" (generated) or "table"
 		perHour, bs, bc int
@@ -98,59 +95,69 @@ func BenchmarkBackfillYearHourly(b *testing.B) {
 					Replace(benchQuery(v.perHour)) + "\nORDER BY ts" // landed in time order, as event tables are
 				require.NoError(b, eng.CreateTableAs(bu.Ctx, warehouse.CreateTableAsParams{Table: raw, Query: gen, WithData: true}))
 			}
-			pr := bu.Load(b)
-			tpls, err := execute.Templates(bu.Ctx, bu.Parser, eng, pr.Snapshots)
-			require.NoError(b, err)
-			tpl := tpls["bench.hourly"]
-			exec := at(2024, 1, 1, 0)
-			x := &execute.Executor{Engine: eng, Store: bu.Store, Now: func() time.Time { return exec },
-				Logger: slog.New(slog.DiscardHandler)}
-			key := state.VersionKey{Name: "bench.hourly", Version: tpl.Snapshot.Version}
-			want := int64(hours * v.perHour)
-			reset := func() {
-				require.NoError(b, eng.DropTable(bu.Ctx, tpl.Table))
-				require.NoError(b, bu.Store.DeleteIntervals(bu.Ctx, []state.VersionKey{key}))
-				require.NoError(b, x.Prepare(bu.Ctx, tpl, exec))
-			}
-			// single is the baseline: one statement, no state write.
-			single := func() time.Duration {
-				reset()
-				began := time.Now()
-				sql, err := tpl.Render(year, exec)
-				require.NoError(b, err)
-				n, err := eng.InsertInterval(bu.Ctx, warehouse.InsertIntervalParams{Table: tpl.Table, TimeColumn: "ts",
-					Start: year.Start, End: year.End, Query: sql})
-				took := time.Since(began)
-				require.NoError(b, err)
-				require.Equal(b, want, n)
-				return took
-			}
-			var singleTotal time.Duration
-			for b.Loop() {
-				b.StopTimer()
-				runs := make([]time.Duration, singleRuns)
-				for i := range runs {
-					runs[i] = single()
-				}
-				slices.Sort(runs)
-				singleTotal += runs[len(runs)/2]
-				reset()
-				b.StartTimer()
-				res, err := x.Execute(bu.Ctx, execute.Work{Template: tpl, Ranges: interval.NewSet(year), Execution: exec})
-				b.StopTimer()
-				require.NoError(b, err)
-				require.Equal(b, want, res.Rows)
-				require.Equal(b, (hours+v.bs-1)/v.bs, res.Batches)
-				b.StartTimer()
-			}
-			n := float64(b.N)
-			batched, base := float64(b.Elapsed().Nanoseconds())/n, float64(singleTotal.Nanoseconds())/n
-			b.ReportMetric(batched/float64(hours), "ns/interval")
-			b.ReportMetric(base/float64(hours), "single-ns/interval")
-			b.ReportMetric((batched-base)/float64(hours), "overhead-ns/interval")
-			b.ReportMetric(batched/base, "x_single")
+			measureBackfill(b, bu, eng, v.perHour, v.bs)
 		})
 	}
+}
+
+// measureBackfill times, alternately, the single INSERT of the year (the
+// median of singleRuns runs; one statement, no state write) and the
+// Executor's batched backfill of bench.hourly on eng, and reports the
+// metrics BenchmarkBackfillYearHourly describes.
+func measureBackfill(b *testing.B, bu *executetest.Bundle, eng warehouse.Engine, perHour, batchSize int) {
+	const singleRuns = 3
+	year := interval.NewRange(at(2023, 1, 1, 0), at(2024, 1, 1, 0))
+	hours := interval.Hour.Buckets(year)
+	pr := bu.Load(b)
+	tpls, err := execute.Templates(bu.Ctx, bu.Parser, eng, pr.Snapshots)
+	require.NoError(b, err)
+	tpl := tpls["bench.hourly"]
+	exec := at(2024, 1, 1, 0)
+	x := &execute.Executor{Engine: eng, Store: bu.Store, Now: func() time.Time { return exec },
+		Logger: slog.New(slog.DiscardHandler)}
+	key := state.VersionKey{Name: "bench.hourly", Version: tpl.Snapshot.Version}
+	want := int64(hours * perHour)
+	reset := func() {
+		require.NoError(b, eng.DropTable(bu.Ctx, tpl.Table))
+		require.NoError(b, bu.Store.DeleteIntervals(bu.Ctx, []state.VersionKey{key}))
+		require.NoError(b, x.Prepare(bu.Ctx, tpl, exec))
+	}
+	single := func() time.Duration {
+		reset()
+		began := time.Now()
+		sql, err := tpl.Render(year, exec)
+		require.NoError(b, err)
+		n, err := eng.InsertInterval(bu.Ctx, warehouse.InsertIntervalParams{Table: tpl.Table, TimeColumn: "ts",
+			Start: year.Start, End: year.End, Query: sql})
+		took := time.Since(began)
+		require.NoError(b, err)
+		require.Equal(b, want, n)
+		return took
+	}
+	var singleTotal time.Duration
+	for b.Loop() {
+		b.StopTimer()
+		runs := make([]time.Duration, singleRuns)
+		for i := range runs {
+			runs[i] = single()
+		}
+		slices.Sort(runs)
+		singleTotal += runs[len(runs)/2]
+		reset()
+		b.StartTimer()
+		res, err := x.Execute(bu.Ctx, execute.Work{Template: tpl, Ranges: interval.NewSet(year), Execution: exec})
+		b.StopTimer()
+		require.NoError(b, err)
+		require.Equal(b, want, res.Rows)
+		require.Equal(b, (hours+batchSize-1)/batchSize, res.Batches)
+		b.StartTimer()
+	}
+	n := float64(b.N)
+	batched, base := float64(b.Elapsed().Nanoseconds())/n, float64(singleTotal.Nanoseconds())/n
+	b.ReportMetric(batched/float64(hours), "ns/interval")
+	b.ReportMetric(base/float64(hours), "single-ns/interval")
+	b.ReportMetric((batched-base)/float64(hours), "overhead-ns/interval")
+	b.ReportMetric(batched/base, "x_single")
 }
 
 // benchQuery is the model query: perHour events per hour, deterministic,
@@ -177,9 +184,7 @@ FROM generate_series(@start_ts, @end_ts, INTERVAL 1 HOUR) AS g(ts), range(%[1]d)
 //
 //	go test -run '^$' -bench BackfillYearHourlyPostgres -benchtime 1x ./execute/
 func BenchmarkBackfillYearHourlyPostgres(b *testing.B) {
-	const perHour, singleRuns = 50, 3
-	year := interval.NewRange(at(2023, 1, 1, 0), at(2024, 1, 1, 0))
-	hours := interval.Hour.Buckets(year)
+	const perHour = 50
 	query := fmt.Sprintf(`SELECT g.ts + r.i * INTERVAL '72 seconds' AS ts,
   (extract(epoch FROM g.ts)::bigint / 3600) * %[1]d + r.i AS event_id,
   (extract(epoch FROM g.ts)::bigint * 31 + r.i * 17) %% 100000 AS user_id,
@@ -191,54 +196,7 @@ FROM generate_series(@start_ts, @end_ts, INTERVAL '1 hour') AS g(ts), generate_s
 			src := fmt.Sprintf(`MODEL (name bench.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, batch_size 720, batch_concurrency %d), cron '@hourly', start '2023-01-01', dialect postgres);
 `, bc) + query
 			bu := executetest.SetupPostgres(b, false, map[string]string{"models/hourly.sql": src})
-			pr := bu.Load(b)
-			tpls, err := execute.Templates(bu.Ctx, bu.Parser, bu.Engine, pr.Snapshots)
-			require.NoError(b, err)
-			tpl := tpls["bench.hourly"]
-			exec := at(2024, 1, 1, 0)
-			x := &execute.Executor{Engine: bu.Engine, Store: bu.Store, Now: func() time.Time { return exec },
-				Logger: slog.New(slog.DiscardHandler)}
-			key := state.VersionKey{Name: "bench.hourly", Version: tpl.Snapshot.Version}
-			want := int64(hours * perHour)
-			reset := func() {
-				require.NoError(b, bu.Engine.DropTable(bu.Ctx, tpl.Table))
-				require.NoError(b, bu.Store.DeleteIntervals(bu.Ctx, []state.VersionKey{key}))
-				require.NoError(b, x.Prepare(bu.Ctx, tpl, exec))
-			}
-			single := func() time.Duration {
-				reset()
-				began := time.Now()
-				sql, err := tpl.Render(year, exec)
-				require.NoError(b, err)
-				n, err := bu.Engine.InsertInterval(bu.Ctx, warehouse.InsertIntervalParams{Table: tpl.Table, TimeColumn: "ts",
-					Start: year.Start, End: year.End, Query: sql})
-				took := time.Since(began)
-				require.NoError(b, err)
-				require.Equal(b, want, n)
-				return took
-			}
-			var singleTotal time.Duration
-			for b.Loop() {
-				b.StopTimer()
-				runs := make([]time.Duration, singleRuns)
-				for i := range runs {
-					runs[i] = single()
-				}
-				slices.Sort(runs)
-				singleTotal += runs[len(runs)/2]
-				reset()
-				b.StartTimer()
-				res, err := x.Execute(bu.Ctx, execute.Work{Template: tpl, Ranges: interval.NewSet(year), Execution: exec})
-				b.StopTimer()
-				require.NoError(b, err)
-				require.Equal(b, want, res.Rows)
-				b.StartTimer()
-			}
-			n := float64(b.N)
-			batched, base := float64(b.Elapsed().Nanoseconds())/n, float64(singleTotal.Nanoseconds())/n
-			b.ReportMetric(batched/float64(hours), "ns/interval")
-			b.ReportMetric(base/float64(hours), "single-ns/interval")
-			b.ReportMetric(batched/base, "x_single")
+			measureBackfill(b, bu, bu.Engine, perHour, 720)
 		})
 	}
 }
