@@ -1,11 +1,16 @@
 GO ?= go
 
-.PHONY: build test bench bench-smoke demo fuzz
+.PHONY: build install services test bench bench-smoke demo fuzz
 
 build:
 	$(GO) build -o bin/gapless ./cmd/gapless
 
-# The test command the README gives and CI runs.
+# Installs (from Debian's packages, when missing) and starts every server the
+# tests need, and waits until each answers: PostgreSQL 15 on 127.0.0.1:5432.
+services:
+	bash scripts/services
+
+# The test command the README gives and CI runs; needs `make services` first.
 test:
 	$(GO) test -race -count=1 ./...
 
