@@ -2,8 +2,19 @@ GO ?= go
 
 .PHONY: build install services test bench bench-smoke demo fuzz
 
+# The first build on a machine compiles every dependency, DuckDB's cgo
+# bindings and the pure-Go SQLite among them; later builds take seconds.
 build:
+	@echo "building bin/gapless (go build ./cmd/gapless; a first build compiles every dependency, about a minute on 2 cores)"
 	$(GO) build -o bin/gapless ./cmd/gapless
+	@echo "built bin/gapless"
+
+# Puts gapless on PATH: go install writes it to $$(go env GOBIN), or to
+# $$(go env GOPATH)/bin when GOBIN is unset.
+install:
+	@echo "installing gapless into $$($(GO) env GOBIN | grep . || echo $$($(GO) env GOPATH)/bin) (go install ./cmd/gapless)"
+	$(GO) install ./cmd/gapless
+	@echo "installed; make sure that folder is on your PATH"
 
 # Installs (from Debian's packages, when missing) and starts every server the
 # tests need, and waits until each answers: PostgreSQL 15 on 127.0.0.1:5432.
