@@ -332,7 +332,7 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 				return nil, fmt.Errorf("janitor: recording the removal of %s: %w", e.Name, err)
 			}
 			r.removing = evs[0].ID
-			err = b.Store.DeleteEnvironment(ctx, e.Name, e.Generation)
+			err = b.Store.DeleteEnvironment(ctx, state.DeleteEnvironmentParams{Name: e.Name, Generation: e.Generation, Now: exec})
 			if errors.Is(err, state.ErrConflictingPlan) || errors.Is(err, state.ErrNotFound) {
 				g.log.Info("janitor: environment changed meanwhile, left alone", "environment", e.Name, "generation", e.Generation)
 				rep.Skipped = append(rep.Skipped, e.Name)
