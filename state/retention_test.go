@@ -58,7 +58,9 @@ func TestUnserved(t *testing.T) {
 	// fingerprint), b@v1 (another fingerprint, same version) and d@v1: it
 	// stops serving a@v1 and c@v1 only, sorted, once each.
 	t.Parallel()
-	ref := func(name, fp, version string) SnapshotRef { return SnapshotRef{Name: name, Fingerprint: fp, Version: version} }
+	ref := func(name, fp, version string) SnapshotRef {
+		return SnapshotRef{Name: name, Fingerprint: fp, Version: version}
+	}
 	before := []SnapshotRef{ref("m.c", "f1", "v1"), ref("m.a", "f1", "v1"), ref("m.b", "f1", "v1")}
 	after := []SnapshotRef{ref("m.a", "f2", "v2"), ref("m.b", "f2", "v1"), ref("m.d", "f1", "v1")}
 	require.Equal(t, []VersionKey{{Name: "m.a", Version: "v1"}, {Name: "m.c", Version: "v1"}}, Unserved(before, after))
