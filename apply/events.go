@@ -20,8 +20,8 @@ const (
 	// a table or computes a batch.
 	StageCheck        Stage = "check"
 	StageCreateTables Stage = "create_tables"
-	StageBackfill        Stage = "backfill"
-	StagePromote         Stage = "promote"
+	StageBackfill     Stage = "backfill"
+	StagePromote      Stage = "promote"
 	// StageCatchUp is recorded within the promote stage, once per catch-up
 	// round that computed something (policy catch-up).
 	StageCatchUp Stage = "catch_up"
