@@ -280,7 +280,7 @@ func TestDevEnvironmentThenJanitor(t *testing.T) {
 	require.Equal(t, ExitFailure, r.code)
 	mustRun(t, dir, "invalidate", "dev", "--execution-time", t0)
 	var rep janitorReport
-	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--execution-time", t0)), &rep))
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--snapshot-ttl", "0", "--execution-time", t0)), &rep))
 	require.Equal(t, []string{"dev"}, rep.Environments)
 	require.Contains(t, rep.Tables, "gapless__demo.demo__daily_revenue__"+dev["demo.daily_revenue"].Version)
 	require.NotContains(t, rep.Tables, "gapless__demo.demo__events__"+prod["demo.events"].Version)
@@ -361,7 +361,7 @@ func TestJanitorDropsRetiredProdVersions(t *testing.T) {
 	require.NotEqual(t, before["demo.daily_revenue"].Version, after["demo.daily_revenue"].Version)
 
 	var rep janitorReport
-	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--execution-time", t0)), &rep))
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--snapshot-ttl", "0", "--execution-time", t0)), &rep))
 	require.Empty(t, rep.Environments)
 	require.Contains(t, rep.Tables, "gapless__demo.demo__daily_revenue__"+before["demo.daily_revenue"].Version)
 	for name, row := range after {
@@ -371,7 +371,7 @@ func TestJanitorDropsRetiredProdVersions(t *testing.T) {
 	require.Equal(t, float64(3), count(t, dir, "demo.top_customers"))
 
 	// A second pass finds nothing more to do.
-	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--execution-time", t0)), &rep))
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--snapshot-ttl", "0", "--execution-time", t0)), &rep))
 	require.Empty(t, rep.Tables)
 }
 
@@ -489,7 +489,7 @@ func TestJanitorWalksBackThroughEarlierPlans(t *testing.T) {
 	require.NotEqual(t, v1, st["demo.daily_revenue"].Version)
 
 	var rep janitorReport
-	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--execution-time", t0)), &rep))
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--snapshot-ttl", "0", "--execution-time", t0)), &rep))
 	require.Contains(t, rep.Tables, "gapless__demo.demo__daily_revenue__"+v1)
 	require.NotContains(t, rep.Tables, "gapless__demo.demo__daily_revenue__"+st["demo.daily_revenue"].Version)
 	require.Equal(t, float64(5), count(t, dir, "demo.daily_revenue"))

@@ -63,7 +63,7 @@ func TestPostgresPlanRunStatusJanitor(t *testing.T) {
 
 	mustRun(t, dir, "invalidate", "dev", "--execution-time", t1)
 	var rep janitorReport
-	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--execution-time", t1)), &rep))
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--snapshot-ttl", "0", "--execution-time", t1)), &rep))
 	require.Equal(t, []string{"dev"}, rep.Environments)
 	require.Contains(t, rep.Tables, "gapless__shop.shop__daily__"+dev["shop.daily"].Version)
 	require.Equal(t, float64(29*4), count(t, dir, "shop.events"))

@@ -83,8 +83,8 @@ type Retained struct {
 //     references, is in neither list: it is in use, not retained;
 //   - any other version is dropped exactly when ttl has passed since it
 //     was last used (UnusedSince + ttl <= now), so a revert within the TTL
-//     finds its table and intervals; ttl 0 drops it at once, Forever
-//     never;
+//     finds its table and intervals; a ttl of 0 (or less) drops it at
+//     once, whatever the times, and Forever never;
 //   - a version with no recorded use at all (UnusedSince zero) is dropped:
 //     nothing says it was used recently, and the janitor only considers
 //     versions some plan or removed environment named.
@@ -115,7 +115,7 @@ func RetainUnserved(uses []VersionUse, ttl time.Duration, now time.Time) (drop [
 		}
 		since := u.UnusedSince()
 		switch {
-		case since.IsZero():
+		case since.IsZero(), ttl <= 0:
 			drop = append(drop, k)
 		case ttl == Forever:
 			keep = append(keep, Retained{Key: k, UnusedSince: since.UTC()})
