@@ -248,7 +248,8 @@ func TestLockedWarehouseIsReportedClearly(t *testing.T) {
 // Scenario: the tour of a change. A breaking edit is planned into dev,
 // which reuses prod's tables for the models it does not change; prod is
 // untouched; invalidating dev and running the janitor removes dev's views,
-// its own tables and its state, and prod still serves.
+// its own tables (with --snapshot-ttl 0: at once) and its state, and prod
+// still serves.
 func TestDevEnvironmentThenJanitor(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -344,8 +345,9 @@ func TestNewCommandsUsageErrors(t *testing.T) {
 }
 
 // Scenario: a breaking change deployed to prod retires the previous version
-// of the model and of its descendants; the janitor drops exactly their
-// tables (never one prod serves), and prod still serves every row.
+// of the model and of its descendants; the janitor with --snapshot-ttl 0
+// drops exactly their tables (never one prod serves), and prod still serves
+// every row.
 func TestJanitorDropsRetiredProdVersions(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -471,8 +473,8 @@ func TestTourDevThenProdReusesDevTables(t *testing.T) {
 }
 
 // Scenario: two deploys to prod before the janitor runs: the versions
-// retired by both are dropped (the janitor reads every plan the history
-// names, not only the latest), and none that prod serves.
+// retired by both are dropped with --snapshot-ttl 0 (the janitor reads
+// every saved plan, not only the latest), and none that prod serves.
 func TestJanitorWalksBackThroughEarlierPlans(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)

@@ -30,7 +30,7 @@ func pgProject(t *testing.T) string {
 // Scenario: the same story as the embedded default, on PostgreSQL for both
 // state and compute: deploy prod, run, check intervals and rows; then a
 // breaking change in dev that reuses prod's upstream table, invalidated and
-// swept by the janitor.
+// swept by the janitor (--snapshot-ttl 0: its tables at once).
 func TestPostgresPlanRunStatusJanitor(t *testing.T) {
 	t.Parallel()
 	dir := pgProject(t)

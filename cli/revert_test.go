@@ -310,3 +310,43 @@ func TestRollbackCommand(t *testing.T) {
 		require.Contains(t, r.stderr, "gapless: nothing to roll back to: environment dev does not exist")
 	})
 }
+
+// Scenario: an apply whose backfill failed (a model's SQL fails at run
+// time) is neither promoted nor refused: it may be resumed, so within
+// --grace the janitor keeps its versions as in flight; after the grace it
+// keeps them by snapshot_ttl from the apply's last activity, and once that
+// has passed it drops them, although no history event names the plan (the
+// janitor reads every saved plan, not only recent ones).
+func TestJanitorDropsAnAbandonedPlanAfterItsTTL(t *testing.T) {
+	t.Parallel()
+	dir := initProject(t)
+	mustRunClock(t, clock0, dir, "plan", "--auto-apply", "--execution-time", t0)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "models", "bad.sql"), []byte(`MODEL (
+  name demo.bad,
+  kind INCREMENTAL_BY_TIME_RANGE (time_column ts),
+  cron '@daily'
+);
+
+SELECT e.event_ts AS ts, CAST('x' || e.customer_id AS INTEGER) AS v
+FROM demo.events AS e
+WHERE e.event_ts BETWEEN @start_ts AND @end_ts
+`), 0o644))
+	r := runClock(t, clock0, dir, "plan", "--auto-apply", "--execution-time", t0)
+	require.Equal(t, ExitFailure, r.code, r.stdout)
+	require.Contains(t, r.stderr, "model demo.bad")
+	var bad string
+	for _, row := range queryRows(t, dir, "SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'demo__bad__%'").Rows {
+		bad = "gapless__demo." + row[0].(string)
+	}
+	require.NotEmpty(t, bad, "the failed apply created the table of demo.bad")
+
+	rep := janitorAt(t, dir, clock0.Add(time.Hour))
+	require.Len(t, rep.InFlight, 1)
+	require.NotContains(t, rep.Tables, bad)
+	rep = janitorAt(t, dir, clock0.Add(2*24*time.Hour))
+	require.Empty(t, rep.InFlight)
+	require.Contains(t, retainedTables(rep), bad)
+	rep = janitorAt(t, dir, clock0.Add(week))
+	require.Contains(t, rep.Tables, bad)
+	require.Equal(t, float64(24*12), count(t, dir, "demo.events"))
+}

@@ -104,6 +104,8 @@ func tableExists(t *testing.T, dir, schema, table string) bool {
 // views, its view schema demo__dev, its row and the versions only dev used,
 // while prod, its tables and rows, and user schemas that merely look like
 // dev's (demo__dev2, demo__de) are untouched. A second pass finds nothing.
+// The janitor runs with --snapshot-ttl 0, so versions nothing serves are
+// dropped at once.
 func TestDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -311,8 +313,8 @@ func TestJanitorFinishesARemovalLeftHalfDone(t *testing.T) {
 // nothing, so no history event names the plan. Within the grace period the
 // janitor finds it among the saved plans, reports it in flight and keeps
 // v1's table, which the apply is about to reuse; after the grace period
-// the plan is no longer in flight and v1's table is dropped. prod's v2 is
-// never touched.
+// the plan is no longer in flight and v1's table is dropped (with
+// --snapshot-ttl 0: at once). prod's v2 is never touched.
 func TestJanitorKeepsTheVersionsOfASavedPlanNotYetPromoted(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -396,7 +398,8 @@ func TestBadTTLNamesFileAndLine(t *testing.T) {
 // Scenario: the TTL story on PostgreSQL for state and compute: dev expires
 // a week after its promotion; the janitor just before keeps it, at expiry
 // removes its views, its view schema shop__dev and the versions only it
-// used, and leaves prod, its rows, and look-alike user schemas intact.
+// used (--snapshot-ttl 0: at once), and leaves prod, its rows, and
+// look-alike user schemas intact.
 func TestPostgresDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	t.Parallel()
 	dir := pgProject(t)
