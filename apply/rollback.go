@@ -218,15 +218,18 @@ func (e *RollbackRefusedError) Error() string {
 	fmt.Fprintf(&sb, "%s: rollback to plan %s refused (plan %s, strict promotion); %s still serves plan %s. "+
 		"Plan %s's tables no longer cover what %s serves now:", e.Environment, e.To, e.PlanID, e.Environment, e.From, e.To, e.Environment)
 	for _, v := range e.Verdicts {
-		missing := v.Missing.String()
-		if v.Missing.IsEmpty() && !v.Suffix.Empty() {
-			missing = v.Suffix.String()
+		var missing []string
+		for r := range v.Missing.All() {
+			missing = append(missing, r.String())
 		}
-		fmt.Fprintf(&sb, "\n  %s [%s] is missing %s (%s serves it through %s)", v.Model, v.Reason, missing, e.Environment,
-			v.FrontierNow.UTC().Format(time.RFC3339))
+		if len(missing) == 0 && !v.Suffix.Empty() {
+			missing = []string{v.Suffix.String()}
+		}
+		fmt.Fprintf(&sb, "\n  %s [%s] is missing %s (%s serves it through %s)", v.Model, v.Reason, strings.Join(missing, ", "),
+			e.Environment, v.FrontierNow.UTC().Format(time.RFC3339))
 	}
-	fmt.Fprintf(&sb, "\nRevert the change in the project and run `gapless plan %s`: it reuses plan %s's tables and computes only what is missing.",
-		e.Environment, e.To)
+	fmt.Fprintf(&sb, "\nTo serve plan %s's models again, make the project's models match them and run `gapless plan %s`: "+
+		"it reuses plan %s's tables and computes only what is missing.", e.To, e.Environment, e.To)
 	return sb.String()
 }
 

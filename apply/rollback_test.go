@@ -141,7 +141,7 @@ func TestRollbackRefusedNamesTheGap(t *testing.T) {
 			require.Equal(t, gap, rerr.Verdicts[i].Missing.String())
 		}
 		require.Contains(t, err.Error(), "prod: rollback to plan p1 refused (plan r1, strict promotion); prod still serves plan p2.")
-		require.Contains(t, err.Error(), "demo.parent [historical_gap] is missing "+gap+" (prod serves it through 2024-01-01T12:00:00Z)")
+		require.Contains(t, err.Error(), "demo.parent [historical_gap] is missing [2024-01-01T10:00:00Z, 2024-01-01T12:00:00Z) (prod serves it through 2024-01-01T12:00:00Z)")
 		require.Zero(t, c.batches)
 		require.Equal(t, v2, versions(t, b))
 		_, env := b.Served(t, plan.Prod)

@@ -292,7 +292,7 @@ func TestRollbackCommand(t *testing.T) {
 		r := runClock(t, clock0.Add(5*time.Hour), dir, "rollback", "--execution-time", t1)
 		require.Equal(t, ExitFailure, r.code, r.stdout)
 		require.Contains(t, r.stderr, "gapless: prod: rollback to plan ")
-		require.Contains(t, r.stderr, events+" [historical_gap] is missing {[2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z)} (prod serves it through 2024-01-02T05:00:00Z)")
+		require.Contains(t, r.stderr, events+" [historical_gap] is missing [2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z) (prod serves it through 2024-01-02T05:00:00Z)")
 		require.Contains(t, r.stderr, "run `gapless plan prod`")
 		require.Equal(t, v2, statusOf(t, dir, "--execution-time", t1)[events].Version)
 		require.Equal(t, 29*p.perHour, count(t, dir, events))
