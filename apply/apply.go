@@ -1,8 +1,11 @@
-// Package apply applies a plan: it records the plan's snapshots, creates
-// their physical tables, backfills exactly the plan's ranges in DAG order,
-// promotes the environment in one state transaction (a compare-and-swap on
-// the expected plan id, plus the strict no-gap check), points the
-// environment's views at the new tables, and finalises.
+// Package apply applies a plan: it records the plan's snapshots, refuses
+// the plan if another plan changed the environment since it was built
+// (StaleError), creates their physical tables, backfills exactly the
+// plan's ranges in DAG order, promotes the environment in one state
+// transaction (a compare-and-swap on the expected plan id, plus the strict
+// no-gap check), points the environment's views at the new tables, and
+// finalises. RollbackPlan builds the plan that serves an environment's
+// previous plan again, which Apply applies like any other.
 //
 // Invariants:
 //   - a plan keeps its bounds (design invariant 5): the backfill computes
@@ -14,7 +17,10 @@
 //     redone, a promotion already made is not repeated;
 //   - promotion is generation-pinned (design invariant 1): it succeeds only
 //     if the environment is still at plan.Expected.PlanID, and only if the
-//     no-gap check passes inside the same transaction.
+//     no-gap check passes inside the same transaction; a plan whose
+//     environment moved to another plan (or generation) is refused before
+//     it creates a table or computes a batch;
+//   - a refused plan's application is recorded as ended (StatusEnded).
 package apply
 
 import (

@@ -132,9 +132,9 @@ func checkPromote(p state.PromoteParams) ([]state.SnapshotRef, error) {
 // state.ErrConflictingPlan having changed nothing, and a failed check or an
 // unrecordable debt leaves no trace. The versions the environment served
 // before and no longer serves get p.Now as their last-served time in that
-// transaction too. The new generation exceeds every
-// generation the name ever had, also across DeleteEnvironment. p.Check must
-// read only through the Reader it is given.
+// transaction too. The new generation exceeds every generation the name
+// ever had, also across DeleteEnvironment. p.Check must read only through
+// the Reader it is given.
 func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Environment, error) {
 	refs, err := checkPromote(p)
 	if err != nil {
