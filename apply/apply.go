@@ -1,8 +1,11 @@
-// Package apply applies a plan: it records the plan's snapshots, creates
-// their physical tables, backfills exactly the plan's ranges in DAG order,
-// promotes the environment in one state transaction (a compare-and-swap on
-// the expected plan id, plus the strict no-gap check), points the
-// environment's views at the new tables, and finalises.
+// Package apply applies a plan: it records the plan's snapshots, refuses
+// the plan if another plan changed the environment since it was built
+// (StaleError), creates their physical tables, backfills exactly the
+// plan's ranges in DAG order, promotes the environment in one state
+// transaction (a compare-and-swap on the expected plan id, plus the strict
+// no-gap check), points the environment's views at the new tables, and
+// finalises. RollbackPlan builds the plan that serves an environment's
+// previous plan again, which Apply applies like any other.
 //
 // Invariants:
 //   - a plan keeps its bounds (design invariant 5): the backfill computes
@@ -14,7 +17,10 @@
 //     redone, a promotion already made is not repeated;
 //   - promotion is generation-pinned (design invariant 1): it succeeds only
 //     if the environment is still at plan.Expected.PlanID, and only if the
-//     no-gap check passes inside the same transaction.
+//     no-gap check passes inside the same transaction; a plan whose
+//     environment moved to another plan (or generation) is refused before
+//     it creates a table or computes a batch;
+//   - a refused plan's application is recorded as ended (StatusEnded).
 package apply
 
 import (
@@ -96,6 +102,10 @@ type Params struct {
 	// environment once ExpiresAt has passed. 0 means never (no expiry is
 	// recorded). prod never expires: it is ignored there.
 	EnvironmentTTL time.Duration
+	// Actor names who applies the plan (user@host), for the history: it is
+	// recorded with the promotion, and a plan refused as stale names the
+	// actor of the promotion that won. "" records nothing.
+	Actor string
 }
 
 // ModelResult is what the backfill did for one model.
@@ -235,6 +245,7 @@ func (a *applier) run(ctx context.Context) (*Result, error) {
 		run   func(ctx context.Context) error
 	}{
 		{StageRecordSnapshots, a.recordSnapshots},
+		{StageCheck, a.checkCurrent},
 		{StageCreateTables, a.createTables},
 		{StageBackfill, func(ctx context.Context) error { return a.backfill(ctx, res) }},
 		{StagePromote, func(ctx context.Context) error { return a.promote(ctx, res) }},
@@ -269,7 +280,9 @@ func (a *applier) emit(ctx context.Context, e Event) {
 }
 
 // runStage records the stage's start, runs it, and records its end or
-// failure; the failure is returned wrapped with the stage.
+// failure; the failure is returned wrapped with the stage. A failure that
+// refuses the plan (see Refused) is followed by an ended record: the
+// janitor then no longer counts the application as in flight.
 //
 // The history hangs off the saved plan, so the first stage (which saves it)
 // records its start only once it has run; a failure before the plan is
@@ -290,6 +303,12 @@ func (a *applier) runStage(ctx context.Context, stage Stage, run func(context.Co
 			detail := map[string]string{"error": err.Error()}
 			if rerr := a.record(context.WithoutCancel(ctx), stage, StatusFailed, detail); rerr != nil {
 				a.log.ErrorContext(ctx, "recording a failed stage", slog.String("stage", string(stage)), slog.Any("error", rerr))
+			}
+			if reason, ok := Refused(err); ok {
+				detail["reason"] = reason
+				if rerr := a.record(context.WithoutCancel(ctx), stage, StatusEnded, detail); rerr != nil {
+					a.log.ErrorContext(ctx, "recording a refused plan as ended", slog.String("stage", string(stage)), slog.Any("error", rerr))
+				}
 			}
 		}
 		return fmt.Errorf("apply %s, stage %s: %w", a.Plan.ID, stage, err)

@@ -16,9 +16,12 @@ type Stage string
 // The stages of an apply.
 const (
 	StageRecordSnapshots Stage = "record_snapshots"
-	StageCreateTables    Stage = "create_tables"
-	StageBackfill        Stage = "backfill"
-	StagePromote         Stage = "promote"
+	// StageCheck refuses a stale plan (see StaleError) before it creates
+	// a table or computes a batch.
+	StageCheck        Stage = "check"
+	StageCreateTables Stage = "create_tables"
+	StageBackfill     Stage = "backfill"
+	StagePromote      Stage = "promote"
 	// StageCatchUp is recorded within the promote stage, once per catch-up
 	// round that computed something (policy catch-up).
 	StageCatchUp Stage = "catch_up"
@@ -30,7 +33,7 @@ const (
 )
 
 // Stages lists every stage in the order an apply runs them.
-var Stages = []Stage{StageRecordSnapshots, StageCreateTables, StageBackfill, StagePromote, StageUpdateViews, StageFinalize}
+var Stages = []Stage{StageRecordSnapshots, StageCheck, StageCreateTables, StageBackfill, StagePromote, StageUpdateViews, StageFinalize}
 
 // Application statuses recorded per stage.
 const (
@@ -41,6 +44,12 @@ const (
 	// restated ranges were cleared once; a resumed apply does not clear
 	// them again (that would redo completed batches).
 	StatusRestateCleared = "restate_cleared"
+	// StatusEnded follows the failure of the stage that refused the plan
+	// (a stale plan, a promotion the check or the policy refused, a plan
+	// superseded before its views were updated): this application is over
+	// and built nothing more. Applying the plan again starts a new
+	// application, recorded after it. See Refused.
+	StatusEnded = "ended"
 )
 
 // Event is one thing an apply reports. The set is closed (the types below,

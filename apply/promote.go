@@ -113,7 +113,14 @@ func (a *applier) promoteOnce(ctx context.Context, res *Result, cur *state.Envir
 		case errors.Is(err, state.ErrConflictingPlan):
 			v := policy.Verdict{Policy: pol.String(), Reason: policy.ConflictingPlan}
 			a.recordVerdicts(ctx, []policy.Verdict{v})
-			err = fmt.Errorf("%s: %w", v.Explain(), err)
+			// Another plan won after the check stage: say which, as the
+			// check stage does. The store's error is logged, not shown.
+			a.log.DebugContext(ctx, "promotion compare-and-swap failed", slog.Any("error", err))
+			now, rerr := a.Store.GetEnvironment(ctx, env)
+			if rerr != nil && !errors.Is(rerr, state.ErrNotFound) {
+				return fmt.Errorf("%s: %w (and re-reading %s failed: %v)", v.Explain(), err, env, rerr)
+			}
+			return a.staleError(ctx, now)
 		default:
 			a.appendEvents(ctx, []state.Event{{At: a.now(), Kind: state.EventPromotionRejected, Environment: env,
 				PlanID: a.Plan.ID, Reason: "error", Data: mustJSON(map[string]string{"error": err.Error()})}})
@@ -134,8 +141,18 @@ func (a *applier) promoteOnce(ctx context.Context, res *Result, cur *state.Envir
 	a.unchangedViews = unchangedViews(cur, a.Plan)
 	a.emit(ctx, PromotionAccepted{Environment: env, Generation: promoted.Generation, Policy: pol.String(), Debts: debts})
 	a.appendEvents(ctx, []state.Event{{At: a.now(), Kind: state.EventPromotionAccepted, Environment: env, PlanID: a.Plan.ID,
-		Reason: "promoted", Data: mustJSON(map[string]any{"generation": promoted.Generation, "policy": pol.String(), "debts": len(debts)})}})
+		Reason: "promoted", Data: mustJSON(promotedData{Generation: promoted.Generation, Policy: pol.String(), Debts: len(debts), By: a.Actor})}})
 	return nil
+}
+
+// promotedData is the Data of the environment-wide promotion_accepted
+// event (Reason "promoted", no model).
+type promotedData struct {
+	Generation int64  `json:"generation"`
+	Policy     string `json:"policy"`
+	Debts      int    `json:"debts"`
+	// By is who applied the plan (Params.Actor), when known.
+	By string `json:"by,omitempty"`
 }
 
 // expiresAt is when the environment this apply promotes expires: now plus

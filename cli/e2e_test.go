@@ -248,7 +248,8 @@ func TestLockedWarehouseIsReportedClearly(t *testing.T) {
 // Scenario: the tour of a change. A breaking edit is planned into dev,
 // which reuses prod's tables for the models it does not change; prod is
 // untouched; invalidating dev and running the janitor removes dev's views,
-// its own tables and its state, and prod still serves.
+// its own tables (with --snapshot-ttl 0: at once) and its state, and prod
+// still serves.
 func TestDevEnvironmentThenJanitor(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -280,7 +281,7 @@ func TestDevEnvironmentThenJanitor(t *testing.T) {
 	require.Equal(t, ExitFailure, r.code)
 	mustRun(t, dir, "invalidate", "dev", "--execution-time", t0)
 	var rep janitorReport
-	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--execution-time", t0)), &rep))
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--snapshot-ttl", "0", "--execution-time", t0)), &rep))
 	require.Equal(t, []string{"dev"}, rep.Environments)
 	require.Contains(t, rep.Tables, "gapless__demo.demo__daily_revenue__"+dev["demo.daily_revenue"].Version)
 	require.NotContains(t, rep.Tables, "gapless__demo.demo__events__"+prod["demo.events"].Version)
@@ -344,8 +345,9 @@ func TestNewCommandsUsageErrors(t *testing.T) {
 }
 
 // Scenario: a breaking change deployed to prod retires the previous version
-// of the model and of its descendants; the janitor drops exactly their
-// tables (never one prod serves), and prod still serves every row.
+// of the model and of its descendants; the janitor with --snapshot-ttl 0
+// drops exactly their tables (never one prod serves), and prod still serves
+// every row.
 func TestJanitorDropsRetiredProdVersions(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -361,7 +363,7 @@ func TestJanitorDropsRetiredProdVersions(t *testing.T) {
 	require.NotEqual(t, before["demo.daily_revenue"].Version, after["demo.daily_revenue"].Version)
 
 	var rep janitorReport
-	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--execution-time", t0)), &rep))
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--snapshot-ttl", "0", "--execution-time", t0)), &rep))
 	require.Empty(t, rep.Environments)
 	require.Contains(t, rep.Tables, "gapless__demo.demo__daily_revenue__"+before["demo.daily_revenue"].Version)
 	for name, row := range after {
@@ -371,7 +373,7 @@ func TestJanitorDropsRetiredProdVersions(t *testing.T) {
 	require.Equal(t, float64(3), count(t, dir, "demo.top_customers"))
 
 	// A second pass finds nothing more to do.
-	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--execution-time", t0)), &rep))
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--snapshot-ttl", "0", "--execution-time", t0)), &rep))
 	require.Empty(t, rep.Tables)
 }
 
@@ -471,8 +473,8 @@ func TestTourDevThenProdReusesDevTables(t *testing.T) {
 }
 
 // Scenario: two deploys to prod before the janitor runs: the versions
-// retired by both are dropped (the janitor reads every plan the history
-// names, not only the latest), and none that prod serves.
+// retired by both are dropped with --snapshot-ttl 0 (the janitor reads
+// every saved plan, not only the latest), and none that prod serves.
 func TestJanitorWalksBackThroughEarlierPlans(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -489,7 +491,7 @@ func TestJanitorWalksBackThroughEarlierPlans(t *testing.T) {
 	require.NotEqual(t, v1, st["demo.daily_revenue"].Version)
 
 	var rep janitorReport
-	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--execution-time", t0)), &rep))
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--snapshot-ttl", "0", "--execution-time", t0)), &rep))
 	require.Contains(t, rep.Tables, "gapless__demo.demo__daily_revenue__"+v1)
 	require.NotContains(t, rep.Tables, "gapless__demo.demo__daily_revenue__"+st["demo.daily_revenue"].Version)
 	require.Equal(t, float64(5), count(t, dir, "demo.daily_revenue"))

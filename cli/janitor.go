@@ -15,6 +15,7 @@ import (
 
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/backend"
+	"github.com/gapless-dev/gapless/config"
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
@@ -55,12 +56,31 @@ type janitorReport struct {
 	// active within the grace period, promoted or not: every version they
 	// reference is kept.
 	InFlight []string `json:"in_flight_plans"`
+	// Retained are the versions no environment serves and no plan in
+	// flight references that are kept because their snapshot_ttl has not
+	// passed since they were last used: a revert finds their tables and
+	// intervals.
+	Retained []retainedVersion `json:"retained"`
 	// Skipped names environments left alone because they were promoted
 	// while the janitor ran.
 	Skipped []string `json:"skipped,omitempty"`
 	// Resumed names environments an earlier janitor removed without
 	// dropping their views (it stopped half-way); this one dropped them.
 	Resumed []string `json:"resumed,omitempty"`
+}
+
+// retainedVersion is a version kept by snapshot_ttl.
+type retainedVersion struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Table   string `json:"table"`
+	// UnusedSince is when it was last used: the promotion (or environment
+	// removal) that stopped serving it, or the last activity of a plan
+	// that references it, whichever is later.
+	UnusedSince time.Time `json:"unused_since"`
+	// ExpiresAt is when the janitor may drop it; absent under
+	// snapshot_ttl: never.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 // keptSchema is a schema the janitor left in place, and why.
@@ -75,6 +95,10 @@ type janitorOptions struct {
 	DryRun bool
 	// Grace: see DefaultJanitorGrace.
 	Grace time.Duration
+	// SnapshotTTL is how long a version no environment serves is kept
+	// after it was last used (snapshot_ttl; see state.RetainUnserved): 0
+	// drops it at once, state.Forever never.
+	SnapshotTTL time.Duration
 	// beforeDelete, when set, runs after the janitor read environment e and
 	// decided to remove it, before the generation-pinned delete (tests).
 	beforeDelete func(ctx context.Context, e *state.Environment) error
@@ -86,6 +110,7 @@ type janitorOptions struct {
 
 func newJanitorCmd(g *globals) *cobra.Command {
 	var asJSON bool
+	var snapshotTTL string
 	opts := janitorOptions{}
 	cmd := &cobra.Command{
 		Use:   "janitor",
@@ -100,13 +125,18 @@ else is kept and reported).
 
 Then it drops the physical tables, intervals and snapshots of the versions
 no remaining environment serves, among those the removed environments
-served, those of every plan the history names and those of every plan saved
-within --grace. A version referenced by a plan whose application has not
-finished and was active within --grace is kept: that apply may still be
-building it, also when it has not reached its promotion yet (apply saves
-its plan first). Physical schemas gapless__<schema> left empty are dropped
-too. If any environment is promoted while it works, it drops no table and
-asks to be run again.
+served and those of every saved plan, once snapshot_ttl (gapless.yaml,
+default 7d; --snapshot-ttl overrides it) has passed since each was last
+used: since the promotion or removal that stopped serving it, or the last
+activity of a plan that references it. Until then a revert (a plan that
+brings the version back, or gapless rollback) reuses its table and
+intervals. A version referenced by a plan whose application has not
+finished and was active within --grace is kept whatever the TTL: that
+apply may still be building it, also when it has not reached its promotion
+yet (apply saves its plan first); a plan that was refused (stale, or its
+promotion check failed) has finished. Physical schemas gapless__<schema>
+left empty are dropped too. If any environment is promoted while it works,
+it drops no table and asks to be run again.
 
 --dry-run prints what it would remove and changes nothing.`,
 		Args: rangeArgs(0, 0),
@@ -119,11 +149,17 @@ asks to be run again.
 			if opts.Grace < 0 {
 				return usagef("--grace must not be negative, got %s", opts.Grace)
 			}
-			_, b, err := g.open(ctx, false)
+			cfg, b, err := g.open(ctx, false)
 			if err != nil {
 				return err
 			}
 			defer g.closeBackend(b, &err)
+			opts.SnapshotTTL = cfg.SnapshotTTL
+			if cmd.Flags().Changed("snapshot-ttl") {
+				if opts.SnapshotTTL, err = config.ParseSnapshotTTL(snapshotTTL); err != nil {
+					return usagef("--snapshot-ttl: %w", err)
+				}
+			}
 			rep, err := g.janitor(ctx, b, exec, opts)
 			if err != nil {
 				return err
@@ -139,6 +175,8 @@ asks to be run again.
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print what would be removed; change nothing")
 	cmd.Flags().DurationVar(&opts.Grace, "grace", DefaultJanitorGrace,
 		"keep every version of a plan whose application has not finished and was active this recently")
+	cmd.Flags().StringVar(&snapshotTTL, "snapshot-ttl", "",
+		"keep a version no environment serves this long after it was last used: 12h, 7d, 2w, 0 (drop at once) or never (default: snapshot_ttl in gapless.yaml, else 7d)")
 	return cmd
 }
 
@@ -162,6 +200,16 @@ func printJanitor(out io.Writer, rep *janitorReport) {
 	}
 	for _, p := range rep.InFlight {
 		fmt.Fprintf(out, "Kept the versions of plan %s: its application has not finished.\n", p)
+	}
+	if len(rep.Retained) > 0 {
+		fmt.Fprintf(out, "Kept %d version(s) no environment serves until their snapshot_ttl passes (a revert reuses them):\n", len(rep.Retained))
+		for _, r := range rep.Retained {
+			until := "never dropped (snapshot_ttl: never)"
+			if !r.ExpiresAt.IsZero() {
+				until = "until " + r.ExpiresAt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(out, "  table %s, unused since %s, %s\n", r.Table, r.UnusedSince.UTC().Format(time.RFC3339), until)
+		}
 	}
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(out, "Left %s alone: it was promoted while the janitor ran.\n", s)
@@ -273,21 +321,28 @@ func closeRemoval(ctx context.Context, st state.Store, r removedEnv, at time.Tim
 //     between the read that chose them and the drop (a promotion meanwhile
 //     aborts the table drops), and never a version that a plan whose
 //     application has not finished, active within opts.Grace, references.
-//     The plans examined for that are those the history names and every
-//     plan the store lists as created within opts.Grace of exec
-//     (state.Store.ListPlans): apply saves its plan in its first stage and
-//     the history names it only from its promotion on, so a plan still
-//     building its tables, or one whose backfill failed, is found by the
-//     listing alone.
+//     The plans examined for that are every plan the store lists
+//     (state.Store.ListPlans): apply saves its plan in its first stage, so
+//     a plan still building its tables, or one whose backfill failed, is
+//     found; a refused plan's application has ended (apply.StatusEnded);
+//   - a version nothing serves and no plan in flight references is dropped
+//     only once opts.SnapshotTTL has passed since it was last used
+//     (state.RetainUnserved): since an environment stopped serving it
+//     (state.Store.LastServed; now, for an environment removed in this
+//     pass), or since the last activity of a plan that references it.
+//     Until then its table, intervals and snapshots stay, so a revert is a
+//     view swap.
 func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Time, opts janitorOptions) (*janitorReport, error) {
 	rep := &janitorReport{DryRun: opts.DryRun, Environments: []string{}, Views: []string{}, Schemas: []string{},
-		KeptSchemas: []keptSchema{}, Tables: []string{}, Versions: []state.VersionKey{}, InFlight: []string{}}
+		KeptSchemas: []keptSchema{}, Tables: []string{}, Versions: []state.VersionKey{}, InFlight: []string{},
+		Retained: []retainedVersion{}}
 	envs, err := b.Store.ListEnvironments(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("janitor: listing environments: %w", err)
 	}
 	retired := map[state.SnapshotKey]*snapshot.Snapshot{}
-	planIDs := map[string]bool{}
+	// Versions the removed environments served: they stop being served now.
+	removedVersions := map[state.VersionKey]bool{}
 	// Removals an earlier janitor left half-done come first.
 	removed, err := interruptedRemovals(ctx, b.Store)
 	if err != nil {
@@ -332,7 +387,7 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 				return nil, fmt.Errorf("janitor: recording the removal of %s: %w", e.Name, err)
 			}
 			r.removing = evs[0].ID
-			err = b.Store.DeleteEnvironment(ctx, e.Name, e.Generation)
+			err = b.Store.DeleteEnvironment(ctx, state.DeleteEnvironmentParams{Name: e.Name, Generation: e.Generation, Now: exec})
 			if errors.Is(err, state.ErrConflictingPlan) || errors.Is(err, state.ErrNotFound) {
 				g.log.Info("janitor: environment changed meanwhile, left alone", "environment", e.Name, "generation", e.Generation)
 				rep.Skipped = append(rep.Skipped, e.Name)
@@ -353,9 +408,9 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 			}
 		}
 		rep.Environments = append(rep.Environments, e.Name)
-		planIDs[e.PlanID], planIDs[e.PreviousPlanID] = true, true
 		for _, s := range retiring {
 			retired[state.KeyOf(s)] = s
+			removedVersions[state.VersionKey{Name: s.Name, Version: s.Version}] = true
 		}
 		removed = append(removed, r)
 	}
@@ -373,7 +428,6 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 	servedSnaps := map[state.SnapshotKey]bool{}
 	usedSchemas := map[string]string{} // view and physical schemas live environments use -> by which
 	for _, e := range live {
-		planIDs[e.PlanID], planIDs[e.PreviousPlanID] = true, true
 		for _, r := range e.Snapshots {
 			servedVersions[r.VersionKey()] = true
 			servedSnaps[r.Key()] = true
@@ -389,46 +443,80 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 		}
 	}
 
-	// Every plan the history names, and every plan saved within the grace
-	// period (promoted or not: apply saves its plan before it builds
-	// anything, and the history names it only from its promotion on):
-	// their snapshots are the candidates for retirement, and those of a plan
-	// still being applied are kept.
-	if err := historyPlanIDs(ctx, b.Store, planIDs); err != nil {
-		return nil, err
-	}
-	saved, err := recentPlans(ctx, b.Store, exec, opts.Grace)
+	// Every saved plan, promoted or not (apply saves its plan before it
+	// builds anything): their snapshots are the candidates for retirement,
+	// those of a plan still being applied are kept, and each plan's last
+	// activity counts as a use of its versions (see state.RetainUnserved).
+	saved, err := b.Store.ListPlans(ctx, state.PlanFilter{})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("janitor: listing the saved plans: %w", err)
 	}
-	for id := range saved {
-		planIDs[id] = true
-	}
+	slices.SortFunc(saved, func(a, b state.Plan) int { return cmp.Compare(a.ID, b.ID) })
 	protectedVersions := map[state.VersionKey]bool{}
 	protectedSnaps := map[state.SnapshotKey]bool{}
-	for _, id := range sortedKeys(planIDs) {
-		pl, active, err := g.readPlan(ctx, b.Store, id, saved[id], exec, opts.Grace)
+	lastPlanned := map[state.VersionKey]time.Time{}
+	for i := range saved {
+		id := saved[i].ID
+		pu, err := g.readPlan(ctx, b.Store, &saved[i], exec, opts.Grace)
 		if err != nil {
 			return nil, err
 		}
-		if pl == nil {
+		if pu == nil {
 			continue
 		}
-		if active {
+		if pu.active {
 			rep.InFlight = append(rep.InFlight, id)
 		}
-		for _, s := range pl.Snapshots {
+		for _, s := range pu.plan.Snapshots {
 			if s == nil || s.Model == nil {
 				continue
 			}
-			if active {
-				protectedVersions[state.VersionKey{Name: s.Name, Version: s.Version}] = true
+			vk := state.VersionKey{Name: s.Name, Version: s.Version}
+			if pu.active {
+				protectedVersions[vk] = true
 				protectedSnaps[state.KeyOf(s)] = true
 				usedSchemas[s.PhysicalSchema()] = "plan " + id
 				continue
 			}
 			retired[state.KeyOf(s)] = s
+			if pu.last.After(lastPlanned[vk]) {
+				lastPlanned[vk] = pu.last
+			}
 		}
+	}
+
+	// snapshot_ttl: of the candidates nothing serves and no plan in flight
+	// references, those last used within the TTL are kept.
+	candidates := map[state.VersionKey]bool{}
+	for _, s := range retired {
+		candidates[state.VersionKey{Name: s.Name, Version: s.Version}] = true
+	}
+	candidateKeys := make([]state.VersionKey, 0, len(candidates))
+	for k := range candidates {
+		candidateKeys = append(candidateKeys, k)
+	}
+	state.SortVersionKeys(candidateKeys)
+	lastServed, err := b.Store.LastServed(ctx, candidateKeys)
+	if err != nil {
+		return nil, fmt.Errorf("janitor: reading when versions were last served: %w", err)
+	}
+	uses := make([]state.VersionUse, 0, len(candidateKeys))
+	for _, k := range candidateKeys {
+		u := state.VersionUse{Key: k, Served: servedVersions[k], InFlight: protectedVersions[k],
+			LastServed: lastServed[k], LastPlanned: lastPlanned[k]}
+		if removedVersions[k] && exec.After(u.LastServed) {
+			u.LastServed = exec // removed now (a dry run has not recorded it)
+		}
+		uses = append(uses, u)
+	}
+	drop, keep := state.RetainUnserved(uses, opts.SnapshotTTL, exec)
+	expired := make(map[state.VersionKey]bool, len(drop))
+	for _, k := range drop {
+		expired[k] = true
+	}
+	retainedVersions := make(map[state.VersionKey]bool, len(keep))
+	for _, r := range keep {
+		retainedVersions[r.Key] = true
 	}
 
 	// Pin: if any environment moved since the read above, drop nothing.
@@ -455,14 +543,17 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 	slices.SortFunc(keys, func(a, b state.SnapshotKey) int {
 		return cmp.Compare(a.Name+"@"+a.Fingerprint, b.Name+"@"+b.Fingerprint)
 	})
+	retainedTables := map[state.VersionKey]warehouse.Table{}
 	for _, k := range keys {
 		s := retired[k]
-		if !servedSnaps[k] && !protectedSnaps[k] {
+		vk := state.VersionKey{Name: s.Name, Version: s.Version}
+		if !servedSnaps[k] && !protectedSnaps[k] && !retainedVersions[vk] {
 			deadSnaps = append(deadSnaps, k)
 		}
-		vk := state.VersionKey{Name: s.Name, Version: s.Version}
-		inUse := servedVersions[vk] || protectedVersions[vk]
-		if inUse || dropped[vk] || s.Model.Kind == model.KindExternal {
+		if retainedVersions[vk] && s.Model.Kind != model.KindExternal {
+			retainedTables[vk] = execute.PhysicalTable(s)
+		}
+		if !expired[vk] || dropped[vk] || s.Model.Kind == model.KindExternal {
 			continue
 		}
 		t := execute.PhysicalTable(s)
@@ -486,6 +577,20 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 		physical[t.Schema] = append(physical[t.Schema], t.Name)
 		rep.Tables = append(rep.Tables, t.String())
 		rep.Versions = append(rep.Versions, vk)
+	}
+	for _, r := range keep {
+		t, ok := retainedTables[r.Key]
+		if !ok {
+			continue // an EXTERNAL model: no table of gapless's
+		}
+		exists, err := b.Engine.TableExists(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("janitor: looking for %s: %w", t, err)
+		}
+		if exists {
+			rep.Retained = append(rep.Retained, retainedVersion{Name: r.Key.Name, Version: r.Key.Version, Table: t.String(),
+				UnusedSince: r.UnusedSince, ExpiresAt: r.ExpiresAt})
+		}
 	}
 	if len(rep.Versions) > 0 && !opts.DryRun {
 		if err := b.Store.DeleteIntervals(ctx, rep.Versions); err != nil {
@@ -619,89 +724,49 @@ func (g *globals) dropEmptySchema(ctx context.Context, e warehouse.Engine, schem
 	return nil
 }
 
-// historyKinds are the event kinds that name a plan that was applied up to
-// its promotion (accepted or refused).
-var historyKinds = []string{state.EventPlanApplied, state.EventPromotionAccepted, state.EventPromotionRejected,
-	state.EventGapAccepted, state.EventReplan, state.EventCatchUp}
-
-// historyPlanIDs adds to ids every plan the event history names.
-func historyPlanIDs(ctx context.Context, store state.Store, ids map[string]bool) error {
-	const page = 1000
-	var after int64
-	for {
-		evs, err := store.ListEvents(ctx, state.EventFilter{Kinds: historyKinds, AfterID: after, Limit: page})
-		if err != nil {
-			return fmt.Errorf("janitor: reading the history of plans: %w", err)
-		}
-		for _, ev := range evs {
-			if ev.PlanID != "" {
-				ids[ev.PlanID] = true
-			}
-			after = ev.ID
-		}
-		if len(evs) < page {
-			return nil
-		}
-	}
+// planUse is what the janitor reads of one saved plan.
+type planUse struct {
+	plan *plan.Plan
+	// active: its application may still be running (see readPlan).
+	active bool
+	// last is its last recorded activity: its creation, or any record of
+	// its application history.
+	last time.Time
 }
 
-// recentPlans returns, by id, every plan saved with a creation time within
-// grace of exec (created after exec - grace), whether or not it was ever
-// promoted.
-func recentPlans(ctx context.Context, store state.Store, exec time.Time, grace time.Duration) (map[string]*state.Plan, error) {
-	list, err := store.ListPlans(ctx, state.PlanFilter{CreatedAfter: exec.Add(-grace)})
-	if err != nil {
-		return nil, fmt.Errorf("janitor: listing the plans saved within the grace period: %w", err)
-	}
-	out := make(map[string]*state.Plan, len(list))
-	for i := range list {
-		out[list[i].ID] = &list[i]
-	}
-	return out, nil
-}
-
-// readPlan reads plan id (sp, when the caller already has it) and says
-// whether its application may still be running: it has not finished (no
-// finalize stage finished) and its last recorded activity (creation, or
-// any stage) is within grace of exec. A plan the store does not have, or
-// that cannot be decoded, is skipped (nil): its snapshots are neither
-// candidates nor protected.
-func (g *globals) readPlan(ctx context.Context, store state.Store, id string, sp *state.Plan, exec time.Time, grace time.Duration) (*plan.Plan, bool, error) {
-	if id == "" {
-		return nil, false, nil
-	}
-	if sp == nil {
-		var err error
-		sp, err = store.GetPlan(ctx, id)
-		if errors.Is(err, state.ErrNotFound) {
-			g.log.Debug("janitor: plan not in the store", "plan", id)
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("janitor: reading plan %s: %w", id, err)
-		}
-	}
+// readPlan decodes saved plan sp and reads its application history. The
+// application may still be running (active) if it is not over and its last
+// activity is within grace of exec. It is over once its finalize stage
+// finished or a stage recorded it ended (apply.StatusEnded: the plan was
+// refused), unless a stage started after that (the plan was applied
+// again). A plan that cannot be decoded is skipped (nil): its snapshots
+// are neither candidates nor protected.
+func (g *globals) readPlan(ctx context.Context, store state.Store, sp *state.Plan, exec time.Time, grace time.Duration) (*planUse, error) {
 	var pl plan.Plan
 	if err := json.Unmarshal(sp.Payload, &pl); err != nil {
-		g.log.Warn("janitor: plan not decodable; its tables are left alone", "plan", id, "error", err)
-		return nil, false, nil
+		g.log.Warn("janitor: plan not decodable; its tables are left alone", "plan", sp.ID, "error", err)
+		return nil, nil
 	}
-	apps, err := store.ListApplications(ctx, id)
+	apps, err := store.ListApplications(ctx, sp.ID)
 	if err != nil {
-		return nil, false, fmt.Errorf("janitor: reading the application history of plan %s: %w", id, err)
+		return nil, fmt.Errorf("janitor: reading the application history of plan %s: %w", sp.ID, err)
 	}
 	last := sp.CreatedAt
-	finished := false
+	over := false
 	for _, a := range apps {
 		if a.At.After(last) {
 			last = a.At
 		}
-		if a.Stage == string(apply.StageFinalize) && a.Status == apply.StatusFinished {
-			finished = true
+		switch {
+		case a.Status == apply.StatusEnded,
+			a.Stage == string(apply.StageFinalize) && a.Status == apply.StatusFinished:
+			over = true
+		case a.Status == apply.StatusStarted:
+			over = false
 		}
 	}
 	recent := exec.Sub(last) < grace
-	return &pl, !finished && recent, nil
+	return &planUse{plan: &pl, active: !over && recent, last: last}, nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -30,7 +30,7 @@ func pgProject(t *testing.T) string {
 // Scenario: the same story as the embedded default, on PostgreSQL for both
 // state and compute: deploy prod, run, check intervals and rows; then a
 // breaking change in dev that reuses prod's upstream table, invalidated and
-// swept by the janitor.
+// swept by the janitor (--snapshot-ttl 0: its tables at once).
 func TestPostgresPlanRunStatusJanitor(t *testing.T) {
 	t.Parallel()
 	dir := pgProject(t)
@@ -63,7 +63,7 @@ func TestPostgresPlanRunStatusJanitor(t *testing.T) {
 
 	mustRun(t, dir, "invalidate", "dev", "--execution-time", t1)
 	var rep janitorReport
-	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--execution-time", t1)), &rep))
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--json", "--snapshot-ttl", "0", "--execution-time", t1)), &rep))
 	require.Equal(t, []string{"dev"}, rep.Environments)
 	require.Contains(t, rep.Tables, "gapless__shop.shop__daily__"+dev["shop.daily"].Version)
 	require.Equal(t, float64(29*4), count(t, dir, "shop.events"))

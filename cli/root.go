@@ -123,6 +123,7 @@ func newRoot(g *globals) *cobra.Command {
 		newInitCmd(g),
 		newPlanCmd(g),
 		newApplyCmd(g),
+		newRollbackCmd(g),
 		newRunCmd(g),
 		newSchedulerCmd(g),
 		newStatusCmd(g),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -60,6 +61,7 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 		Policy:         override,
 		Lease:          lopts,
 		EnvironmentTTL: ttl,
+		Actor:          actorName(),
 		Replan: func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
 			id, err := newPlanID()
 			if err != nil {
@@ -246,6 +248,19 @@ func processName() string {
 		host = "unknown-host"
 	}
 	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
+
+// actorName names who applies a plan, for the history: user@host.
+func actorName() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	return name + "@" + host
 }
 
 // runEnvironment runs, once, every due interval of every model env serves

@@ -104,6 +104,8 @@ func tableExists(t *testing.T, dir, schema, table string) bool {
 // views, its view schema demo__dev, its row and the versions only dev used,
 // while prod, its tables and rows, and user schemas that merely look like
 // dev's (demo__dev2, demo__de) are untouched. A second pass finds nothing.
+// The janitor runs with --snapshot-ttl 0, so versions nothing serves are
+// dropped at once.
 func TestDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -135,7 +137,7 @@ func TestDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	mustRun(t, dir, "query", "CREATE TABLE demo__dev2.mine AS SELECT 1 AS x")
 	mustRun(t, dir, "query", "CREATE SCHEMA demo__de")
 
-	rep := janitorAt(t, dir, expires.Add(-time.Minute))
+	rep := janitorAt(t, dir, expires.Add(-time.Minute), "--snapshot-ttl", "0")
 	require.Empty(t, rep.Environments, "dev has not expired yet")
 	require.Contains(t, rep.Tables, "gapless__demo.demo__daily_revenue__"+v1, "dev's first version: nothing serves it")
 	for name, row := range dev {
@@ -143,7 +145,7 @@ func TestDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	}
 	require.Equal(t, float64(5), count(t, dir, "demo__dev.daily_revenue"))
 
-	dry := janitorAt(t, dir, expires, "--dry-run")
+	dry := janitorAt(t, dir, expires, "--dry-run", "--snapshot-ttl", "0")
 	require.True(t, dry.DryRun)
 	require.Equal(t, []string{"dev"}, dry.Environments)
 	require.Contains(t, dry.Views, "demo__dev.daily_revenue")
@@ -151,12 +153,12 @@ func TestDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	require.Contains(t, dry.Tables, "gapless__demo.demo__daily_revenue__"+dev["demo.daily_revenue"].Version)
 	require.Contains(t, environmentsByName(t, dir), "dev", "a dry run changes nothing")
 	require.Equal(t, float64(5), count(t, dir, "demo__dev.daily_revenue"))
-	r := runClock(t, clock1, dir, "janitor", "--dry-run", "--execution-time", rfc(expires))
+	r := runClock(t, clock1, dir, "janitor", "--dry-run", "--snapshot-ttl", "0", "--execution-time", rfc(expires))
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "Would remove 1 environment(s)")
 	require.Contains(t, r.stdout, "  schema demo__dev\n")
 
-	rep = janitorAt(t, dir, expires)
+	rep = janitorAt(t, dir, expires, "--snapshot-ttl", "0")
 	require.False(t, rep.DryRun)
 	require.Equal(t, []string{"dev"}, rep.Environments)
 	require.Equal(t, dry.Views, rep.Views)
@@ -184,7 +186,7 @@ func TestDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	require.Equal(t, float64(5), count(t, dir, "demo.daily_revenue"))
 	require.Equal(t, float64(3), count(t, dir, "demo.top_customers"))
 
-	rep = janitorAt(t, dir, expires.Add(time.Hour))
+	rep = janitorAt(t, dir, expires.Add(time.Hour), "--snapshot-ttl", "0")
 	require.Empty(t, rep.Environments)
 	require.Empty(t, rep.Tables)
 	require.Empty(t, rep.Schemas)
@@ -304,58 +306,6 @@ func TestJanitorFinishesARemovalLeftHalfDone(t *testing.T) {
 	require.Empty(t, again.Views)
 }
 
-// Scenario: a plan built before a run advanced the incumbent is refused at
-// promotion (strict), after it built its new tables. Its application has
-// not finished: within the grace period the janitor keeps every version it
-// references (it may be re-applied); after it, the versions nothing serves
-// are dropped.
-func TestJanitorKeepsTheVersionsOfAnUnfinishedRecentPlan(t *testing.T) {
-	t.Parallel()
-	dir := initProject(t)
-	mustRun(t, dir, "plan", "--auto-apply", "--execution-time", t0)
-	editModel(t, dir, "events.sql", "* 1.5 AS amount", "* 2.5 AS amount")
-	var sum planSummary
-	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "plan", "--json", "--execution-time", t1)), &sum))
-	mustRun(t, dir, "plan", "--out", "plan.json", "--execution-time", t1)
-	mustRun(t, dir, "run", "--execution-time", t1)
-	r := run(t, dir, "apply", "plan.json")
-	require.Equal(t, ExitFailure, r.code, r.stdout)
-	require.Contains(t, r.stderr, "was not promoted")
-
-	var pl struct {
-		ID        string `json:"id"`
-		Snapshots []struct {
-			Name    string `json:"name"`
-			Version string `json:"version"`
-		} `json:"snapshots"`
-	}
-	data, err := os.ReadFile(filepath.Join(dir, "plan.json"))
-	require.NoError(t, err)
-	require.NoError(t, json.Unmarshal(data, &pl))
-	prod := statusOf(t, dir, "--execution-time", t1)
-	var newEvents string
-	for _, s := range pl.Snapshots {
-		if s.Name == "demo.events" {
-			newEvents = "gapless__demo.demo__events__" + s.Version
-			require.NotEqual(t, prod["demo.events"].Version, s.Version)
-		}
-	}
-	require.NotEmpty(t, newEvents)
-
-	rep := janitorAt(t, dir, clock0.Add(time.Hour))
-	require.Equal(t, []string{pl.ID}, rep.InFlight)
-	require.NotContains(t, rep.Tables, newEvents)
-	require.True(t, tableExists(t, dir, "gapless__demo", strings.TrimPrefix(newEvents, "gapless__demo.")))
-
-	rep = janitorAt(t, dir, clock0.Add(25*time.Hour))
-	require.Empty(t, rep.InFlight)
-	require.Contains(t, rep.Tables, newEvents)
-	for name, row := range prod {
-		require.NotContains(t, rep.Tables, "gapless__demo."+strings.ReplaceAll(name, ".", "__")+"__"+row.Version, "%s: prod serves it", name)
-	}
-	require.Equal(t, float64(29*12), count(t, dir, "demo.events"))
-}
-
 // Scenario: a breaking change moved prod's demo.daily_revenue from v1 to
 // v2, so v1's table is retired. A new plan reverts the change: it rebuilds
 // v1. Its apply has run its first stage only (recorded the snapshots and
@@ -363,8 +313,8 @@ func TestJanitorKeepsTheVersionsOfAnUnfinishedRecentPlan(t *testing.T) {
 // nothing, so no history event names the plan. Within the grace period the
 // janitor finds it among the saved plans, reports it in flight and keeps
 // v1's table, which the apply is about to reuse; after the grace period
-// the plan is no longer in flight and v1's table is dropped. prod's v2 is
-// never touched.
+// the plan is no longer in flight and v1's table is dropped (with
+// --snapshot-ttl 0: at once). prod's v2 is never touched.
 func TestJanitorKeepsTheVersionsOfASavedPlanNotYetPromoted(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -409,12 +359,12 @@ func TestJanitorKeepsTheVersionsOfASavedPlanNotYetPromoted(t *testing.T) {
 	require.Empty(t, named, "no history event names the plan")
 	require.NoError(t, b.Close())
 
-	rep := janitorAt(t, dir, clock0.Add(time.Hour))
+	rep := janitorAt(t, dir, clock0.Add(time.Hour), "--snapshot-ttl", "0")
 	require.Equal(t, []string{pl.ID}, rep.InFlight)
 	require.NotContains(t, rep.Tables, "gapless__demo."+retired)
 	require.True(t, tableExists(t, dir, "gapless__demo", retired), "the saved plan's version was dropped")
 
-	rep = janitorAt(t, dir, clock0.Add(25*time.Hour))
+	rep = janitorAt(t, dir, clock0.Add(25*time.Hour), "--snapshot-ttl", "0")
 	require.Empty(t, rep.InFlight)
 	require.Contains(t, rep.Tables, "gapless__demo."+retired)
 	require.False(t, tableExists(t, dir, "gapless__demo", retired))
@@ -448,7 +398,8 @@ func TestBadTTLNamesFileAndLine(t *testing.T) {
 // Scenario: the TTL story on PostgreSQL for state and compute: dev expires
 // a week after its promotion; the janitor just before keeps it, at expiry
 // removes its views, its view schema shop__dev and the versions only it
-// used, and leaves prod, its rows, and look-alike user schemas intact.
+// used (--snapshot-ttl 0: at once), and leaves prod, its rows, and
+// look-alike user schemas intact.
 func TestPostgresDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	t.Parallel()
 	dir := pgProject(t)
@@ -465,10 +416,10 @@ func TestPostgresDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	mustRun(t, dir, "query", "CREATE TABLE shop__dev2.mine AS SELECT 1 AS x")
 	mustRun(t, dir, "query", "CREATE SCHEMA shop__de")
 
-	require.Empty(t, janitorAt(t, dir, expires.Add(-time.Minute)).Environments)
+	require.Empty(t, janitorAt(t, dir, expires.Add(-time.Minute), "--snapshot-ttl", "0").Environments)
 	require.True(t, schemaExists(t, dir, "shop__dev"))
 
-	rep := janitorAt(t, dir, expires)
+	rep := janitorAt(t, dir, expires, "--snapshot-ttl", "0")
 	require.Equal(t, []string{"dev"}, rep.Environments)
 	require.Equal(t, []string{"shop__dev"}, rep.Schemas)
 	require.Contains(t, rep.Tables, "gapless__shop.shop__daily__"+dev["shop.daily"].Version)

@@ -8,6 +8,7 @@
 //	warehouse: duckdb://warehouse.duckdb        # or postgres://user:${PGPASSWORD}@host/db
 //	state: sqlite://.gapless/state.db           # or postgres://...
 //	environment_ttl: 7d                         # non-prod environments expire; 12h, 7d, 2w or never
+//	snapshot_ttl: 7d                            # versions no environment serves are kept; 0 or never too
 //	model_defaults:
 //	  dialect: duckdb
 //	  cron: '@daily'
@@ -26,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -77,7 +79,23 @@ type Config struct {
 	// DefaultEnvironmentTTL when absent, 0 for never. Use TTL for one
 	// environment.
 	EnvironmentTTL time.Duration
+
+	// SnapshotTTL is how long `gapless janitor` keeps the table and
+	// intervals of a model version no environment serves, after it was
+	// last used (the promotion that replaced it, or the last activity of a
+	// plan that built it), so that a revert reuses them: snapshot_ttl,
+	// DefaultSnapshotTTL when absent, 0 to drop them at once, NeverExpire
+	// to keep them.
+	SnapshotTTL time.Duration
 }
+
+// DefaultSnapshotTTL is snapshot_ttl when gapless.yaml does not set it: one
+// week, as in SQLMesh.
+const DefaultSnapshotTTL = 7 * 24 * time.Hour
+
+// NeverExpire is the SnapshotTTL of snapshot_ttl: never (the largest
+// Duration; it is state.Forever).
+const NeverExpire = time.Duration(math.MaxInt64)
 
 // DefaultEnvironmentTTL is environment_ttl when gapless.yaml does not set
 // it: one week, as in SQLMesh.
@@ -203,7 +221,8 @@ func LoadEnv(dir string, lookupEnv func(string) (string, bool)) (*Config, error)
 	if err != nil {
 		return nil, err
 	}
-	cfg := &Config{Dir: abs, File: file, Found: found, Environments: map[string]Environment{}, EnvironmentTTL: DefaultEnvironmentTTL}
+	cfg := &Config{Dir: abs, File: file, Found: found, Environments: map[string]Environment{},
+		EnvironmentTTL: DefaultEnvironmentTTL, SnapshotTTL: DefaultSnapshotTTL}
 	if err := l.build(cfg, raw, lookupEnv); err != nil {
 		return nil, err
 	}
@@ -216,6 +235,7 @@ type fileConfig struct {
 	Warehouse      *string                    `yaml:"warehouse"`
 	State          *string                    `yaml:"state"`
 	EnvironmentTTL *string                    `yaml:"environment_ttl"`
+	SnapshotTTL    *string                    `yaml:"snapshot_ttl"`
 	ModelDefaults  fileModelDefaults          `yaml:"model_defaults"`
 	Environments   map[string]fileEnvironment `yaml:"environments"`
 }
@@ -467,6 +487,14 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 		cfg.EnvironmentTTL = ttl
 	}
 
+	if raw.SnapshotTTL != nil {
+		ttl, err := l.snapshotTTL("snapshot_ttl", *raw.SnapshotTTL)
+		if err != nil {
+			return err
+		}
+		cfg.SnapshotTTL = ttl
+	}
+
 	md := raw.ModelDefaults
 	if md.Dialect != "" {
 		d, err := model.ParseDialect(md.Dialect)
@@ -556,6 +584,46 @@ func (l *loader) ttl(key, raw string) (time.Duration, error) {
 	d, err := ParseTTL(raw)
 	if err != nil {
 		return 0, l.valueErr(key, err, "%s", key)
+	}
+	return d, nil
+}
+
+// snapshotTTL reads the snapshot TTL at key (see ParseSnapshotTTL): a
+// string, or the bare number 0.
+func (l *loader) snapshotTTL(key, raw string) (time.Duration, error) {
+	node := l.valNode[key]
+	if node != nil && node.Type() == ast.IntegerType && strings.TrimSpace(raw) == "0" {
+		return 0, nil
+	}
+	if node != nil && node.Type() != ast.StringType {
+		e := l.valueErr(key, nil, "%s: want a duration such as 12h, 7d, 2w, 0 or never, got %s", key, node.String())
+		e.Err = ErrBadTTL
+		return 0, e
+	}
+	d, err := ParseSnapshotTTL(raw)
+	if err != nil {
+		return 0, l.valueErr(key, err, "%s", key)
+	}
+	return d, nil
+}
+
+// ParseSnapshotTTL reads a snapshot TTL: what ParseTTL reads, except that
+// "never" is NeverExpire and a zero duration ("0", "0s", "0d") is 0, which
+// drops an unused version at once.
+func ParseSnapshotTTL(s string) (time.Duration, error) {
+	t := strings.TrimSpace(s)
+	if strings.EqualFold(t, "never") {
+		return NeverExpire, nil
+	}
+	if t == "0" || t == "0d" || t == "0w" {
+		return 0, nil
+	}
+	if d, err := time.ParseDuration(t); err == nil && d == 0 {
+		return 0, nil
+	}
+	d, err := ParseTTL(t)
+	if err != nil {
+		return 0, fmt.Errorf("%w %q: want a duration such as 12h, 7d, 2w, 0 (drop at once) or never", ErrBadTTL, s)
 	}
 	return d, nil
 }

@@ -154,7 +154,7 @@ func TestLoad_Errors(t *testing.T) {
 		{
 			name:    "unknown key, nothing close",
 			content: "plugins: []\n",
-			want:    ":1:1: unknown key plugins at the top level (keys: warehouse, state, environment_ttl, model_defaults, environments)",
+			want:    ":1:1: unknown key plugins at the top level (keys: warehouse, state, environment_ttl, snapshot_ttl, model_defaults, environments)",
 			key:     "plugins",
 		},
 		{
@@ -324,6 +324,43 @@ func TestParseTTL(t *testing.T) {
 	for _, in := range []string{"", "0", "0h", "-1d", "d", "1.5d", "7 days", "forever", "99999999d", "1000000h"} {
 		_, err := config.ParseTTL(in)
 		require.ErrorIs(t, err, config.ErrBadTTL, in)
+	}
+}
+
+// Scenario: snapshot_ttl sets how long the janitor keeps the tables of
+// versions no environment serves (default one week, as in SQLMesh); 0 (bare
+// or as a duration) drops them at once, never keeps them; anything else
+// unreadable names the file, line and column.
+func TestLoad_SnapshotTTL(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.LoadEnv(project(t, nil), nil)
+	require.NoError(t, err)
+	require.Equal(t, config.DefaultSnapshotTTL, cfg.SnapshotTTL)
+	require.Equal(t, 7*24*time.Hour, cfg.SnapshotTTL)
+	for content, want := range map[string]time.Duration{
+		"snapshot_ttl: 2w\n":    14 * 24 * time.Hour,
+		"snapshot_ttl: '36h'\n": 36 * time.Hour,
+		"snapshot_ttl: 0\n":     0,
+		"snapshot_ttl: 0s\n":    0,
+		"snapshot_ttl: never\n": config.NeverExpire,
+	} {
+		cfg, err := config.LoadEnv(project(t, ptr(content)), nil)
+		require.NoError(t, err, content)
+		require.Equal(t, want, cfg.SnapshotTTL, content)
+	}
+	for content, want := range map[string]string{
+		"snapshot_ttl: soon\n":          `:1:15: snapshot_ttl: bad duration "soon": want a duration such as 12h, 7d, 2w, 0 (drop at once) or never`,
+		"snapshot_ttl: -1d\n":           `:1:15: snapshot_ttl: bad duration "-1d": want a duration such as 12h, 7d, 2w, 0 (drop at once) or never`,
+		"snapshot_ttl: 7\n":             `:1:15: snapshot_ttl: want a duration such as 12h, 7d, 2w, 0 or never, got 7`,
+		"snapshot_tll: 7d\n":            `:1:1: unknown key snapshot_tll at the top level: did you mean snapshot_ttl?`,
+		"state: s\nsnapshot_ttl: [1]\n": ":2:15: ",
+	} {
+		dir := project(t, ptr(content))
+		_, err := config.LoadEnv(dir, nil)
+		require.Error(t, err, content)
+		require.Contains(t, err.Error(), filepath.Join(dir, config.FileName)+want, content)
+		var ce *config.Error
+		require.ErrorAs(t, err, &ce)
 	}
 }
 

@@ -244,6 +244,17 @@ type FinalizeParams struct {
 	Now         time.Time
 }
 
+// DeleteEnvironmentParams are the parameters of DeleteEnvironment.
+type DeleteEnvironmentParams struct {
+	Name string
+	// Generation is the generation the caller read: the delete is a
+	// compare-and-swap on it.
+	Generation int64
+	// Now is when the environment stops serving its snapshots: the last-served
+	// time recorded for each of its versions (see Store.LastServed).
+	Now time.Time
+}
+
 // InvalidateParams are the parameters of Invalidate.
 type InvalidateParams struct {
 	Environment string
@@ -390,7 +401,7 @@ type Store interface {
 	// or a few queries however many keys there are. Keys without intervals
 	// map to an empty set.
 	// DeleteIntervals removes every interval of the given versions (janitor),
-	// and their last writes.
+	// their last writes and their last-served times (see LastServed).
 	DeleteIntervals(ctx context.Context, keys []VersionKey) error
 	// LastWrites returns the last write (see LastWrite) of every key among
 	// keys that has one, in one or a few queries however many keys there
@@ -404,7 +415,10 @@ type Store interface {
 	// id differs, it fails with ErrConflictingPlan and changes nothing.
 	// On success the generation is incremented, PreviousPlanID set,
 	// FinalizedAt cleared and Invalidated cleared. Promoting an invalidated
-	// environment expects "" (it is treated as absent).
+	// environment expects "" (it is treated as absent). In the same
+	// transaction it records p.Now as the last-served time (see LastServed)
+	// of every version the environment served before (invalidated or not)
+	// and no longer serves; a refused promotion records nothing.
 	Promote(ctx context.Context, p PromoteParams) (*Environment, error)
 	// Finalize marks the environment's current plan finalised, pinned to
 	// PlanID: ErrConflictingPlan if another plan is current, ErrNotFound if
@@ -418,8 +432,22 @@ type Store interface {
 	// Reason ReasonInvalidated (see SupersededEvent).
 	Invalidate(ctx context.Context, p InvalidateParams) error
 	// DeleteEnvironment removes an environment row (janitor), pinned to its
-	// generation: ErrConflictingPlan if it changed since it was read.
-	DeleteEnvironment(ctx context.Context, name string, generation int64) error
+	// generation: ErrConflictingPlan if it changed since it was read,
+	// ErrNotFound if there is none. In the same transaction it records p.Now
+	// as the last-served time of every version the environment served; a
+	// refused delete records nothing. p.Now is required.
+	DeleteEnvironment(ctx context.Context, p DeleteEnvironmentParams) error
+	// LastServed returns, for every key among keys that an environment ever
+	// stopped serving, the latest time one did: the Now of the promotion
+	// that replaced it (Promote) or of the deletion of an environment that
+	// served it (DeleteEnvironment). The latest wins whatever the order of
+	// the writes. A version that some environment still serves may have one
+	// (another environment stopped serving it, or this one served it
+	// before); a version never served, or served only before this was
+	// recorded, is absent. Times are UTC. It answers in one or a few
+	// queries however many keys there are. This is what the janitor's
+	// snapshot_ttl is measured from (see RetainUnserved).
+	LastServed(ctx context.Context, keys []VersionKey) (map[VersionKey]time.Time, error)
 
 	// SavePlan stores a plan. Saving an id twice with the same payload is a
 	// no-op; with a different payload it is an error.

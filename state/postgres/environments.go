@@ -109,7 +109,9 @@ func (r txReader) GetEnvironment(ctx context.Context, name string) (*state.Envir
 //  4. writes the new snapshots with generation + 1, PreviousPlanID set to
 //     the plan id the row held (also when invalidated; "" when absent or
 //     deleted), FinalizedAt and Invalidated cleared;
-//  5. records what the check returned (its debts and events), and settles
+//  5. records p.Now as the last-served time of every version the row
+//     served (invalidated or not) that the new snapshots do not serve;
+//  6. records what the check returned (its debts and events), and settles
 //     the environment's open debts on versions it no longer serves:
 //     repaired, superseded, or superseded and carried to the version it
 //     serves instead (see debtWriter).
@@ -140,11 +142,11 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 		if _, err := tx.Exec(ctx, `INSERT INTO environments (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, p.Environment); err != nil {
 			return fmt.Errorf("creating the environment row: %w", err)
 		}
-		var stored string
+		var stored, storedSnaps string
 		var invalidated, deleted bool
 		if err := tx.QueryRow(ctx, `
-			SELECT plan_id, invalidated, deleted FROM environments WHERE name = $1 FOR UPDATE`,
-			p.Environment).Scan(&stored, &invalidated, &deleted); err != nil {
+			SELECT plan_id, snapshots::text, invalidated, deleted FROM environments WHERE name = $1 FOR UPDATE`,
+			p.Environment).Scan(&stored, &storedSnaps, &invalidated, &deleted); err != nil {
 			return fmt.Errorf("locking the environment: %w", err)
 		}
 		current := stored
@@ -173,6 +175,13 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 			RETURNING generation`,
 			p.Environment, p.PlanID, stored, string(encoded), state.Micros(p.Now), state.Micros(p.ExpiresAt)).Scan(&gen); err != nil {
 			return fmt.Errorf("writing the environment: %w", err)
+		}
+		var before []state.SnapshotRef
+		if err := json.Unmarshal([]byte(storedSnaps), &before); err != nil {
+			return fmt.Errorf("decoding the snapshots the environment served: %w", err)
+		}
+		if err := recordLastServed(ctx, tx, before, refs, p.Now); err != nil {
+			return err
 		}
 		if err := state.RecordCheckResult(ctx, debtWriter{tx}, p, refs, res); err != nil {
 			return err
@@ -279,30 +288,48 @@ func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error 
 }
 
 // DeleteEnvironment removes an environment, as a compare-and-swap on its
-// generation in the UPDATE's WHERE clause: a promotion since the caller read
-// it gives state.ErrConflictingPlan, and no environment gives
-// state.ErrNotFound.
+// generation: a promotion since the caller read it gives
+// state.ErrConflictingPlan, and no environment gives state.ErrNotFound. The
+// row is locked FOR UPDATE and checked, then rewritten, and every version it
+// served gets p.Now as its last-served time, in one transaction.
 //
 // The row is kept, marked deleted, with its generation: a later promotion of
 // the same name continues from it, so a generation is never reused and a
 // writer fenced on the deleted environment's generation stays fenced.
-func (s *Store) DeleteEnvironment(ctx context.Context, name string, generation int64) error {
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE environments SET
-			deleted = true, plan_id = '', previous_plan_id = '', snapshots = '[]',
-			promoted_at_us = 0, finalized_at_us = 0, expires_at_us = 0, invalidated = false
-		WHERE name = $1 AND generation = $2 AND NOT deleted`,
-		name, generation)
+func (s *Store) DeleteEnvironment(ctx context.Context, p state.DeleteEnvironmentParams) error {
+	if p.Now.IsZero() {
+		return fmt.Errorf("postgres state: delete environment %q: %w", p.Name, errNoNow)
+	}
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var gen int64
+		var snaps string
+		err := tx.QueryRow(ctx, `
+			SELECT generation, snapshots::text FROM environments WHERE name = $1 AND NOT deleted FOR UPDATE`,
+			p.Name).Scan(&gen, &snaps)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("environment %q: %w", p.Name, state.ErrNotFound)
+		}
+		if err != nil {
+			return fmt.Errorf("locking the environment: %w", err)
+		}
+		if gen != p.Generation {
+			return fmt.Errorf("it is at generation %d: %w", gen, state.ErrConflictingPlan)
+		}
+		var before []state.SnapshotRef
+		if err := json.Unmarshal([]byte(snaps), &before); err != nil {
+			return fmt.Errorf("decoding the snapshots the environment served: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `
+			UPDATE environments SET
+				deleted = true, plan_id = '', previous_plan_id = '', snapshots = '[]',
+				promoted_at_us = 0, finalized_at_us = 0, expires_at_us = 0, invalidated = false
+			WHERE name = $1`, p.Name); err != nil {
+			return fmt.Errorf("deleting: %w", err)
+		}
+		return recordLastServed(ctx, tx, before, nil, p.Now)
+	})
 	if err != nil {
-		return fmt.Errorf("postgres state: delete environment %q at generation %d: %w", name, generation, err)
+		return fmt.Errorf("postgres state: delete environment %q at generation %d: %w", p.Name, p.Generation, err)
 	}
-	if tag.RowsAffected() == 1 {
-		return nil
-	}
-	e, err := s.GetEnvironment(ctx, name)
-	if err != nil {
-		return fmt.Errorf("postgres state: delete environment %q at generation %d: %w", name, generation, err)
-	}
-	return fmt.Errorf("postgres state: delete environment %q at generation %d: it is at generation %d: %w",
-		name, generation, e.Generation, state.ErrConflictingPlan)
+	return nil
 }

@@ -514,7 +514,8 @@ func queueFence(b *pgx.Batch, f state.Fence, now int64) {
 }
 
 // DeleteIntervals removes every interval of the given versions (the
-// janitor's job), and their last writes (with their interval_keys rows). The keys' rows are locked in key order first, so it waits
+// janitor's job), their last writes (with their interval_keys rows) and
+// their last-served times. The keys' rows are locked in key order first, so it waits
 // for interval writers and promotion checks on those keys and never
 // deadlocks with another DeleteIntervals.
 func (s *Store) DeleteIntervals(ctx context.Context, keys []state.VersionKey) error {
@@ -544,6 +545,11 @@ func (s *Store) DeleteIntervals(ctx context.Context, keys []state.VersionKey) er
 			DELETE FROM interval_keys k USING unnest($1::text[], $2::text[]) AS u(n, v)
 			WHERE k.name = u.n AND k.version = u.v`, names, versions); err != nil {
 			return fmt.Errorf("deleting interval records: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `
+			DELETE FROM version_last_served s USING unnest($1::text[], $2::text[]) AS u(n, v)
+			WHERE s.name = u.n AND s.version = u.v`, names, versions); err != nil {
+			return fmt.Errorf("deleting last-served times: %w", err)
 		}
 		return nil
 	})

@@ -130,9 +130,11 @@ func checkPromote(p state.PromoteParams) ([]state.SnapshotRef, error) {
 // IMMEDIATE transaction, so of any number of promoters that expect the same
 // plan id exactly one succeeds and the others fail with
 // state.ErrConflictingPlan having changed nothing, and a failed check or an
-// unrecordable debt leaves no trace. The new generation exceeds every
-// generation the name ever had, also across DeleteEnvironment. p.Check must
-// read only through the Reader it is given.
+// unrecordable debt leaves no trace. The versions the environment served
+// before and no longer serves get p.Now as their last-served time in that
+// transaction too. The new generation exceeds every generation the name
+// ever had, also across DeleteEnvironment. p.Check must read only through
+// the Reader it is given.
 func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Environment, error) {
 	refs, err := checkPromote(p)
 	if err != nil {
@@ -176,6 +178,11 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 		}
 		if err := writeEnvironment(ctx, tx, e); err != nil {
 			return err
+		}
+		if cur != nil {
+			if err := recordLastServed(ctx, tx, cur.Snapshots, refs, p.Now); err != nil {
+				return err
+			}
 		}
 		if err := state.RecordCheckResult(ctx, debtWriter{tx}, p, refs, res); err != nil {
 			return fmt.Errorf("promotion of plan %q: %w", p.PlanID, err)
@@ -292,32 +299,32 @@ func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error 
 	return nil
 }
 
-// DeleteEnvironment removes an environment row, pinned to generation:
+// DeleteEnvironment removes an environment row, pinned to p.Generation:
 // state.ErrConflictingPlan when it was promoted since, state.ErrNotFound when
-// it is gone. The name's generation counter survives.
-func (s *Store) DeleteEnvironment(ctx context.Context, name string, generation int64) error {
+// it is gone. The name's generation counter survives. In the same IMMEDIATE
+// transaction every version the environment served gets p.Now as its
+// last-served time.
+func (s *Store) DeleteEnvironment(ctx context.Context, p state.DeleteEnvironmentParams) error {
+	if p.Now.IsZero() {
+		return fmt.Errorf("sqlite: delete environment %q: %w", p.Name, errNoNow)
+	}
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx,
-			`DELETE FROM environments WHERE name = ? AND generation = ?`, name, generation)
+		cur, err := getEnvironment(ctx, tx, p.Name)
 		if err != nil {
 			return err
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
+		if cur.Generation != p.Generation {
+			return fmt.Errorf("%w: environment %q is at generation %d, not %d",
+				state.ErrConflictingPlan, p.Name, cur.Generation, p.Generation)
+		}
+		if _, err := tx.ExecContext(ctx,
+			`DELETE FROM environments WHERE name = ? AND generation = ?`, p.Name, p.Generation); err != nil {
 			return err
 		}
-		if n == 1 {
-			return nil
-		}
-		cur, err := getEnvironment(ctx, tx, name)
-		if err != nil {
-			return err
-		}
-		return fmt.Errorf("%w: environment %q is at generation %d, not %d",
-			state.ErrConflictingPlan, name, cur.Generation, generation)
+		return recordLastServed(ctx, tx, cur.Snapshots, nil, p.Now)
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: delete environment %q: %w", name, err)
+		return fmt.Errorf("sqlite: delete environment %q: %w", p.Name, err)
 	}
 	return nil
 }

@@ -323,8 +323,8 @@ func keysJSON(keys []state.VersionKey) (string, error) {
 	return string(b), nil
 }
 
-// DeleteIntervals removes every stored range of the given versions, and
-// their last writes, in one transaction.
+// DeleteIntervals removes every stored range of the given versions, their
+// last writes and their last-served times, in one transaction.
 func (s *Store) DeleteIntervals(ctx context.Context, keys []state.VersionKey) error {
 	if len(keys) == 0 {
 		return nil
@@ -334,7 +334,7 @@ func (s *Store) DeleteIntervals(ctx context.Context, keys []state.VersionKey) er
 		return fmt.Errorf("sqlite: delete intervals: %w", err)
 	}
 	err = s.write(ctx, func(tx *sql.Tx) error {
-		for _, table := range []string{"intervals", "interval_last_writes"} {
+		for _, table := range []string{"intervals", "interval_last_writes", "version_last_served"} {
 			if _, err := tx.ExecContext(ctx, `
 				DELETE FROM `+table+` WHERE (name, version) IN (
 					SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,

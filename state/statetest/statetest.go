@@ -56,6 +56,10 @@
 //   - supersede, in Invalidate's transaction, every open debt of the
 //     environment, each with its gap_superseded event (no plan, reason
 //     state.ReasonInvalidated), and no other debt;
+//   - record, atomically with a promotion or an environment's deletion, the
+//     Now of it as the last-served time of every version it stops serving
+//     (the latest time wins, whatever the order of the writes), and nothing
+//     for a refused one; DeleteIntervals removes it;
 //   - list plans newest first (CreatedAt descending, ties by ID), with
 //     CreatedAfter strictly after, and refuse a negative limit.
 package statetest
@@ -117,6 +121,7 @@ func groups() []struct {
 		{"Snapshots", snapshotTests()},
 		{"Intervals", intervalTests()},
 		{"LastWrites", lastWriteTests()},
+		{"LastServed", lastServedTests()},
 		{"Fencing", fencingTests()},
 		{"Environments", environmentTests()},
 		{"Plans", planTests()},
@@ -129,9 +134,9 @@ func groups() []struct {
 }
 
 // Run runs every conformance test against stores from newStore, as parallel
-// subtests grouped by area (Snapshots, Intervals, LastWrites, Fencing,
-// Environments, Plans, Leases, Events, Debts, Schema, Races). Each test gets its own
-// store.
+// subtests grouped by area (Snapshots, Intervals, LastWrites, LastServed,
+// Fencing, Environments, Plans, Leases, Events, Debts, Schema, Races). Each
+// test gets its own store.
 func Run(t *testing.T, newStore Factory) {
 	t.Helper()
 	for _, g := range groups() {
