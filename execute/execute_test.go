@@ -248,3 +248,53 @@ func TestDeclaredColumnsMustMatchTheQuery(t *testing.T) {
 		})
 	}
 }
+
+// wholeKinds is a SEED of four rows, a FULL model keeping three of them and
+// a VIEW keeping two of those, in SQL both engines run.
+var wholeKinds = map[string]string{
+	"seeds/people.csv": "id,name\n1,ann\n2,bob\n3,cy\n4,dee\n",
+	"models/people.sql": `MODEL (name demo.people, kind SEED (path '../seeds/people.csv'), cron '@daily', start '2024-01-01');
+`,
+	"models/kept.sql": `MODEL (name demo.kept, kind FULL, cron '@daily', start '2024-01-01');
+SELECT id, name FROM demo.people WHERE id > 1`,
+	"models/shown.sql": `MODEL (name demo.shown, kind VIEW, cron '@daily', start '2024-01-01');
+SELECT id, name FROM demo.kept WHERE id > 2`,
+}
+
+// Scenario: on both backends, a SEED, a FULL and a VIEW model are built
+// whole. Each reports the rows its table or view holds (4, 3, 2), not the
+// 0 rows their writes return; so does the SEED when a later build finds it
+// already loaded and leaves it alone.
+func TestWholeKindsReportTheRowsTheyHold(t *testing.T) {
+	t.Parallel()
+	for _, setup := range []func(testing.TB, bool, map[string]string) *executetest.Bundle{executetest.Setup, executetest.SetupPostgres} {
+		b := setup(t, false, wholeKinds)
+		t.Run(b.Backends, func(t *testing.T) {
+			pr := b.Load(t)
+			tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+			require.NoError(t, err)
+			exec := at(2024, 1, 3, 0)
+			var reported []int64
+			x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet,
+				Now: func() time.Time { return exec }, OnBatch: func(bt execute.Batch) { reported = append(reported, bt.Rows) }}
+			for _, c := range []struct {
+				model string
+				rows  int64
+			}{{"demo.people", 4}, {"demo.kept", 3}, {"demo.shown", 2}} {
+				tpl := tpls[c.model]
+				require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
+				res, err := x.Execute(b.Ctx, execute.Work{Template: tpl, Whole: true, Execution: exec, SkipCovered: true})
+				require.NoError(t, err, c.model)
+				require.Equal(t, 1, res.Batches, c.model)
+				require.Equal(t, c.rows, res.Rows, c.model)
+			}
+			require.Equal(t, []int64{4, 3, 2}, reported, "the per-batch reports agree")
+
+			// A day later the seed is due again; its table is complete
+			// and left alone, and it still holds four rows.
+			res, err := x.Execute(b.Ctx, execute.Work{Template: tpls["demo.people"], Whole: true, Execution: at(2024, 1, 4, 0)})
+			require.NoError(t, err)
+			require.Equal(t, int64(4), res.Rows)
+		})
+	}
+}
