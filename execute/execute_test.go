@@ -1,9 +1,12 @@
 package execute_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/warehouse"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -295,6 +299,65 @@ func TestWholeKindsReportTheRowsTheyHold(t *testing.T) {
 			res, err := x.Execute(b.Ctx, execute.Work{Template: tpls["demo.people"], Whole: true, Execution: at(2024, 1, 4, 0)})
 			require.NoError(t, err)
 			require.Equal(t, int64(4), res.Rows)
+		})
+	}
+}
+
+// cancelAt is a real engine whose n-th InsertInterval cancels the work's
+// context before it writes: Ctrl-C arriving with that batch in flight.
+type cancelAt struct {
+	warehouse.Engine
+	n      int32
+	calls  atomic.Int32
+	cancel context.CancelFunc
+}
+
+func (c *cancelAt) InsertInterval(ctx context.Context, p warehouse.InsertIntervalParams) (int64, error) {
+	if c.calls.Add(1) == c.n {
+		c.cancel()
+	}
+	return c.Engine.InsertInterval(ctx, p)
+}
+
+// Scenario: the user presses Ctrl-C while the third daily batch is in
+// flight. The batch rolls back and records nothing; the error wraps
+// context.Canceled and carries no SQL, nothing is logged as an error, and
+// running the same work again resumes at the third day.
+func TestInterruptedBatchIsNotAFailure(t *testing.T) {
+	t.Parallel()
+	for _, setup := range []func(testing.TB, bool, map[string]string) *executetest.Bundle{executetest.Setup, executetest.SetupPostgres} {
+		b := setup(t, false, map[string]string{"models/daily.sql": `MODEL (name demo.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, batch_size 1), cron '@daily', start '2024-01-01');
+SELECT @start_ts AS ts, 1 AS v`})
+		t.Run(b.Backends, func(t *testing.T) {
+			pr := b.Load(t)
+			tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+			require.NoError(t, err)
+			tpl := tpls["demo.daily"]
+			exec := at(2024, 1, 6, 0)
+			ctx, cancel := context.WithCancel(b.Ctx)
+			defer cancel()
+			var logs bytes.Buffer
+			x := &execute.Executor{Engine: &cancelAt{Engine: b.Engine, n: 3, cancel: cancel}, Store: b.Store, ProjectDir: b.Dir,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Now: func() time.Time { return exec }}
+			require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
+			work := interval.NewSet(interval.NewRange(at(2024, 1, 1, 0), at(2024, 1, 6, 0)))
+			res, err := x.Execute(ctx, execute.Work{Template: tpl, Ranges: work, Execution: exec, SkipCovered: true})
+			require.ErrorIs(t, err, context.Canceled)
+			var be *execute.BatchError
+			require.ErrorAs(t, err, &be)
+			require.Equal(t, interval.NewRange(at(2024, 1, 3, 0), at(2024, 1, 4, 0)), be.Interval)
+			require.Empty(t, be.SQL, "an interruption is not reported with its SQL")
+			require.Equal(t, 2, res.Batches)
+			require.NotContains(t, logs.String(), "level=ERROR")
+			require.Contains(t, logs.String(), `msg="batch interrupted"`)
+			s := tpl.Snapshot
+			require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-03T00:00:00Z)}", b.Intervals(t, s.Name, s.Version))
+
+			res, err = x.Execute(b.Ctx, execute.Work{Template: tpl, Ranges: work, Execution: exec, SkipCovered: true})
+			require.NoError(t, err)
+			require.Equal(t, 3, res.Batches, "resumed at the third day")
+			require.Equal(t, work.String(), b.Intervals(t, s.Name, s.Version))
+			require.Equal(t, int64(5), b.Count(t, b.Engine.QuoteTable(tpl.Table)))
 		})
 	}
 }
