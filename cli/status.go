@@ -44,9 +44,8 @@ type statusRow struct {
 	LastRunAt    time.Time `json:"last_run_at,omitzero"`
 	LastRunRange string    `json:"last_run_range,omitempty"`
 
-	// covered and missing are Covered and Missing as sets, for the compact
-	// table.
-	covered, missing interval.Set
+	// covered is Covered as a set, for the compact table.
+	covered interval.Set
 }
 
 // openDebtRow is one open debt of a model in `gapless status --json`.
@@ -74,7 +73,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 	var asJSON, wide bool
 	cmd := &cobra.Command{
 		Use:   "status [ENV]",
-		Short: "Per model of ENV (default prod): version, kind, cron, covered ranges, frontier, gaps and last run",
+		Short: "Per model of ENV (default prod): version, covered ranges, gaps, debt and last run (--wide: kind, cron, frontier)",
 		Long: `Reads the state store only (the warehouse is not opened). For every model
 ENV serves it prints the version, the covered ranges, what is missing
 (intervals due at --execution-time that are not computed; "gapless run"
@@ -185,7 +184,7 @@ func environmentStatus(ctx context.Context, store state.Store, env string, exec 
 				return nil, err
 			default:
 				res := spec.Missing(set, exec)
-				row.Missing, row.MissingBuckets, row.missing = rangeStrings(res.Missing), res.Buckets, res.Missing
+				row.Missing, row.MissingBuckets = rangeStrings(res.Missing), res.Buckets
 			}
 		}
 		rep.Models = append(rep.Models, row)
