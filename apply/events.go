@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 
 	"github.com/gapless-dev/gapless/execute"
@@ -135,6 +136,12 @@ func (e StageFinished) log(ctx context.Context, l *slog.Logger) {
 }
 
 func (e StageFailed) log(ctx context.Context, l *slog.Logger) {
+	if errors.Is(e.Err, context.Canceled) || errors.Is(e.Err, context.DeadlineExceeded) {
+		// Interrupted (Ctrl-C, SIGTERM): not a failure to report with its
+		// SQL; the command says what was kept and how to resume.
+		l.InfoContext(ctx, "stage interrupted", slog.String("stage", string(e.Stage)), slog.String("error", e.Err.Error()))
+		return
+	}
 	if e.Replanning {
 		l.WarnContext(ctx, "stage failed; the replan policy applies a fresh plan", slog.String("stage", string(e.Stage)), slog.Any("error", e.Err))
 		return

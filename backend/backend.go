@@ -45,6 +45,9 @@ type Options struct {
 	LockWait time.Duration
 	// Clock paces the lock wait (nil: the real clock). Tests inject one.
 	Clock duckdb.Clock
+	// OnLockWait, when set, is called once when opening a DuckDB warehouse
+	// has waited duckdb.WaitNotice for another process holding the file.
+	OnLockWait func(path string, waited time.Duration)
 	// Log receives one record per opened component; nil discards.
 	Log *slog.Logger
 	// StateOnly opens the state store alone (Engine stays nil), for
@@ -120,7 +123,7 @@ func OpenEngine(ctx context.Context, conn config.Conn, opts Options) (warehouse.
 				return nil, fmt.Errorf("creating the warehouse folder: %w", err)
 			}
 		}
-		e, err := duckdb.Open(ctx, conn.Path, duckdb.Options{LockWait: opts.LockWait, Clock: opts.Clock})
+		e, err := duckdb.Open(ctx, conn.Path, duckdb.Options{LockWait: opts.LockWait, Clock: opts.Clock, OnWait: opts.OnLockWait})
 		if errors.Is(err, duckdb.ErrLocked) {
 			return nil, &LockedError{Path: conn.Path, Err: err}
 		}

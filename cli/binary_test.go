@@ -47,7 +47,7 @@ func TestBinaryExitCodes(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	r = runBinary(t, filepath.Join(dir, "models"), "status", "--execution-time", t1)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "[2024-01-01T00:00:00Z, 2024-01-02T05:00:00Z)")
+	require.Contains(t, r.stdout, "[2024-01-01 00:00, 2024-01-02 05:00)")
 
 	r = runBinary(t, dir, "plan", "--no-such-flag")
 	require.Equal(t, 2, r.code)

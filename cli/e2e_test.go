@@ -102,7 +102,7 @@ func TestInitPlanRunStatus(t *testing.T) {
 	require.Equal(t, testNow, ev.LastRunAt)
 	require.Equal(t, "[2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z)", ev.LastRunRange)
 	require.Equal(t, "[2024-01-01T00:00:00Z, 2024-01-02T00:00:00Z)", st["demo.daily_revenue"].LastRunRange)
-	human := mustRun(t, dir, "status", "--execution-time", t1)
+	human := mustRun(t, dir, "status", "--wide", "--execution-time", t1)
 	require.Contains(t, human, "LAST RUN")
 	require.Contains(t, human, "2024-03-01T10:30:00Z [2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z)")
 	raw := mustRun(t, dir, "status", "--json", "--execution-time", t1)

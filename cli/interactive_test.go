@@ -28,7 +28,7 @@ func runTerminal(t *testing.T, wd, stdin string, args ...string) result {
 }
 
 // Scenario: on a terminal, plan asks before applying. "n" applies nothing;
-// "y" applies, with a progress bar on stderr.
+// "y" applies, with progress bars on stderr.
 func TestPlanAsksOnATerminal(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -41,7 +41,7 @@ func TestPlanAsksOnATerminal(t *testing.T) {
 	r = runTerminal(t, dir, "y\n", "plan", "--execution-time", t0)
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "Applied plan")
-	require.Contains(t, r.stderr, "backfill prod")
+	require.Contains(t, r.stderr, "demo.events")
 	require.Equal(t, float64(24*12), count(t, dir, "demo.events"))
 }
 
@@ -51,7 +51,7 @@ func TestNoProgressBarsOffATerminal(t *testing.T) {
 	dir := initProject(t)
 	r := run(t, dir, "plan", "--auto-apply", "--log-format", "json", "--execution-time", t0)
 	require.Equal(t, ExitOK, r.code, r.stderr)
-	require.NotContains(t, r.stderr, "backfill prod")
+	require.NotContains(t, r.stderr, "1/1 batches")
 	for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
 		var rec map[string]any
 		require.NoError(t, json.Unmarshal([]byte(line), &rec), "every stderr line is a JSON log record: %q", line)

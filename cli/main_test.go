@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -65,8 +66,9 @@ func hold(path string) int {
 }
 
 // startHolder makes another process hold the DuckDB file at path until the
-// test ends.
-func startHolder(t *testing.T, path string) {
+// test ends, or until release is called: release returns once the process
+// has exited, so the file is free.
+func startHolder(t *testing.T, path string) (release func()) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), holdEnv+"="+path)
@@ -81,14 +83,19 @@ func startHolder(t *testing.T, path string) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		_ = stdin.Close()
-		_ = cmd.Wait()
-	})
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			_ = stdin.Close()
+			_ = cmd.Wait()
+		})
+	}
+	t.Cleanup(release)
 	lines := bufio.NewScanner(stdout)
 	if !lines.Scan() || lines.Text() != "ready" {
 		t.Fatalf("the holder of %s did not start", path)
 	}
+	return release
 }
 
 // requireBinary returns the built gapless binary or fails the test.

@@ -134,10 +134,11 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	for _, w := range pol.warnings(opts.Policy, opts.NoGaps) {
 		g.log.Warn(w)
 	}
-	for _, name := range append(append([]string(nil), f.selectModels...), f.restate...) {
-		if _, ok := pr.Models[name]; !ok {
-			return fmt.Errorf("model %s: no such model in %s", name, pr.Dir)
-		}
+	if err := checkModels(pr, "--select-model", f.selectModels); err != nil {
+		return err
+	}
+	if err := checkModels(pr, "--restate-model", f.restate); err != nil {
+		return err
 	}
 	// Planning reads state only; the warehouse (a DuckDB file is held by one
 	// process at a time) is opened only to apply.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/gapless-dev/gapless/backend"
@@ -60,6 +62,22 @@ func (g *globals) openProjectWithParser(ctx context.Context) (*project.Project, 
 	return pr, cfg, p, nil
 }
 
+// checkModels refuses a name given with flag that is not a model of pr,
+// with the closest model name as a suggestion.
+func checkModels(pr *project.Project, flag string, names []string) error {
+	for _, name := range names {
+		if _, ok := pr.Models[name]; !ok {
+			return fmt.Errorf("%s: model %s: no such model in %s%s", flag, name, pr.Dir, didYouMean(name, modelNames(pr)))
+		}
+	}
+	return nil
+}
+
+// modelNames lists pr's models by name.
+func modelNames(pr *project.Project) []string {
+	return slices.Sorted(maps.Keys(pr.Models))
+}
+
 // openConfig finds the project and reads its gapless.yaml only, for commands
 // that do not need the models (environments, query, migrate, ...).
 func (g *globals) openConfig() (*config.Config, error) {
@@ -74,7 +92,7 @@ func (g *globals) openConfig() (*config.Config, error) {
 // stateOnly the warehouse is not opened (Engine is nil). The caller closes
 // the backend with closeBackend.
 func (g *globals) openBackend(ctx context.Context, cfg *config.Config, stateOnly bool) (*backend.Backend, error) {
-	b, err := backend.Open(ctx, cfg, backend.Options{LockWait: g.duckdbLockWait(), Log: g.log, StateOnly: stateOnly})
+	b, err := backend.Open(ctx, cfg, g.backendOptions(stateOnly))
 	if err != nil {
 		return nil, err
 	}
@@ -84,12 +102,33 @@ func (g *globals) openBackend(ctx context.Context, cfg *config.Config, stateOnly
 
 // openEngine opens the warehouse alone, for a backend opened state-only.
 func (g *globals) openEngine(ctx context.Context, cfg *config.Config) (warehouse.Engine, error) {
-	e, err := backend.OpenEngine(ctx, cfg.Warehouse, backend.Options{LockWait: g.duckdbLockWait(), Log: g.log})
+	e, err := backend.OpenEngine(ctx, cfg.Warehouse, g.backendOptions(false))
 	if err != nil {
 		return nil, err
 	}
 	g.log.Debug("warehouse opened", "warehouse", cfg.Warehouse.String())
 	return e, nil
+}
+
+// backendOptions are how commands open backends: waiting up to --lock-wait
+// for a DuckDB file another process holds, and saying so after a second.
+func (g *globals) backendOptions(stateOnly bool) backend.Options {
+	return backend.Options{LockWait: g.duckdbLockWait(), Clock: g.env.WaitClock, Log: g.log, StateOnly: stateOnly,
+		OnLockWait: func(path string, _ time.Duration) {
+			g.say(fmt.Sprintf("waiting for the warehouse, held by another process: %s (up to --lock-wait %s)", path, g.lockWait),
+				"path", path, "lock_wait", g.lockWait)
+		}}
+}
+
+// say tells the person at the terminal something the command is doing
+// that they would otherwise wonder about (a wait): one plain line on stderr,
+// or a warning record under --log-format json, so that stderr stays JSON.
+func (g *globals) say(line string, attrs ...any) {
+	if g.logFormat == "json" {
+		g.log.Warn(line, attrs...)
+		return
+	}
+	fmt.Fprintln(g.env.Stderr, "gapless: "+line)
 }
 
 // duckdbLockWait maps --lock-wait to duckdb's convention, where zero means

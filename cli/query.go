@@ -18,7 +18,8 @@ func newQueryCmd(g *globals) *cobra.Command {
 		Use:   `query "SQL"`,
 		Short: "Run a read query on the warehouse and print the rows",
 		Long: `Runs one read query on the project's warehouse and prints the rows as a
-table, or with --json as {"columns": [...], "rows": [[...], ...]}. prod's
+table, or with --json as {"columns": [...], "types": [...], "rows": [[...],
+...]}. DATE values print as dates (2024-01-02), timestamps in RFC 3339. prod's
 models are views named schema.table; environment E's are schema__E.table.`,
 		Args: rangeArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
@@ -32,8 +33,9 @@ models are views named schema.table; environment E's are schema__E.table.`,
 			if err != nil {
 				return fmt.Errorf("query: %w", err)
 			}
+			showDates(res)
 			if asJSON {
-				out := warehouse.Result{Columns: res.Columns, Rows: res.Rows}
+				out := warehouse.Result{Columns: res.Columns, Types: res.Types, Rows: res.Rows}
 				if out.Columns == nil {
 					out.Columns = []string{}
 				}
@@ -65,6 +67,25 @@ func printResult(w io.Writer, res *warehouse.Result) error {
 	}
 	fmt.Fprintf(w, "(%d rows)\n", len(res.Rows))
 	return nil
+}
+
+// showDates replaces the values of DATE columns (a time.Time at midnight,
+// as engines return them) by the date they are, "2024-01-02", so that rows
+// print and encode as dates, not as timestamps.
+func showDates(res *warehouse.Result) {
+	for i, typ := range res.Types {
+		if typ != "DATE" {
+			continue
+		}
+		for _, row := range res.Rows {
+			if i >= len(row) {
+				continue
+			}
+			if t, ok := row[i].(time.Time); ok {
+				row[i] = t.UTC().Format(time.DateOnly)
+			}
+		}
+	}
 }
 
 func cell(v any) string {

@@ -77,7 +77,7 @@ func (g *globals) render(ctx context.Context, name, env string, r interval.Range
 	defer parser.Close()
 	m, ok := pr.Models[name]
 	if !ok {
-		return "", fmt.Errorf("model %s: no such model in %s", name, pr.Dir)
+		return "", fmt.Errorf("model %s: no such model in %s%s", name, pr.Dir, didYouMean(name, modelNames(pr)))
 	}
 	if m.Kind == model.KindSeed || m.Kind == model.KindExternal {
 		return "", fmt.Errorf("model %s is %s: it has no query to render", name, m.Kind)

@@ -18,8 +18,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/model/suggest"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/warehouse/duckdb"
 )
 
 // Exit codes.
@@ -44,6 +46,10 @@ type Env struct {
 	// StderrTerminal says that stderr is a terminal: long work then shows
 	// progress bars there. Never set it for a pipe or a file.
 	StderrTerminal bool
+	// WaitClock paces waiting for a DuckDB warehouse file another process
+	// holds (--lock-wait); nil is the real clock. Tests inject one so that
+	// they wait without sleeping.
+	WaitClock duckdb.Clock
 }
 
 // UsageError is a mistake in how a command was called (unknown flag, bad
@@ -65,6 +71,7 @@ type globals struct {
 	logLevel      string
 	executionTime string
 	lockWait      time.Duration
+	verbose       int
 	level         slog.Level
 	log           *slog.Logger
 }
@@ -108,14 +115,16 @@ func newRoot(g *globals) *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
-			return g.setupLogging()
+			return g.setupLogging(cmd)
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &UsageError{Err: err} })
 	pf := root.PersistentFlags()
 	pf.StringVarP(&g.projectDir, "project", "p", "", "project folder (default: found from the working directory upwards, like git)")
 	pf.StringVar(&g.logFormat, "log-format", "text", "structured log format: text or json")
-	pf.StringVar(&g.logLevel, "log-level", "info", "least important log records shown: debug, info, warn or error")
+	pf.StringVar(&g.logLevel, "log-level", "warn", "least important log records shown: debug, info, warn or error "+
+		"(info with --log-format json and for the scheduler daemon)")
+	pf.CountVarP(&g.verbose, "verbose", "v", "show info records, per batch too (-vv: debug); --log-level overrides it")
 	pf.StringVar(&g.executionTime, "execution-time", "", "the time the command acts at (default: now), e.g. 2024-03-01 or 2024-03-01T12:00:00Z")
 	pf.DurationVar(&g.lockWait, "lock-wait", 30*time.Second, "how long to wait for another process holding the DuckDB warehouse file (0: do not wait)")
 	root.AddCommand(
@@ -135,29 +144,57 @@ func newRoot(g *globals) *cobra.Command {
 		newQueryCmd(g),
 		newMigrateCmd(g),
 		newSimulateCmd(g),
+		newVersionCmd(g),
 	)
-	// Unknown subcommands and bad argument counts are usage errors too.
+	// --version prints what `gapless version` prints.
+	root.Version = versionText()
+	root.SetVersionTemplate("{{.Version}}")
+	root.Flags().Bool("version", false, "print the version and exit (as gapless version)")
+	// Unknown subcommands and bad argument counts are usage errors too; a
+	// mistyped command gets the commands it is close to (cobra's edit
+	// distance and prefix rule).
+	root.SuggestionsMinimumDistance = 2
 	root.Args = func(cmd *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return usagef("unknown command %q for %q", args[0], cmd.CommandPath())
+		if len(args) == 0 {
+			return nil
 		}
-		return nil
+		hint := ""
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			hint = `; did you mean "` + strings.Join(s, `" or "`) + `"?`
+		}
+		return usagef("unknown command %q for %q%s", args[0], cmd.CommandPath(), hint)
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 	return root
 }
 
-func (g *globals) setupLogging() error {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return usagef("--log-level must be debug, info, warn or error, not %q", g.logLevel)
-	}
-	g.level = level
+// setupLogging sets the command's logger from --log-format, --log-level
+// and -v. A person reading text output sees warnings and errors only: what a
+// command did is its human output on stdout (what was backfilled, which
+// policy promoted what, what was accepted as debt), and per-batch records
+// would bury it. Machines get every info record: with --log-format json,
+// and from the scheduler daemon, whose log is its output.
+func (g *globals) setupLogging(cmd *cobra.Command) error {
 	switch g.logFormat {
 	case "text", "json":
 	default:
 		return usagef("--log-format must be text or json, not %q", g.logFormat)
 	}
+	name := g.logLevel
+	switch {
+	case cmd.Flags().Changed("log-level"):
+	case g.verbose == 1:
+		name = "info"
+	case g.verbose > 1:
+		name = "debug"
+	case g.logFormat == "json" || cmd.Name() == "scheduler":
+		name = "info"
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(name)); err != nil {
+		return usagef("--log-level must be debug, info, warn or error, not %q", name)
+	}
+	g.level = level
 	g.log = g.loggerTo(g.env.Stderr)
 	return nil
 }
@@ -218,4 +255,13 @@ func shortPolicyErrors(_ []string, a slog.Attr) slog.Attr {
 		parts[i] = strings.TrimSpace(v.Model + " [" + string(v.Reason) + "]")
 	}
 	return slog.String(a.Key, "promotion refused: "+strings.Join(parts, ", "))
+}
+
+// didYouMean is "; did you mean X?" for the name in names closest to word
+// (model/suggest's rule), or "" when none is close.
+func didYouMean(word string, names []string) string {
+	if s, ok := suggest.Closest(word, names); ok {
+		return fmt.Sprintf("; did you mean %s?", s)
+	}
+	return ""
 }

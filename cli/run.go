@@ -2,8 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	runner "github.com/gapless-dev/gapless/run"
 )
 
 func newRunCmd(g *globals) *cobra.Command {
@@ -15,7 +18,8 @@ func newRunCmd(g *globals) *cobra.Command {
 --execution-time and that are not computed yet, and runs them in dependency
 order: a model runs an interval only after its parents have it. It stops
 before its next model if ENV is promoted meanwhile (a circuit breaker), so
-it never writes on behalf of a retired version.`,
+it never writes on behalf of a retired version. When nothing is due it says
+so, and when the next interval becomes due.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
@@ -32,10 +36,23 @@ it never writes on behalf of a retired version.`,
 				return err
 			}
 			defer g.closeBackend(b, &err)
-			if err := g.runEnvironment(ctx, b, cfg.Dir, env, exec, selected); err != nil {
+			worked, err := g.runEnvironment(ctx, b, cfg.Dir, env, exec, selected)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.env.Stdout, "Ran %s at %s.\n", env, exec.Format("2006-01-02T15:04:05Z07:00"))
+			if worked {
+				fmt.Fprintf(g.env.Stdout, "Ran %s at %s.\n", env, exec.Format(time.RFC3339))
+				return nil
+			}
+			next, ok, err := runner.NextDue(ctx, b.Store, env, exec, selected)
+			if err != nil {
+				return err
+			}
+			line := fmt.Sprintf("Nothing due in %s at %s", env, exec.Format(time.RFC3339))
+			if ok {
+				line += fmt.Sprintf("; the next interval is due at %s (%s)", next.At.Format(time.RFC3339), next.Model)
+			}
+			fmt.Fprintln(g.env.Stdout, line+".")
 			return nil
 		},
 	}

@@ -7,20 +7,22 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/backend"
+	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/project"
 	runner "github.com/gapless-dev/gapless/run"
-	"github.com/gapless-dev/gapless/schedule"
-	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/sqlparse"
+	"github.com/gapless-dev/gapless/state"
 )
 
 // This file is the one place the command line calls the semantics packages
@@ -49,14 +51,16 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 	if b.Config != nil {
 		ttl = b.Config.TTL(pl.Environment)
 	}
-	bar := g.newProgress("backfill "+pl.Environment, planSteps(pl))
+	bars := g.newProgress(pl)
+	var committed atomic.Int64
 	res, err := apply.Apply(ctx, apply.Params{
 		Plan: pl, Store: b.Store, Engine: b.Engine, Parser: parser, ProjectDir: projectDir,
-		Now: g.now, Logger: g.progressLogger(bar),
+		Now: g.now, Logger: g.progressLogger(bars),
 		OnEvent: func(e apply.Event) {
 			if _, ok := e.(apply.BatchCommitted); ok {
-				bar.Increment()
+				committed.Add(1)
 			}
+			bars.event(e)
 		},
 		Policy:         override,
 		Lease:          lopts,
@@ -71,8 +75,11 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 				Additive: project.Additive(ctx, parser), ExecutionTime: at, Now: g.now()})
 		},
 	})
-	bar.Done(err == nil)
+	bars.Done(err == nil)
 	if err != nil {
+		if ctx.Err() != nil {
+			return res, &interruptedError{batches: committed.Load(), err: err}
+		}
 		var perr *policy.Error
 		if errors.As(err, &perr) {
 			return res, &refusedError{env: pl.Environment, planID: lastPlanID(pl, res), attempts: attempts(res), policy: perr, err: err}
@@ -86,6 +93,31 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 		g.log.Info("plan applied", "plan", res.Environment.PlanID, "environment", pl.Environment, "generation", res.Environment.Generation)
 	}
 	return res, nil
+}
+
+// interruptedError is a command stopped by its context (Ctrl-C, SIGTERM)
+// while it wrote: every batch committed before is recorded and kept (a
+// batch in flight rolled back and recorded nothing), so running the same
+// command again resumes after them. Its message is the one line the user
+// needs; the failure the command ended with stays reachable through Unwrap
+// but is not printed.
+type interruptedError struct {
+	batches int64
+	err     error
+}
+
+func (e *interruptedError) Error() string {
+	return fmt.Sprintf("interrupted: %s committed and kept; run the same command again to resume", plural(e.batches, "batch", "batches"))
+}
+
+func (e *interruptedError) Unwrap() error { return e.err }
+
+// plural is "1 batch", "3 batches".
+func plural(n int64, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }
 
 // refusedError is a promotion the policy refused, as the command line says
@@ -222,25 +254,6 @@ func printModels(out io.Writer, title, indent string, models []apply.ModelResult
 	}
 }
 
-// planSteps counts the batches a plan's backfill runs, for the progress bar.
-func planSteps(pl *plan.Plan) int64 {
-	byName := make(map[string]*snapshot.Snapshot, len(pl.Snapshots))
-	for _, s := range pl.Snapshots {
-		byName[s.Name] = s
-	}
-	var n int64
-	for _, b := range pl.Backfills {
-		s, ok := byName[b.Name]
-		switch {
-		case b.Whole || !ok:
-			n++
-		default:
-			n += int64(schedule.BatchCount(b.Ranges, s.Model.IntervalUnit, s.Model.BatchSize))
-		}
-	}
-	return n
-}
-
 // processName names this process for lease owners: host/pid.
 func processName() string {
 	host, err := os.Hostname()
@@ -265,31 +278,43 @@ func actorName() string {
 
 // runEnvironment runs, once, every due interval of every model env serves
 // at exec (only the selected models when any are given), and prints a line
-// per model that did work.
-func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projectDir, env string, exec time.Time, selected []string) error {
+// per model that did work. worked is false when no model had anything due
+// (nothing was printed).
+func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projectDir, env string, exec time.Time, selected []string) (worked bool, err error) {
 	e, _, err := plan.Against(ctx, b.Store, env)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if e == nil {
-		return fmt.Errorf("environment %s does not exist (or was invalidated); create it with: gapless plan %s", env, env)
+		return false, fmt.Errorf("environment %s does not exist (or was invalidated); create it with: gapless plan %s", env, env)
+	}
+	if err := checkServed(e, selected); err != nil {
+		return false, err
 	}
 	parser, err := sqlparse.Open()
 	if err != nil {
-		return fmt.Errorf("starting the SQL parser: %w", err)
+		return false, fmt.Errorf("starting the SQL parser: %w", err)
 	}
 	defer parser.Close()
+	var committed atomic.Int64
 	res, err := runner.Once(ctx, runner.Params{
 		Env: env, ExecutionTime: exec, Select: selected,
 		Store: b.Store, Engine: b.Engine, Parser: parser, ProjectDir: projectDir,
 		Now: g.now, Logger: g.log,
+		OnBatch: func(execute.Batch) { committed.Add(1) },
 		// Take each version's lease as a scheduler daemon does: a version a
 		// deploy (lock policy) or a daemon holds is deferred, not raced.
 		Leases: &lease.Options{Owner: "run " + processName()},
 	})
-	if err != nil && res == nil {
-		return fmt.Errorf("at %s: %w", exec.Format(time.RFC3339), err)
+	if err != nil && ctx.Err() != nil {
+		err = &interruptedError{batches: committed.Load(), err: err}
 	}
+	if err != nil && res == nil {
+		return false, atTime(exec, err)
+	}
+	worked = slices.ContainsFunc(res.Models, func(m runner.ModelResult) bool {
+		return m.Err != nil || m.BlockedBy != "" || m.DeferredBy != "" || m.Batches > 0 || !m.Waiting.IsEmpty()
+	})
 	// What ran is printed also when some model failed: a failed model stops
 	// only its own branch of the DAG.
 	for _, m := range res.Models {
@@ -318,7 +343,32 @@ func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projec
 		fmt.Fprintln(g.env.Stdout, line)
 	}
 	if err != nil {
-		return fmt.Errorf("at %s: %w", exec.Format(time.RFC3339), err)
+		return worked, atTime(exec, err)
+	}
+	return worked, nil
+}
+
+// atTime says at which execution time a run failed; an interruption is
+// said as is (one line: what was kept and how to resume).
+func atTime(exec time.Time, err error) error {
+	var ierr *interruptedError
+	if errors.As(err, &ierr) {
+		return ierr
+	}
+	return fmt.Errorf("at %s: %w", exec.Format(time.RFC3339), err)
+}
+
+// checkServed refuses a --select-model that e does not serve, with the
+// closest served name as a suggestion.
+func checkServed(e *state.Environment, selected []string) error {
+	names := make([]string, len(e.Snapshots))
+	for i, r := range e.Snapshots {
+		names[i] = r.Name
+	}
+	for _, name := range selected {
+		if !slices.Contains(names, name) {
+			return fmt.Errorf("--select-model %s: %s serves no such model%s", name, e.Name, didYouMean(name, names))
+		}
 	}
 	return nil
 }

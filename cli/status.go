@@ -43,6 +43,9 @@ type statusRow struct {
 	// written.
 	LastRunAt    time.Time `json:"last_run_at,omitzero"`
 	LastRunRange string    `json:"last_run_range,omitempty"`
+
+	// covered is Covered as a set, for the compact table.
+	covered interval.Set
 }
 
 // openDebtRow is one open debt of a model in `gapless status --json`.
@@ -67,18 +70,22 @@ type statusReport struct {
 }
 
 func newStatusCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, wide bool
 	cmd := &cobra.Command{
 		Use:   "status [ENV]",
-		Short: "Per model of ENV (default prod): version, kind, cron, covered ranges, frontier, gaps and last run",
+		Short: "Per model of ENV (default prod): version, covered ranges, gaps, debt and last run (--wide: kind, cron, frontier)",
 		Long: `Reads the state store only (the warehouse is not opened). For every model
-ENV serves it prints the version, kind and cron, the covered ranges, the
-frontier (end of the covered range), the missing ranges (intervals due at
---execution-time that are not computed; "gapless run" computes them) and
-its open freshness debt with its age: trailing gaps a promotion policy
-accepted, which the next run repairs (see "gapless debt"), and its last
-run: when intervals were last added to the model's version, and the range
-that write covered ("-" when never).`,
+ENV serves it prints the version, the covered ranges, what is missing
+(intervals due at --execution-time that are not computed; "gapless run"
+computes them), its open freshness debt with its age (trailing gaps a
+promotion policy accepted, which the next run repairs; see "gapless debt")
+and its last run: when intervals were last added to the model's version
+("-" when never). Times are UTC, to the minute (to the day for daily and
+coarser models), so that the table fits 120 columns.
+
+--wide adds the kind, cron and frontier (the end of the covered range),
+prints times in full and the missing ranges and the range the last run
+wrote; --json has all of it.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
@@ -102,10 +109,14 @@ that write covered ("-" when never).`,
 			if asJSON {
 				return writeJSON(g.env.Stdout, rep)
 			}
+			if wide {
+				return printStatusWide(g.env.Stdout, rep)
+			}
 			return printStatus(g.env.Stdout, rep)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&wide, "wide", false, "add kind, cron, frontier, the missing ranges and the last run's range, with times in full")
 	return cmd
 }
 
@@ -153,7 +164,8 @@ func environmentStatus(ctx context.Context, store state.Store, env string, exec 
 		m := snaps[r.Name].Model
 		set := covered[r.VersionKey()]
 		row := statusRow{Name: r.Name, Version: r.Version, Kind: string(m.Kind), Cron: m.Cron,
-			IntervalUnit: string(m.IntervalUnit), Covered: rangeStrings(set), Missing: []string{}, OpenDebt: []openDebtRow{}}
+			IntervalUnit: string(m.IntervalUnit), Covered: rangeStrings(set), Missing: []string{}, OpenDebt: []openDebtRow{},
+			covered: set}
 		if o := open[r.Name]; o != nil {
 			row.OpenDebt = o
 		}
@@ -216,12 +228,72 @@ func rangeStrings(s interval.Set) []string {
 	return out
 }
 
-func printStatus(w io.Writer, rep *statusReport) error {
+// printStatusHeader writes the lines above the table of `status`.
+func printStatusHeader(w io.Writer, rep *statusReport) {
 	fmt.Fprintf(w, "Environment %s: generation %d, plan %s, promoted %s; at %s\n\n", rep.Environment, rep.Generation,
 		rep.PlanID, rep.PromotedAt.UTC().Format(time.RFC3339), rep.ExecutionTime.Format(time.RFC3339))
 	if rep.OpenDebts > 0 {
 		fmt.Fprintf(w, "Freshness debt: %d open (the next `gapless run` repairs it; see `gapless debt %s`)\n\n", rep.OpenDebts, rep.Environment)
 	}
+}
+
+// printStatus writes the table of `status`, made to fit 120 columns: per
+// model its version, covered ranges, what is missing (a count), open debt
+// and when it last ran, times in UTC to the minute (to the day for models
+// of daily or coarser units). The rest is in --wide and --json.
+func printStatus(w io.Writer, rep *statusReport) error {
+	printStatusHeader(w, rep)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MODEL\tVERSION\tCOVERED (UTC)\tMISSING\tDEBT\tLAST RUN (UTC)")
+	for _, r := range rep.Models {
+		unit := interval.Unit(r.IntervalUnit)
+		var covered []string
+		for rg := range r.covered.All() {
+			covered = append(covered, shortRange(rg, unit))
+		}
+		missing := "-"
+		if r.MissingBuckets > 0 {
+			missing = countOf(r.MissingBuckets, unit)
+		}
+		last := "-"
+		if !r.LastRunAt.IsZero() {
+			last = r.LastRunAt.UTC().Format(minuteLayout)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Version, orDash(strings.Join(covered, ", ")), missing,
+			debtCell(r.OpenDebt), last)
+	}
+	return tw.Flush()
+}
+
+// minuteLayout is how the compact status table prints a time.
+const minuteLayout = "2006-01-02 15:04"
+
+// shortRange prints r as "[2024-01-01 00:00, 2024-01-02 05:00)", or with
+// dates only for a model whose unit is a day or coarser.
+func shortRange(r interval.Range, unit interval.Unit) string {
+	layout := minuteLayout
+	if unit == interval.Day || unit == interval.Month || unit == interval.Year {
+		layout = time.DateOnly
+	}
+	return "[" + r.Start.UTC().Format(layout) + ", " + r.End.UTC().Format(layout) + ")"
+}
+
+// countOf is n intervals of unit in words: "1 hour", "5 days",
+// "12 five-minute intervals".
+func countOf(n int, unit interval.Unit) string {
+	word := strings.ReplaceAll(string(unit), "_", "-")
+	if unit == interval.FiveMinute {
+		word += " interval"
+	}
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// printStatusWide writes `status --wide`: every column, times in full.
+func printStatusWide(w io.Writer, rep *statusReport) error {
+	printStatusHeader(w, rep)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODEL\tVERSION\tKIND\tCRON\tCOVERED\tFRONTIER\tMISSING\tDEBT\tLAST RUN")
 	for _, r := range rep.Models {

@@ -14,9 +14,9 @@ import (
 var testNow = time.Date(2024, 3, 1, 10, 30, 0, 0, time.UTC)
 
 // Scenario: a status report with one model written (at 05:00, [04:00,
-// 05:00)) and one never written. The table has a LAST RUN column with the
-// time and range, or "-"; the JSON has last_run_at and last_run_range for
-// the first model only.
+// 05:00)) and one never written. The --wide table has a LAST RUN column
+// with the time and range, or "-"; the JSON has last_run_at and
+// last_run_range for the first model only.
 func TestStatusLastRunColumnAndFields(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2024, 1, 2, 5, 0, 0, 0, time.UTC)
@@ -27,7 +27,7 @@ func TestStatusLastRunColumnAndFields(t *testing.T) {
 			OpenDebt: []openDebtRow{}},
 	}}
 	var out bytes.Buffer
-	require.NoError(t, printStatus(&out, rep))
+	require.NoError(t, printStatusWide(&out, rep))
 	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
 	require.Len(t, lines, 5)
 	require.Regexp(t, `DEBT\s+LAST RUN$`, string(lines[2]))

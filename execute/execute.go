@@ -82,7 +82,9 @@ var ErrStopped = errors.New("stopped before the next batch")
 
 // Result is what Execute did.
 type Result struct {
-	Batches  int
+	Batches int
+	// Rows is the rows the batches wrote; for a kind built whole (FULL,
+	// VIEW, SEED) it is the rows the table or view holds once built.
 	Rows     int64
 	Recorded interval.Set // ranges recorded by this call
 	Skipped  interval.Set // ranges of the work found already covered
@@ -408,6 +410,11 @@ func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r
 		rows, err = x.Engine.MergeByKey(ctx, warehouse.MergeParams{Table: t.Table, Key: s.Model.UniqueKey, Query: sql})
 	}
 	if err != nil {
+		if ierr := interrupted(ctx); ierr != nil {
+			x.logger().InfoContext(ctx, "batch interrupted", slog.String("model", s.Name), slog.String("version", s.Version),
+				slog.String("interval", r.String()))
+			return Batch{}, &BatchError{Model: s.Name, Version: s.Version, Interval: r, Err: ierr}
+		}
 		x.logger().ErrorContext(ctx, "batch failed", slog.String("model", s.Name), slog.String("version", s.Version),
 			slog.String("interval", r.String()), slog.Any("error", err))
 		return Batch{}, &BatchError{Model: s.Name, Version: s.Version, Interval: r, SQL: sql, Err: err}
@@ -452,9 +459,21 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 		}
 	}
 	if err != nil {
+		if ierr := interrupted(ctx); ierr != nil {
+			x.logger().InfoContext(ctx, "build interrupted", slog.String("model", s.Name), slog.String("version", s.Version))
+			return res, &BatchError{Model: s.Name, Version: s.Version, Err: ierr}
+		}
 		x.logger().ErrorContext(ctx, "build failed", slog.String("model", s.Name), slog.String("version", s.Version),
 			slog.Any("error", err))
 		return res, &BatchError{Model: s.Name, Version: s.Version, SQL: sql, Err: err}
+	}
+	// Report the rows the table or view holds: a FULL table's and a view's
+	// writes return no count, and a SEED left as it was loaded none.
+	if rows, err = x.countRows(ctx, t); err != nil {
+		if ierr := interrupted(ctx); ierr != nil {
+			return res, &BatchError{Model: s.Name, Version: s.Version, Err: ierr}
+		}
+		return res, &BatchError{Model: s.Name, Version: s.Version, Err: err}
 	}
 	res.Batches, res.Rows = 1, rows
 	if recordable {
@@ -466,6 +485,43 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 	}
 	x.report(ctx, Batch{Model: s.Name, Version: s.Version, Interval: whole, Rows: rows, Duration: x.now().Sub(began)})
 	return res, nil
+}
+
+// countRows counts the rows t's table (or view) holds. For a view this runs
+// its query once, so a view that cannot be read fails its build rather than
+// its first reader.
+func (x *Executor) countRows(ctx context.Context, t *Template) (int64, error) {
+	q := "SELECT count(*) FROM " + x.Engine.QuoteTable(t.Table)
+	res, err := x.Engine.Query(ctx, q)
+	if err != nil {
+		return 0, fmt.Errorf("counting the rows of %s: %w", t.Table, err)
+	}
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 1 {
+		return 0, fmt.Errorf("counting the rows of %s: %d rows back", t.Table, len(res.Rows))
+	}
+	switch n := res.Rows[0][0].(type) {
+	case int64:
+		return n, nil
+	case int32:
+		return int64(n), nil
+	case uint64:
+		return int64(n), nil
+	default:
+		return 0, fmt.Errorf("counting the rows of %s: a %T back", t.Table, n)
+	}
+}
+
+// interrupted is the error of a write that failed because ctx was
+// cancelled (Ctrl-C, a stopping daemon, a sibling's failure): it wraps
+// ctx.Err(), so errors.Is(err, context.Canceled) holds whatever the engine
+// reported. It is nil while ctx is live. An interrupted batch is not a
+// failure of its model: its statement rolled back and nothing was recorded,
+// so it is neither logged as an error nor reported with its SQL.
+func interrupted(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupted, rolled back: %w", err)
+	}
+	return nil
 }
 
 // checkFence refuses to start a batch whose fence is already stale.

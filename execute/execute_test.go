@@ -1,9 +1,12 @@
 package execute_test
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/warehouse"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -245,6 +249,115 @@ func TestDeclaredColumnsMustMatchTheQuery(t *testing.T) {
 			require.ErrorContains(t, err, "demo.declared")
 			require.ErrorContains(t, err, c.want)
 			require.False(t, exists, "no table is left behind")
+		})
+	}
+}
+
+// wholeKinds is a SEED of four rows, a FULL model keeping three of them and
+// a VIEW keeping two of those, in SQL both engines run.
+var wholeKinds = map[string]string{
+	"seeds/people.csv": "id,name\n1,ann\n2,bob\n3,cy\n4,dee\n",
+	"models/people.sql": `MODEL (name demo.people, kind SEED (path '../seeds/people.csv'), cron '@daily', start '2024-01-01');
+`,
+	"models/kept.sql": `MODEL (name demo.kept, kind FULL, cron '@daily', start '2024-01-01');
+SELECT id, name FROM demo.people WHERE id > 1`,
+	"models/shown.sql": `MODEL (name demo.shown, kind VIEW, cron '@daily', start '2024-01-01');
+SELECT id, name FROM demo.kept WHERE id > 2`,
+}
+
+// Scenario: on both backends, a SEED, a FULL and a VIEW model are built
+// whole. Each reports the rows its table or view holds (4, 3, 2), not the
+// 0 rows their writes return; so does the SEED when a later build finds it
+// already loaded and leaves it alone.
+func TestWholeKindsReportTheRowsTheyHold(t *testing.T) {
+	t.Parallel()
+	for _, setup := range []func(testing.TB, bool, map[string]string) *executetest.Bundle{executetest.Setup, executetest.SetupPostgres} {
+		b := setup(t, false, wholeKinds)
+		t.Run(b.Backends, func(t *testing.T) {
+			pr := b.Load(t)
+			tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+			require.NoError(t, err)
+			exec := at(2024, 1, 3, 0)
+			var reported []int64
+			x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet,
+				Now: func() time.Time { return exec }, OnBatch: func(bt execute.Batch) { reported = append(reported, bt.Rows) }}
+			for _, c := range []struct {
+				model string
+				rows  int64
+			}{{"demo.people", 4}, {"demo.kept", 3}, {"demo.shown", 2}} {
+				tpl := tpls[c.model]
+				require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
+				res, err := x.Execute(b.Ctx, execute.Work{Template: tpl, Whole: true, Execution: exec, SkipCovered: true})
+				require.NoError(t, err, c.model)
+				require.Equal(t, 1, res.Batches, c.model)
+				require.Equal(t, c.rows, res.Rows, c.model)
+			}
+			require.Equal(t, []int64{4, 3, 2}, reported, "the per-batch reports agree")
+
+			// A day later the seed is due again; its table is complete
+			// and left alone, and it still holds four rows.
+			res, err := x.Execute(b.Ctx, execute.Work{Template: tpls["demo.people"], Whole: true, Execution: at(2024, 1, 4, 0)})
+			require.NoError(t, err)
+			require.Equal(t, int64(4), res.Rows)
+		})
+	}
+}
+
+// cancelAt is a real engine whose n-th InsertInterval cancels the work's
+// context before it writes: Ctrl-C arriving with that batch in flight.
+type cancelAt struct {
+	warehouse.Engine
+	n      int32
+	calls  atomic.Int32
+	cancel context.CancelFunc
+}
+
+func (c *cancelAt) InsertInterval(ctx context.Context, p warehouse.InsertIntervalParams) (int64, error) {
+	if c.calls.Add(1) == c.n {
+		c.cancel()
+	}
+	return c.Engine.InsertInterval(ctx, p)
+}
+
+// Scenario: the user presses Ctrl-C while the third daily batch is in
+// flight. The batch rolls back and records nothing; the error wraps
+// context.Canceled and carries no SQL, nothing is logged as an error, and
+// running the same work again resumes at the third day.
+func TestInterruptedBatchIsNotAFailure(t *testing.T) {
+	t.Parallel()
+	for _, setup := range []func(testing.TB, bool, map[string]string) *executetest.Bundle{executetest.Setup, executetest.SetupPostgres} {
+		b := setup(t, false, map[string]string{"models/daily.sql": `MODEL (name demo.daily, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, batch_size 1), cron '@daily', start '2024-01-01');
+SELECT @start_ts AS ts, 1 AS v`})
+		t.Run(b.Backends, func(t *testing.T) {
+			pr := b.Load(t)
+			tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+			require.NoError(t, err)
+			tpl := tpls["demo.daily"]
+			exec := at(2024, 1, 6, 0)
+			ctx, cancel := context.WithCancel(b.Ctx)
+			defer cancel()
+			var logs bytes.Buffer
+			x := &execute.Executor{Engine: &cancelAt{Engine: b.Engine, n: 3, cancel: cancel}, Store: b.Store, ProjectDir: b.Dir,
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Now: func() time.Time { return exec }}
+			require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
+			work := interval.NewSet(interval.NewRange(at(2024, 1, 1, 0), at(2024, 1, 6, 0)))
+			res, err := x.Execute(ctx, execute.Work{Template: tpl, Ranges: work, Execution: exec, SkipCovered: true})
+			require.ErrorIs(t, err, context.Canceled)
+			var be *execute.BatchError
+			require.ErrorAs(t, err, &be)
+			require.Equal(t, interval.NewRange(at(2024, 1, 3, 0), at(2024, 1, 4, 0)), be.Interval)
+			require.Empty(t, be.SQL, "an interruption is not reported with its SQL")
+			require.Equal(t, 2, res.Batches)
+			require.NotContains(t, logs.String(), "level=ERROR")
+			require.Contains(t, logs.String(), `msg="batch interrupted"`)
+			s := tpl.Snapshot
+			require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-03T00:00:00Z)}", b.Intervals(t, s.Name, s.Version))
+
+			res, err = x.Execute(b.Ctx, execute.Work{Template: tpl, Ranges: work, Execution: exec, SkipCovered: true})
+			require.NoError(t, err)
+			require.Equal(t, 3, res.Batches, "resumed at the third day")
+			require.Equal(t, work.String(), b.Intervals(t, s.Name, s.Version))
+			require.Equal(t, int64(5), b.Count(t, b.Engine.QuoteTable(tpl.Table)))
 		})
 	}
 }

@@ -16,8 +16,8 @@ import (
 
 // execution is one batch as the processes' logs tell it: from its "batch
 // started" record (execute.Executor, debug) to the record that ended it in
-// the same process ("batch committed", "batch failed", "interval write
-// fenced"), or to the process's exit when none did (a SIGKILL, or a batch
+// the same process ("batch committed", "batch failed", "batch interrupted",
+// "interval write fenced"), or to the process's exit when none did (a SIGKILL, or a batch
 // that never finished).
 type execution struct {
 	proc       string
@@ -73,7 +73,7 @@ func executions(t *testing.T, procs ...*proc) []execution {
 			case r.msg == "batch started" && r.level == "DEBUG":
 			case r.msg == "batch committed" && r.level == "INFO": // apply also logs its event at DEBUG
 				ends, committed = true, true
-			case r.msg == "batch failed", r.msg == "interval write fenced":
+			case r.msg == "batch failed", r.msg == "batch interrupted", r.msg == "interval write fenced":
 				ends = true
 			default:
 				continue

@@ -100,6 +100,9 @@ type Params struct {
 	// (execute.Work.Stop): the run returns an error wrapping
 	// execute.ErrStopped. The daemon closes it on SIGINT/SIGTERM.
 	Stop <-chan struct{}
+	// OnBatch, when set, is called after each batch has committed and been
+	// recorded (execute.Executor.OnBatch): the command line counts them.
+	OnBatch func(execute.Batch)
 	// Known are snapshots the caller already holds (snapshots are
 	// immutable, so a key always names the same content): the run reads
 	// only the served snapshots missing from it. The scheduler daemon passes
@@ -167,7 +170,7 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 			return nil, fmt.Errorf("run %s: --select-model %s: the environment serves no such model", p.Env, name)
 		}
 	}
-	x := &execute.Executor{Engine: p.Engine, Store: p.Store, ProjectDir: p.ProjectDir, Now: now, Logger: log}
+	x := &execute.Executor{Engine: p.Engine, Store: p.Store, ProjectDir: p.ProjectDir, Now: now, Logger: log, OnBatch: p.OnBatch}
 	fence := &state.Fence{Environment: p.Env, Generation: g}
 	res := &Result{Environment: p.Env, Generation: g}
 	// blocked maps each model that failed, or descends from one, to the
@@ -207,6 +210,11 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 			cur, _ := currentGeneration(ctx, p.Store, p.Env)
 			log.WarnContext(ctx, "circuit breaker: write fenced, stopping", slog.String("model", name), slog.Int64("now", cur))
 			return res, &StoppedError{Environment: p.Env, Model: name, Started: g, Now: cur, Err: err}
+		}
+		if err != nil && ctx.Err() != nil {
+			// Interrupted (Ctrl-C, a stopping caller): not a failure of the
+			// model, and nothing further can run.
+			return res, fmt.Errorf("run %s: %w", p.Env, err)
 		}
 		var batch *execute.BatchError
 		if errors.As(err, &batch) {

@@ -258,6 +258,16 @@ func (s Spec) Advances(from, to time.Time) int {
 // after b; firings between due ends are skipped in one search. With
 // AllowPartials e(T) = T, so it is the first firing after f.
 func (s Spec) nextDueEnd(f time.Time) (time.Time, bool) {
+	t, ok := s.nextFiring(f)
+	if !ok {
+		return time.Time{}, false
+	}
+	return s.dueEnd(t), true
+}
+
+// nextFiring is the cron firing T at which nextDueEnd(f) is reached: the
+// first firing whose due end e(T) is strictly after f.
+func (s Spec) nextFiring(f time.Time) (time.Time, bool) {
 	if !s.End.IsZero() && !f.Before(s.End) {
 		return time.Time{}, false
 	}
@@ -271,5 +281,25 @@ func (s Spec) nextDueEnd(f time.Time) (time.Time, bool) {
 	if t.IsZero() {
 		return time.Time{}, false
 	}
-	return s.dueEnd(t), true
+	return t, true
+}
+
+// NextDue returns when the model's next interval becomes due after exec:
+// the first cron firing after exec that moves the due end past Bound(exec)
+// (and past the start of the model's first interval, for a model that
+// starts later). It reports false when none ever will (End reached) or the
+// spec has no cron or unit. Like Advances, it costs one cron search.
+//
+// Example: "@hourly" on an hour unit at 05:30: 06:00, when [05:00, 06:00)
+// becomes due. "0 12 * * *" on a day unit at 10:00 on the 5th: 12:00 that
+// day, when the 4th becomes due.
+func (s Spec) NextDue(exec time.Time) (time.Time, bool) {
+	if s.Cron.IsZero() || !s.Unit.Valid() {
+		return time.Time{}, false
+	}
+	f := s.Bound(exec)
+	if o := s.origin(); f.Before(o) {
+		f = o
+	}
+	return s.nextFiring(f)
 }

@@ -98,6 +98,54 @@ func TestBound(t *testing.T) {
 	require.True(t, Spec{Unit: interval.Day}.Bound(time.Now()).IsZero(), "zero cron: nothing due")
 }
 
+// Scenario: a run at exec found nothing due; NextDue says when something
+// will be: the first cron firing that makes a new interval due, for every
+// kind of cron, a model that starts later, and none once End is reached.
+func TestNextDue(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, cron string
+		unit       interval.Unit
+		partials   bool
+		start, end string
+		exec, want string
+	}{
+		{"hourly at half past: the next hour", "@hourly", interval.Hour, false, "", "", "2024-01-02T05:30:00Z", "2024-01-02T06:00:00Z"},
+		{"hourly on the firing: the one after", "@hourly", interval.Hour, false, "", "", "2024-01-02T06:00:00Z", "2024-01-02T07:00:00Z"},
+		{"daily noon before the firing: noon today", "0 12 * * *", interval.Day, false, "", "", "2024-03-05T10:00:00Z", "2024-03-05T12:00:00Z"},
+		{"daily noon after the firing: noon tomorrow", "0 12 * * *", interval.Day, false, "", "", "2024-03-05T12:00:00Z", "2024-03-06T12:00:00Z"},
+		{"five-minute cron on an hour unit: the next hour's first firing", "*/5 * * * *", interval.Hour, false, "", "", "2024-03-05T10:07:00Z", "2024-03-05T11:00:00Z"},
+		{"five-minute cron with partials: the next firing", "*/5 * * * *", interval.Hour, true, "", "", "2024-03-05T10:07:00Z", "2024-03-05T10:10:00Z"},
+		{"starts later: when its first day ends", "@daily", interval.Day, false, "2024-03-10T00:00:00Z", "", "2024-03-05T10:00:00Z", "2024-03-11T00:00:00Z"},
+		{"end reached: never", "@daily", interval.Day, false, "", "2024-03-03T00:00:00Z", "2024-03-05T10:00:00Z", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s := Spec{Start: ts(t, "2020-01-01T00:00:00Z"), Cron: mustCron(t, c.cron), Unit: c.unit, AllowPartials: c.partials}
+			if c.start != "" {
+				s.Start = ts(t, c.start)
+			}
+			if c.end != "" {
+				s.End = ts(t, c.end)
+			}
+			exec := ts(t, c.exec)
+			got, ok := s.NextDue(exec)
+			if c.want == "" {
+				require.False(t, ok, "got %s", got)
+				return
+			}
+			require.True(t, ok)
+			require.Equal(t, ts(t, c.want), got)
+			// It is exactly when something new becomes due.
+			require.Equal(t, s.Missing(interval.Set{}, exec).Missing, s.Missing(interval.Set{}, got.Add(-time.Second)).Missing)
+			require.NotEqual(t, s.Missing(interval.Set{}, exec).Missing, s.Missing(interval.Set{}, got).Missing)
+		})
+	}
+	_, ok := Spec{Unit: interval.Day}.NextDue(time.Now())
+	require.False(t, ok, "zero cron: nothing ever due")
+}
+
 func TestDueAt(t *testing.T) {
 	t.Parallel()
 	s := Spec{Start: ts(t, "2024-03-01T06:00:00Z"), Cron: mustCron(t, "0 12 * * *"), Unit: interval.Day}

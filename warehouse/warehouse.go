@@ -46,7 +46,12 @@ type Column struct {
 // Result is the rows of a query, fully read.
 type Result struct {
 	Columns []string `json:"columns"`
-	Rows    [][]any  `json:"rows"`
+	// Types are the columns' types as the engine names them, upper case
+	// (DATE, TIMESTAMP, ...; "" where the engine does not say), one per
+	// column: a DATE and a TIMESTAMP at midnight are the same time.Time, and
+	// only the type tells a printer which to show.
+	Types []string `json:"types,omitempty"`
+	Rows  [][]any  `json:"rows"`
 }
 
 // CreateTableParams creates an empty table with the given columns.

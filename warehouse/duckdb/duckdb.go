@@ -53,6 +53,7 @@ import (
 	"unicode/utf8"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
+	"github.com/duckdb/duckdb-go/v2/mapping"
 
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -73,7 +74,16 @@ type Options struct {
 	// Clock paces the lock wait. Nil means the real clock; tests inject one
 	// to drive the wait without sleeping.
 	Clock Clock
+	// OnWait, when set, is called once when Open has waited WaitNotice for
+	// another process to let go of the file and is still waiting, so that
+	// a command says why it does not proceed instead of hanging silently.
+	OnWait func(path string, waited time.Duration)
 }
+
+// WaitNotice is how long Open waits for a held file before it calls
+// Options.OnWait: a gapless command holding the file usually finishes
+// sooner, so a wait that short is not worth a word.
+const WaitNotice = time.Second
 
 // Engine is a warehouse.Engine on one DuckDB database. It is safe for
 // concurrent use.
@@ -369,3 +379,6 @@ func asciiFoldEqual(a, b string) bool {
 	}
 	return true
 }
+
+// LibraryVersion is the version of the DuckDB library linked in ("v1.3.0").
+func LibraryVersion() string { return mapping.LibraryVersion() }

@@ -219,6 +219,7 @@ func (s *session) queryGuarded(ctx context.Context, query string, guard func(duc
 			return err
 		}
 		res.Columns = rows.Columns()
+		res.Types = columnTypes(rows, len(res.Columns))
 		readErr := readRows(rows, res)
 		closeErr := rows.Close()
 		return errors.Join(readErr, closeErr)
@@ -227,6 +228,18 @@ func (s *session) queryGuarded(ctx context.Context, query string, guard func(duc
 		return nil, err
 	}
 	return res, nil
+}
+
+// columnTypes is the database type name of each of n columns of rows,
+// upper case ("" when the driver does not say).
+func columnTypes(rows driver.Rows, n int) []string {
+	out := make([]string, n)
+	if tn, ok := rows.(driver.RowsColumnTypeDatabaseTypeName); ok {
+		for i := range out {
+			out[i] = strings.ToUpper(tn.ColumnTypeDatabaseTypeName(i))
+		}
+	}
+	return out
 }
 
 func readRows(rows driver.Rows, res *warehouse.Result) error {

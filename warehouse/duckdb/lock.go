@@ -47,8 +47,9 @@ const (
 )
 
 // openFile opens the database file at abs, waiting up to opts.LockWait while
-// another process holds it. Waiting on an external process is the one place
-// gapless polls; the clock is injectable so tests drive it without sleeping.
+// another process holds it, and calling opts.OnWait once the wait has lasted
+// WaitNotice. Waiting on an external process is the one place gapless polls;
+// the clock is injectable so tests drive it without sleeping.
 func openFile(ctx context.Context, abs string, opts Options) (*duckdb.Connector, error) {
 	clock := opts.Clock
 	if clock == nil {
@@ -61,6 +62,7 @@ func openFile(ctx context.Context, abs string, opts Options) (*duckdb.Connector,
 	start := clock.Now()
 	deadline := start.Add(wait)
 	backoff := firstBackoff
+	noticed := opts.OnWait == nil
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -76,6 +78,10 @@ func openFile(ctx context.Context, abs string, opts Options) (*duckdb.Connector,
 		remaining := deadline.Sub(now)
 		if remaining <= 0 {
 			return nil, lockedError(abs, now.Sub(start), err)
+		}
+		if waited := now.Sub(start); !noticed && waited >= WaitNotice {
+			noticed = true
+			opts.OnWait(abs, waited)
 		}
 		if err := clock.Sleep(ctx, min(backoff, remaining)); err != nil {
 			return nil, fmt.Errorf("%w (gave up waiting: %w)", lockedError(abs, clock.Now().Sub(start), nil), err)

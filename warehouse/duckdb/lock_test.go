@@ -225,3 +225,43 @@ func TestOpenOtherFailuresDoNotWait(t *testing.T) {
 		require.Empty(t, clock.recorded())
 	}
 }
+
+// Scenario: a command waits for warehouse.duckdb, which another process
+// holds. After a second of waiting, and only once, Open says so (OnWait
+// with the file and how long it waited); when the holder lets go within
+// the second, Open never says anything.
+func TestOpenSaysItIsWaitingAfterASecond(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "warehouse.duckdb")
+	h := startHolder(t, path)
+
+	type notice struct {
+		path   string
+		waited time.Duration
+		sleeps int
+	}
+	var notices []notice
+	clock := newFakeClock()
+	onWait := func(p string, waited time.Duration) {
+		notices = append(notices, notice{p, waited, len(clock.recorded())})
+	}
+	_, err := duckdb.Open(t.Context(), path, duckdb.Options{LockWait: 5 * time.Second, Clock: clock, OnWait: onWait})
+	requireLocked(t, err, path)
+	require.Len(t, notices, 1, "said once, not at every retry")
+	require.Equal(t, path, notices[0].path)
+	require.GreaterOrEqual(t, notices[0].waited, duckdb.WaitNotice)
+	require.Less(t, sum(clock.recorded()[:notices[0].sleeps-1]), duckdb.WaitNotice, "said as soon as a second had passed")
+
+	// A holder that lets go after 70 ms of waiting: nothing to say.
+	notices = nil
+	clock = newFakeClock()
+	clock.onSleep = func(n int) {
+		if n == 3 {
+			h.release(t)
+		}
+	}
+	e, err := duckdb.Open(t.Context(), path, duckdb.Options{LockWait: time.Minute, Clock: clock, OnWait: onWait})
+	require.NoError(t, err)
+	require.NoError(t, e.Close())
+	require.Empty(t, notices)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -58,9 +59,13 @@ func (e *Engine) Query(ctx context.Context, sql string, args ...any) (*warehouse
 	}
 	defer rows.Close()
 	fields := rows.FieldDescriptions()
-	res := &warehouse.Result{Columns: make([]string, len(fields)), Rows: [][]any{}}
+	res := &warehouse.Result{Columns: make([]string, len(fields)), Types: make([]string, len(fields)), Rows: [][]any{}}
+	types := rows.Conn().TypeMap()
 	for i, f := range fields {
 		res.Columns[i] = f.Name
+		if t, ok := types.TypeForOID(f.DataTypeOID); ok {
+			res.Types[i] = strings.ToUpper(t.Name)
+		}
 	}
 	for rows.Next() {
 		vals, err := rows.Values()

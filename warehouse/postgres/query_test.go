@@ -29,10 +29,12 @@ func TestQueryValues(t *testing.T) {
 		"infinity", "a", "b", true, nil,
 		"6ba7b810-9dad-11d1-80b4-00c04fd430c8", []byte{1, 2}, []any{int64(1), int64(2)},
 	}}, res.Rows)
+	require.Equal(t, []string{"INT2", "INT4", "INT8", "FLOAT4", "FLOAT8", "NUMERIC", "NUMERIC", "NUMERIC",
+		"TIMESTAMPTZ", "TIMESTAMP", "DATE", "TIMESTAMPTZ", "TEXT", "VARCHAR", "BOOL", "INT4", "UUID", "BYTEA", "_INT4"}, res.Types)
 
 	empty, err := b.e.Query(b.ctx, `SELECT 1 AS a WHERE false`)
 	require.NoError(t, err)
-	require.Equal(t, &warehouse.Result{Columns: []string{"a"}, Rows: [][]any{}}, empty)
+	require.Equal(t, &warehouse.Result{Columns: []string{"a"}, Types: []string{"INT4"}, Rows: [][]any{}}, empty)
 }
 
 func TestQueryArguments(t *testing.T) {

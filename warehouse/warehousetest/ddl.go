@@ -34,6 +34,7 @@ var viewScenarios = []scenario{
 var queryScenarios = []scenario{
 	{"BoundArgs", testQueryBoundArgs},
 	{"NoRows", testQueryNoRows},
+	{"ColumnTypes", testQueryColumnTypes},
 }
 
 // Scenario: gapless creates the schemas of a plan's tables at every apply;
@@ -305,4 +306,23 @@ func testQueryNoRows(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"id"}, res.Columns)
 	require.Empty(t, res.Rows)
+}
+
+// Scenario: `gapless query` prints a DATE as a date and a TIMESTAMP as a
+// time, though both come back as a time.Time at midnight: the result names
+// each column's type, with rows or without.
+func testQueryColumnTypes(t *testing.T, f *fixture) {
+	const q = "SELECT CAST('2024-01-02' AS DATE) AS d, CAST('2024-01-02 00:00:00' AS TIMESTAMP) AS ts, CAST('x' AS TEXT) AS s"
+	res, err := f.e.Query(f.ctx, q)
+	require.NoError(t, err)
+	require.Len(t, res.Types, 3)
+	require.Equal(t, "DATE", res.Types[0])
+	require.Equal(t, "TIMESTAMP", res.Types[1])
+	require.NotEmpty(t, res.Types[2])
+	require.Equal(t, res.Rows[0][0], res.Rows[0][1], "the same Go value: only the type tells them apart")
+
+	res, err = f.e.Query(f.ctx, "SELECT * FROM ("+q+") AS v WHERE s = $1", "none")
+	require.NoError(t, err)
+	require.Empty(t, res.Rows)
+	require.Equal(t, []string{"DATE", "TIMESTAMP"}, res.Types[:2])
 }
