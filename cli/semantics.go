@@ -241,7 +241,7 @@ func planSteps(pl *plan.Plan) int64 {
 // deferredLine says what a run deferred, who holds the lease, and when a
 // later run can compute it.
 func deferredLine(m runner.ModelResult) string {
-	line := fmt.Sprintf("  %s %s: deferred %s: its lease is held by %s", m.Model, m.Version, m.Deferred, m.DeferredBy)
+	line := fmt.Sprintf("  %s %s: deferred %s: its lease is held by %s", m.Model, m.Version, m.Deferred.String(), m.DeferredBy)
 	if m.DeferredUntil.IsZero() {
 		return line + "; a later run computes it once the lease is free"
 	}

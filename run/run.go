@@ -147,6 +147,11 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 	}
 	p.Logger = base
 	log := base.With(slog.String("env", p.Env))
+	if p.Leases != nil && p.Leases.Logger == nil {
+		lo := *p.Leases // the lease records (a takeover) go where the run's go
+		lo.Logger = base
+		p.Leases = &lo
+	}
 	if p.Now == nil && p.Leases != nil && p.Leases.Clock != nil {
 		p.Now = p.Leases.Clock.Now // lease expiry and fence checks read one clock
 	}
