@@ -254,13 +254,15 @@ func printModels(out io.Writer, title, indent string, models []apply.ModelResult
 	}
 }
 
-// processName names this process for lease owners: host/pid.
-func processName() string {
-	host, err := os.Hostname()
-	if err != nil {
-		host = "unknown-host"
+// deferredLine says what a run deferred, who holds the lease, and when a
+// later run can compute it.
+func deferredLine(m runner.ModelResult) string {
+	line := fmt.Sprintf("  %s %s: deferred %s: its lease is held by %s", m.Model, m.Version, m.Deferred.String(), m.DeferredBy)
+	if m.DeferredUntil.IsZero() {
+		return line + "; a later run computes it once the lease is free"
 	}
-	return fmt.Sprintf("%s/%d", host, os.Getpid())
+	until := m.DeferredUntil.Format(time.RFC3339)
+	return line + " until " + until + "; a later run computes it once the holder releases the lease, or after " + until + " if it stops renewing it"
 }
 
 // actorName names who applies a plan, for the history: user@host.
@@ -304,7 +306,9 @@ func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projec
 		OnBatch: func(execute.Batch) { committed.Add(1) },
 		// Take each version's lease as a scheduler daemon does: a version a
 		// deploy (lock policy) or a daemon holds is deferred, not raced.
-		Leases: &lease.Options{Owner: "run " + processName()},
+		// The lease records this process (lease.Self), so a later run on
+		// this host takes it over at once should this one be killed.
+		Leases: &lease.Options{Owner: "run"},
 	})
 	if err != nil && ctx.Err() != nil {
 		err = &interruptedError{batches: committed.Load(), err: err}
@@ -327,7 +331,7 @@ func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projec
 			continue
 		}
 		if m.DeferredBy != "" {
-			fmt.Fprintf(g.env.Stdout, "  %s %s: deferred, %s holds its lease: %s\n", m.Model, m.Version, m.DeferredBy, m.Deferred)
+			fmt.Fprintln(g.env.Stdout, deferredLine(m))
 			continue
 		}
 		if m.Batches == 0 && m.Waiting.IsEmpty() {

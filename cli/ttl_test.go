@@ -133,9 +133,9 @@ func TestDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	require.Regexp(t, `prod\s+1\s+\S+\s+5\s+2024-03-01T10:30:00Z\s+never\s+live`, text)
 
 	// User schemas that look like dev's view schema.
-	mustRun(t, dir, "query", "CREATE SCHEMA demo__dev2")
-	mustRun(t, dir, "query", "CREATE TABLE demo__dev2.mine AS SELECT 1 AS x")
-	mustRun(t, dir, "query", "CREATE SCHEMA demo__de")
+	mustRun(t, dir, "query", "--allow-writes", "CREATE SCHEMA demo__dev2")
+	mustRun(t, dir, "query", "--allow-writes", "CREATE TABLE demo__dev2.mine AS SELECT 1 AS x")
+	mustRun(t, dir, "query", "--allow-writes", "CREATE SCHEMA demo__de")
 
 	rep := janitorAt(t, dir, expires.Add(-time.Minute), "--snapshot-ttl", "0")
 	require.Empty(t, rep.Environments, "dev has not expired yet")
@@ -207,7 +207,7 @@ func TestJanitorRemovesInvalidatedEnvAndKeepsASchemaHoldingUserTables(t *testing
 	editModel(t, dir, "daily_revenue.sql", "sum(e.amount) AS revenue", "sum(e.amount) AS revenue,\n  max(e.amount) AS biggest")
 	mustRun(t, dir, "plan", "dev", "--auto-apply", "--execution-time", t0)
 	require.Equal(t, clock0.Add(30*24*time.Hour), environmentsByName(t, dir)["dev"].ExpiresAt, "environments.dev.ttl")
-	mustRun(t, dir, "query", "CREATE TABLE demo__dev.notes AS SELECT 'keep me' AS note")
+	mustRun(t, dir, "query", "--allow-writes", "CREATE TABLE demo__dev.notes AS SELECT 'keep me' AS note")
 
 	require.Empty(t, janitorAt(t, dir, clock0.Add(time.Hour)).Environments)
 	mustRun(t, dir, "invalidate", "dev", "--execution-time", rfc(clock0.Add(time.Hour)))
@@ -412,9 +412,9 @@ func TestPostgresDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	expires := clock0.Add(week)
 	require.Equal(t, expires, environmentsByName(t, dir)["dev"].ExpiresAt)
 
-	mustRun(t, dir, "query", "CREATE SCHEMA shop__dev2")
-	mustRun(t, dir, "query", "CREATE TABLE shop__dev2.mine AS SELECT 1 AS x")
-	mustRun(t, dir, "query", "CREATE SCHEMA shop__de")
+	mustRun(t, dir, "query", "--allow-writes", "CREATE SCHEMA shop__dev2")
+	mustRun(t, dir, "query", "--allow-writes", "CREATE TABLE shop__dev2.mine AS SELECT 1 AS x")
+	mustRun(t, dir, "query", "--allow-writes", "CREATE SCHEMA shop__de")
 
 	require.Empty(t, janitorAt(t, dir, expires.Add(-time.Minute), "--snapshot-ttl", "0").Environments)
 	require.True(t, schemaExists(t, dir, "shop__dev"))

@@ -6,13 +6,25 @@
 // deploy under the lock policy for every model its plan replaces and their
 // downstream models. The state store's leases are compare-and-swaps on a
 // token with an injected now (state.Store.AcquireLease), so a crashed
-// holder's lease simply expires and is taken over.
+// holder's lease expires and is taken over; on the crashed holder's own
+// host, at once (see below).
 //
 // Deadlock freedom: a deploy takes its leases with AcquireAll, in one
 // global order (sorted keys), waiting a bounded time for each; a scheduler
 // takes one lease at a time and never waits (TryAcquire). A waiter
 // therefore only ever waits for a key greater than every key it holds, so
 // no cycle of waiters can form.
+//
+// A dead holder's lease: every lease records the process that holds it
+// (Self: host, PID and start identity). A lease held by a process of this
+// host that no longer runs (Options.HolderGone, by default ProcessGone) is
+// taken over at once rather than after its TTL, through
+// state.Store.TakeOverLease, a compare-and-swap on the lease as read: a
+// lease released, renewed or taken by someone else meanwhile is left
+// alone. This is safe for the same reason expiry is: the dead holder's
+// writes carry its old token, and every fenced write with it now fails. A
+// lease whose holder is alive, on another host, or not known to be gone
+// is never taken before it expires.
 package lease
 
 import (
@@ -61,6 +73,13 @@ type Options struct {
 	// its outcome (nil, or the error): for metrics, and for tests to step a
 	// fake clock in lockstep with the renewals.
 	OnRenew func(error)
+	// Holder is the process the leases are recorded for (zero: Self()).
+	Holder state.LeaseHolder
+	// HolderGone says whether the process holding a lease another owner
+	// holds is known to be gone, so that its lease may be taken over
+	// before it expires (nil: ProcessGone). It must answer false when in
+	// doubt; tests inject it.
+	HolderGone func(state.LeaseHolder) bool
 }
 
 func (o Options) withDefaults() Options {
@@ -81,6 +100,12 @@ func (o Options) withDefaults() Options {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Holder.IsZero() {
+		o.Holder = Self()
+	}
+	if o.HolderGone == nil {
+		o.HolderGone = ProcessGone
+	}
 	return o
 }
 
@@ -98,15 +123,65 @@ type Set struct {
 	closed bool
 }
 
-// TryAcquire takes one lease if it is free or expired now, without
-// waiting: state.ErrLeaseHeld otherwise.
+// TryAcquire takes one lease if it is free, expired, or held by a process
+// known to be gone (see the package comment), without waiting: otherwise a
+// *HeldError (wrapping state.ErrLeaseHeld) naming the holder and the
+// expiry.
 func TryAcquire(ctx context.Context, store state.Store, key string, opts Options) (*Set, error) {
 	opts = opts.withDefaults()
-	l, err := store.AcquireLease(ctx, state.AcquireLeaseParams{Key: key, Owner: opts.Owner, TTL: opts.TTL, Now: opts.Clock.Now()})
+	l, err := acquireOnce(ctx, store, key, opts)
 	if err != nil {
 		return nil, err
 	}
 	return newSet(store, opts, []state.Lease{l}), nil
+}
+
+// acquireAttempts bounds acquireOnce's rounds: a lease that changes hands
+// between its reads (released, then taken again) is reported held rather
+// than chased.
+const acquireAttempts = 3
+
+// acquireOnce takes key now if it is free or expired, or takes it over
+// from a holder that HolderGone says is gone. Otherwise it returns a
+// *HeldError with the lease as read. The takeover is the store's
+// compare-and-swap on that read: when it fails (the lease changed since),
+// the lease is read again and the round repeats, at most acquireAttempts
+// times.
+func acquireOnce(ctx context.Context, store state.Store, key string, opts Options) (state.Lease, error) {
+	var held state.Lease
+	for range acquireAttempts {
+		now := opts.Clock.Now()
+		l, err := store.AcquireLease(ctx, state.AcquireLeaseParams{Key: key, Owner: opts.Owner, Holder: opts.Holder, TTL: opts.TTL, Now: now})
+		if err == nil || !errors.Is(err, state.ErrLeaseHeld) {
+			return l, err
+		}
+		cur, err := store.GetLease(ctx, key)
+		if errors.Is(err, state.ErrNotFound) {
+			continue // released since: acquire again
+		}
+		if err != nil {
+			return state.Lease{}, fmt.Errorf("taking lease %s: reading its holder: %w", key, err)
+		}
+		held = cur
+		if !opts.HolderGone(cur.Holder) {
+			return state.Lease{}, &HeldError{Key: key, Lease: cur}
+		}
+		l, err = store.TakeOverLease(ctx, state.TakeOverLeaseParams{Key: key, Token: cur.Token, ExpiresAt: cur.ExpiresAt,
+			Owner: opts.Owner, Holder: opts.Holder, TTL: opts.TTL, Now: now})
+		if err == nil {
+			opts.Logger.WarnContext(ctx, "took over a lease whose holder no longer runs",
+				slog.String("lease", key), slog.String("holder", Describe(cur)), slog.String("holder_host", cur.Holder.Host),
+				slog.Int("holder_pid", cur.Holder.PID), slog.Time("holder_expires_at", cur.ExpiresAt.UTC()), slog.String("owner", opts.Owner))
+			return l, nil
+		}
+		if !errors.Is(err, state.ErrLeaseLost) {
+			return state.Lease{}, fmt.Errorf("taking over lease %s from %s: %w", key, Describe(cur), err)
+		}
+	}
+	if held.Key == "" {
+		return state.Lease{}, fmt.Errorf("taking lease %s: it changed hands %d times while being taken: %w", key, acquireAttempts, state.ErrLeaseHeld)
+	}
+	return state.Lease{}, &HeldError{Key: key, Lease: held}
 }
 
 // AcquireAll takes every key (deduplicated) in sorted order, waiting up to
@@ -142,7 +217,7 @@ func AcquireAll(ctx context.Context, store state.Store, keys []string, opts Opti
 func acquireWaiting(ctx context.Context, store state.Store, key string, opts Options) (state.Lease, error) {
 	deadline := opts.Clock.Now().Add(opts.Wait)
 	for {
-		l, err := store.AcquireLease(ctx, state.AcquireLeaseParams{Key: key, Owner: opts.Owner, TTL: opts.TTL, Now: opts.Clock.Now()})
+		l, err := acquireOnce(ctx, store, key, opts)
 		if err == nil {
 			return l, nil
 		}
@@ -152,8 +227,9 @@ func acquireWaiting(ctx context.Context, store state.Store, key string, opts Opt
 		now := opts.Clock.Now()
 		if !now.Before(deadline) {
 			holder := "another owner"
-			if cur, gerr := store.GetLease(ctx, key); gerr == nil {
-				holder = fmt.Sprintf("%s until %s", cur.Owner, cur.ExpiresAt.UTC().Format(time.RFC3339))
+			var he *HeldError
+			if errors.As(err, &he) {
+				holder = fmt.Sprintf("%s until %s", Describe(he.Lease), he.Lease.ExpiresAt.UTC().Format(time.RFC3339))
 			}
 			return state.Lease{}, fmt.Errorf("taking lease %s: held by %s: %w after %s", key, holder, ErrWaitExceeded, opts.Wait)
 		}

@@ -1,9 +1,12 @@
 package lease_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -18,7 +21,24 @@ import (
 	"github.com/gapless-dev/gapless/state/sqlite"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// childEnv, when set, turns this test binary into a process that prints
+// its lease.Self() as JSON and waits until its stdin closes: the "other
+// process" of the liveness tests.
+const childEnv = "GAPLESS_LEASE_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		b, err := json.Marshal(lease.Self())
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println(string(b))
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // until stdin closes
+		os.Exit(0)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func open(t *testing.T) state.Store {
 	t.Helper()

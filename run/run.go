@@ -91,8 +91,10 @@ type Params struct {
 	// Leases, when set, makes the run take each model version's lease
 	// (lease.VersionKey) before computing its due work, without waiting. A
 	// version another owner leases (a deploy under the lock policy, another
-	// scheduler daemon) is deferred to a later run and reported in
-	// ModelResult.DeferredBy; its children wait for it as for any parent.
+	// scheduler daemon or run) is deferred to a later run and reported in
+	// ModelResult.DeferredBy and DeferredUntil; its children wait for it as
+	// for any parent. A lease whose holder is a process of this host that
+	// no longer runs (a killed run) is taken over at once (lease.TryAcquire).
 	// The work's interval writes are fenced on the lease as well as on the
 	// environment's generation.
 	Leases *lease.Options
@@ -118,10 +120,15 @@ type ModelResult struct {
 	Recorded       interval.Set
 	// Waiting is due work held back because a parent does not cover it yet.
 	Waiting interval.Set
-	// DeferredBy names the owner of the version's lease when the run
-	// deferred the model's due work (Deferred) because it was leased.
-	DeferredBy string
-	Deferred   interval.Set
+	// DeferredBy names the holder of the version's lease (owner, PID and
+	// host: lease.Describe) when the run deferred the model's due work
+	// (Deferred) because another process holds the lease, alive or not
+	// known to be gone; DeferredUntil is when that lease expires unless
+	// its holder renews it, the earliest time a later run can take it
+	// from a holder that stopped (one that finishes releases it sooner).
+	DeferredBy    string
+	DeferredUntil time.Time
+	Deferred      interval.Set
 	// Err is the model's failed batch (a *execute.BatchError); BlockedBy
 	// names the failed ancestor that kept the model from running.
 	Err       error
@@ -143,6 +150,11 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 	}
 	p.Logger = base
 	log := base.With(slog.String("env", p.Env))
+	if p.Leases != nil && p.Leases.Logger == nil {
+		lo := *p.Leases // the lease records (a takeover) go where the run's go
+		lo.Logger = base
+		p.Leases = &lo
+	}
 	if p.Now == nil && p.Leases != nil && p.Leases.Clock != nil {
 		p.Now = p.Leases.Clock.Now // lease expiry and fence checks read one clock
 	}
@@ -228,7 +240,7 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 		}
 		if mr != nil && mr.DeferredBy != "" {
 			log.InfoContext(ctx, "deferred: the version is leased", slog.String("model", name), slog.String("version", mr.Version),
-				slog.String("holder", mr.DeferredBy), slog.String("interval", mr.Deferred.String()))
+				slog.String("holder", mr.DeferredBy), slog.Time("until", mr.DeferredUntil), slog.String("interval", mr.Deferred.String()))
 		}
 		if mr != nil {
 			res.Models = append(res.Models, *mr)
@@ -392,7 +404,11 @@ func runModel(ctx context.Context, p Params, x *execute.Executor, s *snapshot.Sn
 	if p.Leases != nil {
 		held, err := lease.TryAcquire(ctx, p.Store, lease.VersionKey(key), *p.Leases)
 		if errors.Is(err, state.ErrLeaseHeld) {
-			mr.DeferredBy, mr.Deferred = holder(ctx, p.Store, lease.VersionKey(key)), due.Work
+			mr.DeferredBy, mr.Deferred = "another owner", due.Work
+			var he *lease.HeldError
+			if errors.As(err, &he) {
+				mr.DeferredBy, mr.DeferredUntil = lease.Describe(he.Lease), he.Lease.ExpiresAt.UTC()
+			}
 			return mr, nil
 		}
 		if err != nil {
@@ -433,15 +449,6 @@ func runModel(ctx context.Context, p Params, x *execute.Executor, s *snapshot.Sn
 	}
 	mr.Batches, mr.Rows, mr.Recorded = r.Batches, r.Rows, r.Recorded
 	return mr, nil
-}
-
-// holder names a lease's owner for the report ("" when unknown).
-func holder(ctx context.Context, st state.Store, key string) string {
-	l, err := st.GetLease(ctx, key)
-	if err != nil {
-		return "another owner"
-	}
-	return l.Owner
 }
 
 // aligned shrinks each range of s to whole buckets of u (a parent covering

@@ -17,8 +17,10 @@
 //   - Several daemons never run one model version at once. Each model's
 //     work runs under the version's lease (run.Params.Leases, taken without
 //     waiting); a version leased by another daemon or by a deploy under the
-//     lock policy is deferred to a later tick, and counted. Every interval
-//     write is fenced on that lease and on the environment generation.
+//     lock policy is deferred to a later tick, and counted, unless that
+//     holder is a process of this host that no longer runs: its lease is
+//     taken over at once (lease.TryAcquire). Every interval write is fenced
+//     on that lease and on the environment generation.
 //   - A stale loop never outlives a promotion. When a run stops because the
 //     environment was promoted meanwhile (its circuit breaker, or a write
 //     refused with state.ErrFenced), the daemon re-reads the environment and
@@ -34,7 +36,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -101,7 +102,9 @@ type Params struct {
 	ExecutionTime time.Time
 
 	// Lease is how version leases are taken. Owner defaults to
-	// "scheduler <hostname>/<pid>", Clock to Clock.
+	// "scheduler", Holder to this process (lease.Self), Clock to Clock. A
+	// version leased by a process of this host that no longer runs (a
+	// killed daemon or run) is taken over at once (lease.TryAcquire).
 	Lease  lease.Options
 	Logger *slog.Logger
 	// Registerer receives the daemon's metrics; nil registers them in a
@@ -160,11 +163,10 @@ func New(p Params) (*Scheduler, error) {
 		p.Logger = slog.Default()
 	}
 	if p.Lease.Owner == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			host = "unknown-host"
-		}
-		p.Lease.Owner = fmt.Sprintf("scheduler %s/%d", host, os.Getpid())
+		p.Lease.Owner = "scheduler"
+	}
+	if p.Lease.Holder.IsZero() {
+		p.Lease.Holder = lease.Self() // host and PID: lease.Describe names them
 	}
 	if p.Lease.Clock == nil {
 		p.Lease.Clock = p.Clock
@@ -705,7 +707,8 @@ func (s *Scheduler) evict() {
 // tick tries again.
 func (s *Scheduler) Run(ctx context.Context) error {
 	s.log.Info("scheduler started", slog.Any("envs", s.p.Envs), slog.Duration("tick", s.p.Tick),
-		slog.Duration("jitter", s.p.Jitter), slog.String("owner", s.p.Lease.Owner))
+		slog.Duration("jitter", s.p.Jitter), slog.String("owner", s.p.Lease.Owner),
+		slog.String("host", s.p.Lease.Holder.Host), slog.Int("pid", s.p.Lease.Holder.PID))
 	// Errors are logged per environment by the tick itself.
 	_, _ = s.Tick(ctx)
 	// The ticker starts after the first tick, so that a test's fake clock

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -125,7 +126,9 @@ func TestTickDefersALeasedVersion(t *testing.T) {
 	require.Equal(t, 65*time.Minute, er.Lag)
 	for _, m := range er.Models {
 		if m.Model == "demo.parent" {
-			require.Equal(t, "deploy p2", m.DeferredBy)
+			self := lease.Self()
+			require.Equal(t, fmt.Sprintf("deploy p2 (pid %d on %s)", self.PID, self.Host), m.DeferredBy)
+			require.Equal(t, clk.Now().Add(lease.DefaultTTL), m.DeferredUntil)
 		}
 	}
 	require.Equal(t, throughTen, served(t, b, "demo.parent"))

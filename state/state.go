@@ -292,19 +292,47 @@ type Application struct {
 
 // Lease is a named, expiring claim.
 type Lease struct {
-	Key        string    `json:"key"`
-	Owner      string    `json:"owner"`
-	Token      string    `json:"token"`
-	AcquiredAt time.Time `json:"acquired_at"`
-	ExpiresAt  time.Time `json:"expires_at"`
+	Key        string      `json:"key"`
+	Owner      string      `json:"owner"`
+	Holder     LeaseHolder `json:"holder"`
+	Token      string      `json:"token"`
+	AcquiredAt time.Time   `json:"acquired_at"`
+	ExpiresAt  time.Time   `json:"expires_at"`
 }
+
+// LeaseHolder is the process that holds a lease: its host, its PID there,
+// and Start, what tells it from a later process that reuses the PID (see
+// lease.Self). The store keeps it as given and never interprets it; a zero
+// holder (a lease taken by an older gapless) is unknown.
+type LeaseHolder struct {
+	Host  string `json:"host,omitempty"`
+	PID   int    `json:"pid,omitempty"`
+	Start string `json:"start,omitempty"`
+}
+
+// IsZero reports whether the holder is unknown.
+func (h LeaseHolder) IsZero() bool { return h == LeaseHolder{} }
 
 // AcquireLeaseParams are the parameters of AcquireLease.
 type AcquireLeaseParams struct {
-	Key   string
-	Owner string // who holds it, for humans and logs
-	TTL   time.Duration
-	Now   time.Time
+	Key    string
+	Owner  string      // who holds it, for humans and logs
+	Holder LeaseHolder // the acquiring process
+	TTL    time.Duration
+	Now    time.Time
+}
+
+// TakeOverLeaseParams are the parameters of TakeOverLease: the lease Key
+// as the caller read it (Token and ExpiresAt), and the new holder's Owner,
+// Holder and TTL from Now.
+type TakeOverLeaseParams struct {
+	Key       string
+	Token     string
+	ExpiresAt time.Time
+	Owner     string
+	Holder    LeaseHolder
+	TTL       time.Duration
+	Now       time.Time
 }
 
 // RenewLeaseParams are the parameters of RenewLease.
@@ -468,6 +496,15 @@ type Store interface {
 	// fresh random token: ErrLeaseHeld otherwise. The check is a
 	// compare-and-swap in the write's WHERE clause.
 	AcquireLease(ctx context.Context, p AcquireLeaseParams) (Lease, error)
+	// TakeOverLease gives the lease, expired or not, a fresh random token
+	// for a new holder, when the caller has evidence that the holder it
+	// read is gone (lease.Options.HolderGone: a process of this host that
+	// no longer runs). The write is a compare-and-swap on the lease as read
+	// (WHERE token = $token AND expires_at = $expires_at): if the lease was
+	// released, taken over or renewed since (a renewal proves its holder
+	// alive), nothing is written and the error wraps ErrLeaseLost. The
+	// displaced token can then neither renew, release nor pass a fence.
+	TakeOverLease(ctx context.Context, p TakeOverLeaseParams) (Lease, error)
 	// RenewLease extends a lease still held by Token and unexpired at Now
 	// (WHERE token = $token AND expires_at > $now): ErrLeaseLost otherwise.
 	RenewLease(ctx context.Context, p RenewLeaseParams) (Lease, error)

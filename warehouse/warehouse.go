@@ -24,9 +24,16 @@ package warehouse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
+
+// ErrNotARead is wrapped by Engine.ReadOnlyQuery when the statement is not
+// a read (a write, DDL, COPY, ATTACH, SET, several statements, ...): the
+// statement did not run, or ran in a read-only transaction that was rolled
+// back, so nothing changed.
+var ErrNotARead = errors.New("not a read")
 
 // Table names a table or view: a schema and a name, both unquoted.
 type Table struct {
@@ -144,8 +151,20 @@ type Engine interface {
 	TableExists(ctx context.Context, t Table) (bool, error)
 	// Columns returns t's columns in order.
 	Columns(ctx context.Context, t Table) ([]Column, error)
-	// Query runs a read query with bound args and returns every row.
+	// Query runs one statement with bound args and returns every row. It
+	// does not check that the statement only reads: gapless's own reads
+	// use it, and `gapless query --allow-writes`.
 	Query(ctx context.Context, sql string, args ...any) (*Result, error)
+	// ReadOnlyQuery runs one statement with bound args, only if it is a
+	// read, and returns every row. A statement that is not a read is
+	// refused with an error wrapping ErrNotARead, and nothing in the
+	// warehouse changes: the engine decides by its own means (DuckDB: the
+	// prepared statement's type, PostgreSQL: the statement's description),
+	// and runs the statement in a read-only transaction that it then rolls
+	// back, so a write hidden inside a read (a data-modifying CTE,
+	// EXPLAIN ANALYZE of a DELETE) fails in the engine too. Several
+	// statements in one string are refused the same way.
+	ReadOnlyQuery(ctx context.Context, sql string, args ...any) (*Result, error)
 	Close() error
 }
 

@@ -11,14 +11,15 @@ import (
 	"github.com/gapless-dev/gapless/state"
 )
 
-const leaseColumns = `key, owner, token, acquired_at_us, expires_at_us`
+const leaseColumns = `key, owner, token, acquired_at_us, expires_at_us, holder_host, holder_pid, holder_start`
 
 func scanLease(row pgx.Row) (state.Lease, error) {
 	var l state.Lease
-	var acquired, expires int64
-	if err := row.Scan(&l.Key, &l.Owner, &l.Token, &acquired, &expires); err != nil {
+	var acquired, expires, pid int64
+	if err := row.Scan(&l.Key, &l.Owner, &l.Token, &acquired, &expires, &l.Holder.Host, &pid, &l.Holder.Start); err != nil {
 		return state.Lease{}, err
 	}
+	l.Holder.PID = int(pid)
 	l.AcquiredAt = state.FromMicros(acquired)
 	l.ExpiresAt = state.FromMicros(expires)
 	return l, nil
@@ -65,14 +66,15 @@ func (s *Store) AcquireLease(ctx context.Context, p state.AcquireLeaseParams) (s
 		return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q: %w", p.Key, err)
 	}
 	l, err := scanLease(s.pool.QueryRow(ctx, `
-		INSERT INTO leases (key, owner, token, acquired_at_us, expires_at_us)
-		VALUES ($1, $2, $3, $4, $5)
+		INSERT INTO leases (`+leaseColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT (key) DO UPDATE SET
 			owner = excluded.owner, token = excluded.token,
-			acquired_at_us = excluded.acquired_at_us, expires_at_us = excluded.expires_at_us
+			acquired_at_us = excluded.acquired_at_us, expires_at_us = excluded.expires_at_us,
+			holder_host = excluded.holder_host, holder_pid = excluded.holder_pid, holder_start = excluded.holder_start
 		WHERE leases.expires_at_us <= $4
 		RETURNING `+leaseColumns,
-		p.Key, p.Owner, token, now, exp))
+		p.Key, p.Owner, token, now, exp, p.Holder.Host, int64(p.Holder.PID), p.Holder.Start))
 	if errors.Is(err, pgx.ErrNoRows) {
 		// The compare-and-swap failed; read the holder only to say who.
 		held, herr := s.GetLease(ctx, p.Key)
@@ -84,6 +86,44 @@ func (s *Store) AcquireLease(ctx context.Context, p state.AcquireLeaseParams) (s
 	}
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q: %w", p.Key, err)
+	}
+	return l, nil
+}
+
+// TakeOverLease replaces the lease p.Token holds, expired or not, with a
+// fresh token for p.Owner and p.Holder, or returns state.ErrLeaseLost.
+//
+// Invariant: one UPDATE guarded by "WHERE token = $token AND expires_at_us
+// = $expires_at", a compare-and-swap on the lease exactly as the caller
+// read it. PostgreSQL locks the row and re-checks the clause on its newest
+// version, so a lease released, taken over or renewed since that read is
+// never displaced, and of two simultaneous takers exactly one wins.
+func (s *Store) TakeOverLease(ctx context.Context, p state.TakeOverLeaseParams) (state.Lease, error) {
+	if p.Key == "" {
+		return state.Lease{}, errors.New("postgres state: take over lease: the key is empty")
+	}
+	if p.Token == "" {
+		return state.Lease{}, fmt.Errorf("postgres state: take over lease %q: the token of the lease to take over is required", p.Key)
+	}
+	now, exp, err := expiry(p.Now, p.TTL)
+	if err != nil {
+		return state.Lease{}, fmt.Errorf("postgres state: take over lease %q: %w", p.Key, err)
+	}
+	token, err := state.NewLeaseToken()
+	if err != nil {
+		return state.Lease{}, fmt.Errorf("postgres state: take over lease %q: %w", p.Key, err)
+	}
+	l, err := scanLease(s.pool.QueryRow(ctx, `
+		UPDATE leases SET owner = $4, token = $5, acquired_at_us = $6, expires_at_us = $7,
+			holder_host = $8, holder_pid = $9, holder_start = $10
+		WHERE key = $1 AND token = $2 AND expires_at_us = $3
+		RETURNING `+leaseColumns,
+		p.Key, p.Token, state.Micros(p.ExpiresAt), p.Owner, token, now, exp, p.Holder.Host, int64(p.Holder.PID), p.Holder.Start))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return state.Lease{}, fmt.Errorf("postgres state: take over lease %q: the lease changed since it was read (released, taken over or renewed): %w", p.Key, state.ErrLeaseLost)
+	}
+	if err != nil {
+		return state.Lease{}, fmt.Errorf("postgres state: take over lease %q: %w", p.Key, err)
 	}
 	return l, nil
 }

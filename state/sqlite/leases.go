@@ -10,13 +10,13 @@ import (
 	"github.com/gapless-dev/gapless/state"
 )
 
-const leaseColumns = `key, owner, token, acquired_at_us, expires_at_us`
+const leaseColumns = `key, owner, token, acquired_at_us, expires_at_us, holder_host, holder_pid, holder_start`
 
 // scanLease reads one row selected with leaseColumns.
 func scanLease(sc interface{ Scan(...any) error }) (state.Lease, error) {
 	var l state.Lease
 	var acquired, expires int64
-	if err := sc.Scan(&l.Key, &l.Owner, &l.Token, &acquired, &expires); err != nil {
+	if err := sc.Scan(&l.Key, &l.Owner, &l.Token, &acquired, &expires, &l.Holder.Host, &l.Holder.PID, &l.Holder.Start); err != nil {
 		return state.Lease{}, err
 	}
 	l.AcquiredAt = state.FromMicros(acquired)
@@ -56,13 +56,14 @@ func (s *Store) AcquireLease(ctx context.Context, p state.AcquireLeaseParams) (s
 	var out state.Lease
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		l, err := scanLease(tx.QueryRowContext(ctx, `
-			INSERT INTO leases (`+leaseColumns+`) VALUES (?, ?, ?, ?, ?)
+			INSERT INTO leases (`+leaseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (key) DO UPDATE SET
 				owner = excluded.owner, token = excluded.token,
-				acquired_at_us = excluded.acquired_at_us, expires_at_us = excluded.expires_at_us
+				acquired_at_us = excluded.acquired_at_us, expires_at_us = excluded.expires_at_us,
+				holder_host = excluded.holder_host, holder_pid = excluded.holder_pid, holder_start = excluded.holder_start
 			WHERE leases.expires_at_us <= ?
 			RETURNING `+leaseColumns,
-			p.Key, p.Owner, token, now, now+p.TTL.Microseconds(), now))
+			p.Key, p.Owner, token, now, now+p.TTL.Microseconds(), p.Holder.Host, p.Holder.PID, p.Holder.Start, now))
 		if errors.Is(err, sql.ErrNoRows) {
 			held, err := scanLease(tx.QueryRowContext(ctx,
 				`SELECT `+leaseColumns+` FROM leases WHERE key = ?`, p.Key))
@@ -79,6 +80,48 @@ func (s *Store) AcquireLease(ctx context.Context, p state.AcquireLeaseParams) (s
 	})
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("sqlite: acquire lease %q: %w", p.Key, err)
+	}
+	return out, nil
+}
+
+// TakeOverLease replaces the lease p.Token holds, expired or not, with a
+// fresh token for p.Owner and p.Holder, or fails wrapping
+// state.ErrLeaseLost.
+//
+// Invariant: the write is one UPDATE guarded by "WHERE token = $token AND
+// expires_at_us = $expires_at": a compare-and-swap on the lease exactly as
+// the caller read it, so a lease released, taken over or renewed since
+// that read is never displaced, and of two simultaneous takers exactly one
+// wins.
+func (s *Store) TakeOverLease(ctx context.Context, p state.TakeOverLeaseParams) (state.Lease, error) {
+	if err := checkLeaseTiming(p.Key, p.TTL, p.Now); err != nil {
+		return state.Lease{}, fmt.Errorf("sqlite: take over lease: %w", err)
+	}
+	if p.Token == "" {
+		return state.Lease{}, fmt.Errorf("sqlite: take over lease %q: the token of the lease to take over is required", p.Key)
+	}
+	token, err := state.NewLeaseToken()
+	if err != nil {
+		return state.Lease{}, fmt.Errorf("sqlite: take over lease %q: %w", p.Key, err)
+	}
+	now := state.Micros(p.Now)
+	var out state.Lease
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		l, err := scanLease(tx.QueryRowContext(ctx, `
+			UPDATE leases SET owner = ?, token = ?, acquired_at_us = ?, expires_at_us = ?,
+				holder_host = ?, holder_pid = ?, holder_start = ?
+			WHERE key = ? AND token = ? AND expires_at_us = ?
+			RETURNING `+leaseColumns,
+			p.Owner, token, now, now+p.TTL.Microseconds(), p.Holder.Host, p.Holder.PID, p.Holder.Start,
+			p.Key, p.Token, state.Micros(p.ExpiresAt)))
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("%w: the lease changed since it was read (released, taken over or renewed)", state.ErrLeaseLost)
+		}
+		out = l
+		return err
+	})
+	if err != nil {
+		return state.Lease{}, fmt.Errorf("sqlite: take over lease %q: %w", p.Key, err)
 	}
 	return out, nil
 }

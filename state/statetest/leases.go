@@ -1,6 +1,7 @@
 package statetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -18,6 +19,10 @@ func leaseTests() []test {
 		{"TokensAreFresh", testLeaseTokensFresh},
 		{"GetMissing", testLeaseGetMissing},
 		{"RejectsBadInput", testLeaseBadInput},
+		{"HolderIsKept", testLeaseHolderKept},
+		{"TakeOverFencesTheDisplacedToken", testLeaseTakeOver},
+		{"StaleTokenCannotTakeOver", testLeaseTakeOverStale},
+		{"TakeOverRejectsBadInput", testLeaseTakeOverBadInput},
 	}
 }
 
@@ -135,4 +140,154 @@ func testLeaseBadInput(t *testing.T, b *bundle) {
 	}
 	_, err := b.store.GetLease(b.ctx, "run:prod")
 	require.ErrorIs(t, err, state.ErrNotFound)
+}
+
+// holderOf is a LeaseHolder for tests.
+func holderOf(host string, pid int) state.LeaseHolder {
+	return state.LeaseHolder{Host: host, PID: pid, Start: fmt.Sprintf("start-%s-%d", host, pid)}
+}
+
+func testLeaseHolderKept(t *testing.T, b *bundle) {
+	// Scenario: a process takes a lease naming itself (host, PID, start
+	// identity); GetLease, a renewal and a takeover after expiry return the
+	// holder each acquisition named, and a lease acquired without one has
+	// an unknown (zero) holder.
+	h := holderOf("ci-1", 4242)
+	l, err := b.store.AcquireLease(b.ctx, state.AcquireLeaseParams{Key: "run:prod", Owner: "run", Holder: h, TTL: time.Hour, Now: hour(0)})
+	require.NoError(t, err)
+	require.Equal(t, h, l.Holder)
+	got, err := b.store.GetLease(b.ctx, "run:prod")
+	require.NoError(t, err)
+	require.Equal(t, h, got.Holder)
+	renewed, err := b.store.RenewLease(b.ctx, state.RenewLeaseParams{Key: "run:prod", Token: l.Token, TTL: time.Hour, Now: hour(0).Add(time.Minute)})
+	require.NoError(t, err)
+	require.Equal(t, h, renewed.Holder)
+
+	h2 := holderOf("ci-2", 7)
+	next, err := b.store.AcquireLease(b.ctx, state.AcquireLeaseParams{Key: "run:prod", Owner: "scheduler", Holder: h2, TTL: time.Hour, Now: hour(2)})
+	require.NoError(t, err)
+	require.Equal(t, h2, next.Holder)
+	got, err = b.store.GetLease(b.ctx, "run:prod")
+	require.NoError(t, err)
+	require.Equal(t, h2, got.Holder)
+
+	anon := acquire(t, b, "run:dev", "scheduler-1", hour(0), time.Hour)
+	require.True(t, anon.Holder.IsZero(), "%+v", anon.Holder)
+}
+
+// takeOver takes over l for owner and holder at now.
+func takeOver(b *bundle, l state.Lease, owner string, holder state.LeaseHolder, now time.Time) (state.Lease, error) {
+	return b.store.TakeOverLease(b.ctx, state.TakeOverLeaseParams{Key: l.Key, Token: l.Token, ExpiresAt: l.ExpiresAt,
+		Owner: owner, Holder: holder, TTL: time.Hour, Now: now})
+}
+
+func testLeaseTakeOver(t *testing.T, b *bundle) {
+	// Scenario: run A (pid 100) holds a version's lease for an hour and is
+	// killed ten minutes in. Run B, finding A gone, takes the lease over at
+	// once, well before it expires: a fresh token, B's owner and holder,
+	// an hour from now. A's token can no longer renew, release or write
+	// intervals (ErrFenced, nothing written); B's fenced write succeeds.
+	k := vkey("m.a", "v1")
+	a, err := b.store.AcquireLease(b.ctx, state.AcquireLeaseParams{Key: "version/m.a@v1", Owner: "run", Holder: holderOf("ci-1", 100), TTL: time.Hour, Now: hour(0)})
+	require.NoError(t, err)
+	require.NoError(t, fencedWrite(b, true, k, set(hours(0, 1)), leaseFence(a), hour(0)))
+
+	at := hour(0).Add(10 * time.Minute)
+	taker, err := takeOver(b, a, "run", holderOf("ci-1", 200), at)
+	require.NoError(t, err)
+	require.NotEqual(t, a.Token, taker.Token)
+	require.Equal(t, "version/m.a@v1", taker.Key)
+	require.Equal(t, holderOf("ci-1", 200), taker.Holder)
+	require.True(t, taker.AcquiredAt.Equal(at), "AcquiredAt %v", taker.AcquiredAt)
+	require.True(t, taker.ExpiresAt.Equal(at.Add(time.Hour)), "ExpiresAt %v", taker.ExpiresAt)
+	got, err := b.store.GetLease(b.ctx, "version/m.a@v1")
+	require.NoError(t, err)
+	require.Equal(t, taker, got)
+
+	_, err = b.store.RenewLease(b.ctx, state.RenewLeaseParams{Key: a.Key, Token: a.Token, TTL: time.Hour, Now: at})
+	require.ErrorIs(t, err, state.ErrLeaseLost)
+	require.ErrorIs(t, b.store.ReleaseLease(b.ctx, state.ReleaseLeaseParams{Key: a.Key, Token: a.Token}), state.ErrLeaseLost)
+	require.ErrorIs(t, fencedWrite(b, true, k, set(hours(1, 2)), leaseFence(a), at), state.ErrFenced)
+	requireIntervals(t, b, k, set(hours(0, 1)))
+	require.NoError(t, fencedWrite(b, true, k, set(hours(1, 2)), leaseFence(taker), at))
+	requireIntervals(t, b, k, set(hours(0, 2)))
+}
+
+func testLeaseTakeOverStale(t *testing.T, b *bundle) {
+	// Scenario: the takeover is a compare-and-swap on the lease as read,
+	// never a blind overwrite. B and C both read A's lease and find A gone;
+	// B takes it over first, so C's takeover with A's stale token fails
+	// with ErrLeaseLost and B keeps it. A lease renewed after it was read
+	// (its holder is alive) is not taken over either, nor one released
+	// since (no row is created), and of 8 takers racing on one read exactly
+	// one wins.
+	a, err := b.store.AcquireLease(b.ctx, state.AcquireLeaseParams{Key: "k", Owner: "A", Holder: holderOf("h", 1), TTL: time.Hour, Now: hour(0)})
+	require.NoError(t, err)
+	taker, err := takeOver(b, a, "B", holderOf("h", 2), hour(0).Add(time.Minute))
+	require.NoError(t, err)
+	_, err = takeOver(b, a, "C", holderOf("h", 3), hour(0).Add(2*time.Minute))
+	require.ErrorIs(t, err, state.ErrLeaseLost)
+	got, err := b.store.GetLease(b.ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, taker, got)
+
+	// Renewed since the read: the holder is alive.
+	read := got
+	_, err = b.store.RenewLease(b.ctx, state.RenewLeaseParams{Key: "k", Token: taker.Token, TTL: time.Hour, Now: hour(0).Add(3 * time.Minute)})
+	require.NoError(t, err)
+	_, err = takeOver(b, read, "C", holderOf("h", 3), hour(0).Add(4*time.Minute))
+	require.ErrorIs(t, err, state.ErrLeaseLost)
+	got, err = b.store.GetLease(b.ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, taker.Token, got.Token)
+	require.Equal(t, "B", got.Owner)
+
+	// Released since the read.
+	require.NoError(t, b.store.ReleaseLease(b.ctx, state.ReleaseLeaseParams{Key: "k", Token: taker.Token}))
+	_, err = takeOver(b, got, "C", holderOf("h", 3), hour(0).Add(5*time.Minute))
+	require.ErrorIs(t, err, state.ErrLeaseLost)
+	_, err = b.store.GetLease(b.ctx, "k")
+	require.ErrorIs(t, err, state.ErrNotFound)
+
+	// Racing takers.
+	d, err := b.store.AcquireLease(b.ctx, state.AcquireLeaseParams{Key: "k", Owner: "D", Holder: holderOf("h", 4), TTL: time.Hour, Now: hour(1)})
+	require.NoError(t, err)
+	leases := make([]state.Lease, racers)
+	errs := make([]error, racers)
+	race(racers, func(i int) {
+		leases[i], errs[i] = takeOver(b, d, fmt.Sprintf("taker-%d", i), holderOf("h", 10+i), hour(1).Add(time.Minute))
+	})
+	winner := -1
+	for i, err := range errs {
+		if err == nil {
+			require.Equal(t, -1, winner, "two takeovers won")
+			winner = i
+			continue
+		}
+		require.ErrorIs(t, err, state.ErrLeaseLost)
+	}
+	require.NotEqual(t, -1, winner, "no takeover won")
+	got, err = b.store.GetLease(b.ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, leases[winner], got)
+}
+
+func testLeaseTakeOverBadInput(t *testing.T, b *bundle) {
+	// Scenario: a takeover without a key, the token it displaces, a
+	// positive TTL or a Now is refused (not as ErrLeaseLost) and changes
+	// nothing.
+	l := acquire(t, b, "k", "A", hour(0), time.Hour)
+	for _, p := range []state.TakeOverLeaseParams{
+		{Key: "", Token: l.Token, ExpiresAt: l.ExpiresAt, Owner: "B", TTL: time.Hour, Now: hour(0)},
+		{Key: "k", Token: "", ExpiresAt: l.ExpiresAt, Owner: "B", TTL: time.Hour, Now: hour(0)},
+		{Key: "k", Token: l.Token, ExpiresAt: l.ExpiresAt, Owner: "B", TTL: 0, Now: hour(0)},
+		{Key: "k", Token: l.Token, ExpiresAt: l.ExpiresAt, Owner: "B", TTL: time.Hour},
+	} {
+		_, err := b.store.TakeOverLease(b.ctx, p)
+		require.Errorf(t, err, "%+v", p)
+		require.NotErrorIs(t, err, state.ErrLeaseLost)
+	}
+	got, err := b.store.GetLease(b.ctx, "k")
+	require.NoError(t, err)
+	require.Equal(t, l, got)
 }

@@ -28,6 +28,9 @@
 //     unknown environment, and for RecordApplication of an unsaved plan;
 //   - keep the first record when a plan is saved again with the same payload
 //     (payloads are compared as JSON), and refuse invalid JSON;
+//   - keep a lease's Holder as the acquisition or takeover gave it, and
+//     refuse a takeover without a key, the displaced token, a positive TTL
+//     or a Now with an error other than ErrLeaseLost;
 //   - treat a lease as expired at ExpiresAt exactly (an acquire at that
 //     instant succeeds, a renew fails), and refuse an acquire without a key,
 //     a positive TTL or a Now, with an error other than ErrLeaseHeld;

@@ -42,6 +42,24 @@ import (
 // interval as pgtype.Interval, an unknown type as its text).
 func (e *Engine) Query(ctx context.Context, sql string, args ...any) (*warehouse.Result, error) {
 	const op = "query"
+	bound, err := bindArgs(args)
+	if err != nil {
+		return nil, fail(op, e.object, sql, err)
+	}
+	rows, err := e.pool.Query(ctx, sql, bound...)
+	if err != nil {
+		return nil, fail(op, e.object, sql, err)
+	}
+	res, err := readResult(rows)
+	if err != nil {
+		return nil, fail(op, e.object, sql, err)
+	}
+	return res, nil
+}
+
+// bindArgs converts Query's arguments to what pgx binds, refusing pgx's
+// option arguments.
+func bindArgs(args []any) ([]any, error) {
 	bound := make([]any, len(args))
 	for i, a := range args {
 		switch a.(type) {
@@ -49,14 +67,15 @@ func (e *Engine) Query(ctx context.Context, sql string, args ...any) (*warehouse
 			// pgx reads these leading arguments as options, not values:
 			// QueryExecModeSimpleProtocol would run several statements,
 			// and a rewriter rewrites the SQL.
-			return nil, fail(op, e.object, sql, fmt.Errorf("%w: argument %d is a pgx option (%T), not a value", ErrInvalidArgument, i+1, a))
+			return nil, fmt.Errorf("%w: argument %d is a pgx option (%T), not a value", ErrInvalidArgument, i+1, a)
 		}
 		bound[i] = bindValue(a)
 	}
-	rows, err := e.pool.Query(ctx, sql, bound...)
-	if err != nil {
-		return nil, fail(op, e.object, sql, err)
-	}
+	return bound, nil
+}
+
+// readResult reads and closes rows, normalising the values (see Query).
+func readResult(rows pgx.Rows) (*warehouse.Result, error) {
 	defer rows.Close()
 	fields := rows.FieldDescriptions()
 	res := &warehouse.Result{Columns: make([]string, len(fields)), Types: make([]string, len(fields)), Rows: [][]any{}}
@@ -70,7 +89,7 @@ func (e *Engine) Query(ctx context.Context, sql string, args ...any) (*warehouse
 	for rows.Next() {
 		vals, err := rows.Values()
 		if err != nil {
-			return nil, fail(op, e.object, sql, err)
+			return nil, err
 		}
 		for i, v := range vals {
 			vals[i] = normalize(v)
@@ -78,7 +97,7 @@ func (e *Engine) Query(ctx context.Context, sql string, args ...any) (*warehouse
 		res.Rows = append(res.Rows, vals)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fail(op, e.object, sql, err)
+		return nil, err
 	}
 	return res, nil
 }

@@ -26,6 +26,11 @@
 //     query that smuggles in a second one ("SELECT 1) AS q; DROP TABLE x;
 //     SELECT (1") is an error and runs nothing. So does Query.
 //   - A query may end with semicolons or a line comment.
+//   - ReadOnlyQuery runs reads (SELECT, WITH ... SELECT, VALUES, EXPLAIN)
+//     and refuses, with warehouse.ErrNotARead, every other statement:
+//     writes, DDL, COPY, SET, transaction control, several statements, and
+//     a write hidden in a read (EXPLAIN ANALYZE DELETE, nextval). A refused
+//     statement changes nothing, and leaves the engine able to write.
 //
 // Tables and views:
 //   - CreateSchema is idempotent, also when racing itself.
@@ -113,6 +118,7 @@ func Run(t *testing.T, newEngine Factory) {
 		{"View", viewScenarios, false},
 		{"Views", viewBatchScenarios, false},
 		{"Query", queryScenarios, false},
+		{"ReadOnlyQuery", readOnlyScenarios, false},
 		{"InsertInterval", insertIntervalScenarios, false},
 		{"MergeByKey", mergeScenarios, false},
 		{"ReplaceTable", replaceScenarios, false},

@@ -1,0 +1,14 @@
+-- The process that holds each lease (state.LeaseHolder): its host, PID and
+-- start identity, so that a lease whose holder no longer runs can be taken
+-- over before it expires (state.Store.TakeOverLease). Leases taken before
+-- this migration have an unknown holder ('' and 0) and simply expire.
+
+-- +goose Up
+ALTER TABLE leases ADD COLUMN holder_host  TEXT    NOT NULL DEFAULT '';
+ALTER TABLE leases ADD COLUMN holder_pid   INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE leases ADD COLUMN holder_start TEXT    NOT NULL DEFAULT '';
+
+-- +goose Down
+ALTER TABLE leases DROP COLUMN holder_start;
+ALTER TABLE leases DROP COLUMN holder_pid;
+ALTER TABLE leases DROP COLUMN holder_host;
