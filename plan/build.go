@@ -283,7 +283,7 @@ func describeChange(c snapshot.Change) Change {
 		out.Diff = queryDiff(c.Name, c.Previous.Model.Query, c.Next.Model.Query)
 	}
 	if before, after := renderHeader(c.Previous.Model), renderHeader(c.Next.Model); before != after {
-		out.HeaderDiff = queryDiff(c.Name, before, after)
+		out.HeaderDiff = queryDiff(c.Name+" header", before, after)
 	}
 	return out
 }
@@ -292,7 +292,7 @@ func describeChange(c snapshot.Change) Change {
 // plan's report.
 func queryDiff(name, before, after string) string {
 	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(strings.TrimSpace(before) + "\n"), B: difflib.SplitLines(strings.TrimSpace(after) + "\n"),
+		A: difflib.SplitLines(strings.TrimSpace(before)), B: difflib.SplitLines(strings.TrimSpace(after)),
 		FromFile: name + " (current)", ToFile: name + " (new)", Context: 3,
 	})
 	if err != nil {

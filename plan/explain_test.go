@@ -136,7 +136,7 @@ func TestBuildExplainsChanges(t *testing.T) {
 	require.Equal(t, snapshot.MetadataOnly, ev.Category)
 	require.Equal(t, "only cron, lookback and owner changed", ev.Reason)
 	require.Empty(t, ev.Diff, "the query is unchanged")
-	require.Contains(t, ev.HeaderDiff, "--- demo.events (current)")
+	require.Contains(t, ev.HeaderDiff, "--- demo.events header (current)")
 	require.Contains(t, ev.HeaderDiff, "-  kind INCREMENTAL_BY_TIME_RANGE (time_column ts),\n")
 	require.Contains(t, ev.HeaderDiff, "+  kind INCREMENTAL_BY_TIME_RANGE (time_column ts, lookback 2),\n")
 	require.Contains(t, ev.HeaderDiff, "-  cron '@hourly',\n+  cron '0 * * * *',\n")
@@ -188,7 +188,7 @@ func TestBuildCategoryChoice(t *testing.T) {
 		require.Equal(t, snapshot.NonBreaking, p.Changes[0].Category)
 		require.Equal(t, snapshot.ChooseNonBreaking, p.Changes[0].Chosen)
 		require.Equal(t, snapshot.Breaking, p.Changes[0].AutoCategory)
-		require.Equal(t, "chosen with --category (gapless found it breaking: column other changes; no child reads a column it removes or changes)", p.Changes[0].Reason)
+		require.Equal(t, "chosen with --category, over breaking (column other changes); no child reads a column it removes or changes", p.Changes[0].Reason)
 		require.Equal(t, snapshot.IndirectNonBreaking, p.Changes[1].Category)
 		_, ok := p.BackfillFor("demo.daily")
 		require.False(t, ok, "the child keeps its table")
@@ -211,5 +211,5 @@ func TestBuildCategoryChoice(t *testing.T) {
 	_, err = Build(ctx, params)
 	var ce *snapshot.ChoiceError
 	require.ErrorAs(t, err, &ce)
-	require.EqualError(t, err, "categorising changes: category non-breaking for demo.events refused: demo.daily reads column ts, which the change changes (column ts changes)")
+	require.EqualError(t, err, "categorising changes: category non-breaking for demo.events refused: demo.daily reads column ts, which this change alters (column ts changes)")
 }

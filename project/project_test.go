@@ -148,7 +148,7 @@ func TestChangeCategoriesWithTheRealParser(t *testing.T) {
 	require.Equal(t, snapshot.IndirectNonBreaking, changes[2].Category, changes[2].Name)
 	next = withStg(t, base, "SELECT id, amount + 1 AS amount FROM raw.events")
 	_, err = snapshot.Categorize(prev.Snapshots, next.Snapshots, next.Graph, Additive(context.Background(), parser), choose)
-	require.EqualError(t, err, "category non-breaking for stg.events refused: mart.totals reads column amount, which the change changes (column amount changes)")
+	require.EqualError(t, err, "category non-breaking for stg.events refused: mart.totals reads column amount, which this change alters (column amount changes)")
 }
 
 // withStg loads base with stg.events's query replaced.

@@ -443,7 +443,7 @@ func (cz *categorizer) choose(c *Change, d *directChange, choice Choice) error {
 		return refuse("%s is not a direct change", c.Name)
 	}
 	auto := c.Category
-	found := fmt.Sprintf("gapless found it %s: %s", auto, d.reason)
+	reason := fmt.Sprintf("chosen with --category, over %s (%s)", auto, d.reason)
 	switch choice {
 	case ChooseBreaking, ChooseNonBreaking:
 		if c.ForwardOnly {
@@ -453,11 +453,11 @@ func (cz *categorizer) choose(c *Change, d *directChange, choice Choice) error {
 			if err := cz.nonBreakingSafe(c.Name, d); err != nil {
 				return refuse("%s", err.Error())
 			}
-			found += "; no child reads a column it removes or changes"
+			reason += "; no child reads a column it removes or changes"
 		}
 		c.Chosen, c.Auto = choice, auto
 		c.Category = Category(choice)
-		c.Reason = "chosen with --category (" + found + ")"
+		c.Reason = reason
 	case ChooseForwardOnly:
 		if err := forwardOnlySafe(c.Next, d); err != nil {
 			return refuse("%s", err.Error())
@@ -500,14 +500,14 @@ func (cz *categorizer) nonBreakingSafe(name string, d *directChange) error {
 			if !r.Has(col) {
 				continue
 			}
-			verb := "changes"
+			verb := "alters"
 			if slices.Contains(d.query.Removed, col) {
 				verb = "removes"
 			}
 			if r.All {
-				return fmt.Errorf("%s reads every column of %s (a star or a NATURAL join), and the change %s column %s", child, name, verb, col)
+				return fmt.Errorf("%s reads every column of %s (a star or a NATURAL join), and this change %s column %s", child, name, verb, col)
 			}
-			return fmt.Errorf("%s reads column %s, which the change %s (%s)", child, col, verb, d.reason)
+			return fmt.Errorf("%s reads column %s, which this change %s (%s)", child, col, verb, d.reason)
 		}
 	}
 	return nil

@@ -418,7 +418,7 @@ func TestCategoryChoices(t *testing.T) {
 		require.Equal(t, NonBreaking, stg.Category)
 		require.Equal(t, ChooseNonBreaking, stg.Chosen)
 		require.Equal(t, Breaking, stg.Auto)
-		require.Equal(t, "chosen with --category (gapless found it breaking: column id changes; no child reads a column it removes or changes)", stg.Reason)
+		require.Equal(t, "chosen with --category, over breaking (column id changes); no child reads a column it removes or changes", stg.Reason)
 		require.Equal(t, IndirectNonBreaking, got["mart.daily"].Category)
 		require.Equal(t, ps["mart.daily"].Version, ns["mart.daily"].Version, "the child keeps its table")
 		require.NotEqual(t, ps["stg.events"].Version, ns["stg.events"].Version)
@@ -459,7 +459,7 @@ func TestCategoryChoices(t *testing.T) {
 		reason string
 	}{
 		{"non-breaking when a child reads the changed column", editTS, "stg.events", ChooseNonBreaking,
-			"mart.daily reads column ts, which the change changes (column ts changes)"},
+			"mart.daily reads column ts, which this change alters (column ts changes)"},
 		{"non-breaking when the rows change", where, "stg.events", ChooseNonBreaking,
 			"mart.daily reads stg.events, whose every column may change (the FROM clause changes)"},
 		{"non-breaking when a physical attribute changes", func(p project) { p.models["stg.events"].TimeColumn = "id" }, "stg.events", ChooseNonBreaking,

@@ -167,7 +167,7 @@ func insertionReason(o, n *selectShape, inserted []item) (string, bool) {
 				return adds + " under GROUP BY ALL, which then also groups by it", true
 			}
 		}
-		return adds + " under GROUP BY ALL (gapless counts every column added there as breaking)", false
+		return adds + " under GROUP BY ALL, where gapless counts every added column as breaking", false
 	}
 	return adds, false
 }

@@ -43,7 +43,7 @@ func TestCompare(t *testing.T) {
 		{name: "non-aggregate under GROUP BY ALL", old: "SELECT a, sum(x) AS s FROM t GROUP BY ALL", new: "SELECT a, sum(x) AS s, b FROM t GROUP BY ALL",
 			want: sqlparse.Comparison{AllChanged: true, Added: []string{"b"}, Reason: "adds column b under GROUP BY ALL, which then also groups by it"}},
 		{name: "aggregate under GROUP BY ALL", old: "SELECT a, sum(x) AS s FROM t GROUP BY ALL", new: "SELECT a, sum(x) AS s, max(x) AS biggest FROM t GROUP BY ALL",
-			want: sqlparse.Comparison{Added: []string{"biggest"}, Reason: "adds column biggest under GROUP BY ALL (gapless counts every column added there as breaking)"}},
+			want: sqlparse.Comparison{Added: []string{"biggest"}, Reason: "adds column biggest under GROUP BY ALL, where gapless counts every added column as breaking"}},
 		{name: "under SELECT DISTINCT", old: "SELECT DISTINCT a FROM t", new: "SELECT DISTINCT a, b FROM t",
 			want: sqlparse.Comparison{AllChanged: true, Added: []string{"b"}, Reason: "adds column b under SELECT DISTINCT, which changes which rows are distinct"}},
 		{name: "set-returning", old: "SELECT a FROM t", new: "SELECT a, unnest(tags) AS tag FROM t",
