@@ -88,6 +88,11 @@ func TestBuildReusesWhatAnotherEnvironmentBuilt(t *testing.T) {
 		{Name: "demo.totals", Version: next["demo.totals"].Version, Covered: interval.NewSet(interval.NewRange(at(1, 0), at(3, 0))),
 			Complete: true, BuiltBy: []string{"dev"}},
 	}, normalised(p.Reuses))
+	b, err := Encode(p)
+	require.NoError(t, err)
+	saved, err := Decode(b)
+	require.NoError(t, err)
+	require.Equal(t, normalised(p.Reuses), normalised(saved.Reuses), "reuses travel in the plan file")
 
 	// A day later the FULL model's bound has moved: it is built again.
 	later := build(t, st, Prod, cur, base, changed, at(4, 0), Options{})
