@@ -25,8 +25,13 @@ import (
 //     the part of the plan's ranges not yet covered is computed;
 //   - the first failure cancels every other model (an in-flight batch is
 //     rolled back and not recorded) and is the error returned; models
-//     downstream of it never start.
+//     downstream of it never start;
+//   - a version the plan reuses instead of backfilling must still be built
+//     (checkReuses), or nothing is computed and the apply fails.
 func (a *applier) backfill(ctx context.Context, res *Result) error {
+	if err := a.checkReuses(ctx); err != nil {
+		return err
+	}
 	if err := a.clearRestated(ctx); err != nil {
 		return err
 	}

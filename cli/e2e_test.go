@@ -266,7 +266,7 @@ func TestDevEnvironmentThenJanitor(t *testing.T) {
 	out := mustRun(t, dir, "plan", "dev", "--auto-apply", "--execution-time", t0)
 	require.Contains(t, out, "~ demo.daily_revenue")
 	require.Contains(t, out, "+  max(e.amount) AS biggest")
-	require.Contains(t, out, "~ demo.customer_totals  [indirect-")
+	require.Contains(t, out, "~ demo.customer_totals  indirect-breaking: reads demo.daily_revenue, which changes breakingly")
 	require.NotContains(t, out, "demo.events  ", "dev reuses prod's events table")
 
 	dev := statusOf(t, dir, "dev", "--execution-time", t0)

@@ -29,6 +29,7 @@ type planFlags struct {
 	start, end   string
 	restate      []string
 	selectModels []string
+	categories   []string
 	skipBackfill bool
 	forwardOnly  bool
 	noGaps       bool
@@ -44,9 +45,15 @@ func newPlanCmd(g *globals) *cobra.Command {
 		Use:   "plan [ENV]",
 		Short: "Build a plan against ENV (default prod), print it, and apply it when asked to",
 		Long: `Compares the project with what ENV serves and prints the plan: added,
-removed, directly and indirectly modified models (with a SQL diff for each
-direct change), the change categories, and per model the intervals to
-backfill.
+removed, directly and indirectly modified models, each with its change
+category and the reason for it (with a diff of the query and of the MODEL
+header where they changed), and per model the intervals to backfill. A
+version another environment already built is not backfilled again: the
+plan says whose table it reuses, and lists only what is missing.
+
+--category MODEL=CATEGORY chooses a directly modified model's category
+(breaking, non-breaking or forward-only) instead of gapless's own; a choice
+that could serve wrong rows is refused with the reason.
 
 A new development environment starts as a copy of prod and reuses prod's
 tables for every model it does not change.
@@ -89,6 +96,7 @@ gapless.yaml, strict when unset; --on-incumbent-advance,
 	fl.StringVar(&f.end, "end", "", "backfill up to this time (default: the execution time)")
 	fl.StringArrayVar(&f.restate, "restate-model", nil, "recompute this model's intervals, and those of everything downstream (repeatable)")
 	fl.StringArrayVar(&f.selectModels, "select-model", nil, "restrict the plan to this model (repeatable)")
+	fl.StringArrayVar(&f.categories, "category", nil, "MODEL=CATEGORY: choose a directly modified model's category: breaking, non-breaking or forward-only (repeatable)")
 	fl.BoolVar(&f.skipBackfill, "skip-backfill", false, "do not backfill")
 	fl.BoolVar(&f.forwardOnly, "forward-only", false, "reuse the existing physical tables: changes apply from now on")
 	fl.BoolVar(&f.noGaps, "no-gaps", false, "the strict check: never promote a table with a gap (default on for prod)")
@@ -234,8 +242,36 @@ func planOptions(f planFlags) (plan.Options, error) {
 	if !o.Start.IsZero() && !o.End.IsZero() && !o.Start.Before(o.End) {
 		return o, usagef("--start %s is not before --end %s", f.start, f.end)
 	}
+	for _, arg := range f.categories {
+		name, cat, ok := strings.Cut(arg, "=")
+		name = strings.ToLower(strings.TrimSpace(name))
+		if !ok || name == "" {
+			return o, usagef("--category %q: write MODEL=CATEGORY, e.g. --category demo.daily_revenue=non-breaking", arg)
+		}
+		choice, err := snapshot.ParseChoice(cat)
+		if err != nil {
+			return o, usagef("--category %s: %w", arg, err)
+		}
+		if prev, dup := o.Categories[name]; dup && prev != choice {
+			return o, usagef("--category: %s is given both %s and %s", name, prev, choice)
+		}
+		if o.Categories == nil {
+			o.Categories = map[string]snapshot.Choice{}
+		}
+		o.Categories[name] = choice
+	}
 	return o, nil
 }
+
+// categoryError is a --category choice the plan refused, in the flag's
+// words.
+type categoryError struct{ *snapshot.ChoiceError }
+
+func (e categoryError) Error() string {
+	return fmt.Sprintf("--category %s=%s refused: %s", e.Model, e.Choice, e.Reason)
+}
+
+func (e categoryError) Unwrap() error { return e.ChoiceError }
 
 // buildPlan reads env and what it serves from the store and builds a plan
 // from it to the project. A new development environment starts from prod.
@@ -259,6 +295,10 @@ func buildPlan(ctx context.Context, store state.Store, pr *project.Project, pars
 		Additive:      project.Additive(ctx, parser),
 		ExecutionTime: exec, Now: now, Options: opts,
 	})
+	var ce *snapshot.ChoiceError
+	if errors.As(err, &ce) {
+		return nil, categoryError{ce}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("building the plan for %s: %w", env, err)
 	}
@@ -308,6 +348,9 @@ type planSummary struct {
 	Indirect      []string      `json:"indirectly_modified"`
 	Changes       []plan.Change `json:"changes"`
 	Backfills     []backfillRow `json:"backfills"`
+	// Reuses are the new versions whose work another environment (or an
+	// earlier plan) already did, in whole or in part.
+	Reuses []reuseRow `json:"reuses"`
 	// Policy is the promotion policy the plan records.
 	Policy policySummary `json:"policy"`
 }
@@ -320,10 +363,26 @@ type backfillRow struct {
 	Buckets int      `json:"buckets"`
 }
 
+type reuseRow struct {
+	Name    string   `json:"name"`
+	Version string   `json:"version"`
+	Covered []string `json:"covered"`
+	// Complete: nothing is left to compute for the version.
+	Complete bool     `json:"complete"`
+	BuiltBy  []string `json:"built_by"`
+}
+
 func summarize(pl *plan.Plan) planSummary {
 	s := planSummary{ID: pl.ID, Environment: pl.Environment, ExecutionTime: pl.ExecutionTime, Expected: pl.Expected,
 		Added: []string{}, Removed: []string{}, Direct: []string{}, Indirect: []string{},
-		Changes: pl.Changes, Backfills: []backfillRow{}, Policy: summarizePolicy(pl.Options.Policy, pl.Options.NoGaps)}
+		Changes: pl.Changes, Backfills: []backfillRow{}, Reuses: []reuseRow{}, Policy: summarizePolicy(pl.Options.Policy, pl.Options.NoGaps)}
+	for _, r := range pl.Reuses {
+		row := reuseRow{Name: r.Name, Version: r.Version, Covered: rangeStrings(r.Covered), Complete: r.Complete, BuiltBy: r.BuiltBy}
+		if row.BuiltBy == nil {
+			row.BuiltBy = []string{}
+		}
+		s.Reuses = append(s.Reuses, row)
+	}
 	if s.Changes == nil {
 		s.Changes = []plan.Change{}
 	}
@@ -361,36 +420,57 @@ func printPlan(w io.Writer, pl *plan.Plan) {
 	for _, c := range pl.Changes {
 		byName[c.Name] = c
 	}
-	section := func(title, mark string, names []string, diffs bool) {
+	section := func(title, mark string, names []string) {
 		if len(names) == 0 {
 			return
 		}
 		fmt.Fprintf(w, "\n%s (%d):\n", title, len(names))
 		for _, n := range names {
-			c := byName[n]
-			extra := ""
-			if c.ForwardOnly {
-				extra += ", forward-only"
-			}
-			if c.MetadataChanged {
-				extra += ", metadata changed"
-			}
-			fmt.Fprintf(w, "  %s %s  [%s%s]\n", mark, n, c.Category, extra)
-			if diffs && c.Diff != "" {
-				for _, line := range strings.Split(strings.TrimRight(c.Diff, "\n"), "\n") {
-					fmt.Fprintf(w, "      %s\n", line)
-				}
-			}
+			printChange(w, mark, byName[n])
 		}
 	}
-	section("Added", "+", s.Added, false)
-	section("Removed", "-", s.Removed, false)
-	section("Directly modified", "~", s.Direct, true)
-	section("Indirectly modified", "~", s.Indirect, false)
+	section("Added", "+", s.Added)
+	section("Removed", "-", s.Removed)
+	section("Directly modified", "~", s.Direct)
+	section("Indirectly modified", "~", s.Indirect)
 	if len(pl.Changes) == 0 {
 		fmt.Fprintln(w, "\nNo model changed.")
 	}
-	if len(s.Backfills) == 0 {
+	printBackfills(w, pl, s)
+}
+
+// printChange writes one change: its category and reason, why it is
+// forward-only, and the diffs of its query and header.
+func printChange(w io.Writer, mark string, c plan.Change) {
+	line := fmt.Sprintf("  %s %s  %s", mark, c.Name, c.Category)
+	if c.Reason != "" {
+		line += ": " + c.Reason
+	} else if c.MetadataChanged {
+		line += ", metadata changed" // a plan file from before plans carried reasons
+	}
+	fmt.Fprintln(w, line)
+	if c.ForwardOnly {
+		fwd := "forward-only"
+		if c.ForwardOnlyReason != "" {
+			fwd += ": " + c.ForwardOnlyReason
+		}
+		fmt.Fprintf(w, "      %s\n", fwd)
+	}
+	for _, d := range []string{c.Diff, c.HeaderDiff} {
+		if d == "" {
+			continue
+		}
+		for _, l := range strings.Split(strings.TrimRight(d, "\n"), "\n") {
+			fmt.Fprintf(w, "      %s\n", l)
+		}
+	}
+}
+
+// printBackfills writes the plan's work, one line per new version in DAG
+// order: the intervals to compute, and whose table a version reuses when
+// another environment built it.
+func printBackfills(w io.Writer, pl *plan.Plan, s planSummary) {
+	if len(s.Backfills) == 0 && len(s.Reuses) == 0 {
 		if pl.Options.SkipBackfill {
 			fmt.Fprintln(w, "\nBackfill: skipped (--skip-backfill).")
 		} else {
@@ -398,16 +478,49 @@ func printPlan(w io.Writer, pl *plan.Plan) {
 		}
 		return
 	}
+	work := map[string]backfillRow{}
+	for _, b := range s.Backfills {
+		work[b.Name] = b
+	}
+	reuse := map[string]reuseRow{}
+	for _, r := range s.Reuses {
+		reuse[r.Name] = r
+	}
 	fmt.Fprintln(w, "\nBackfill:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	for _, b := range s.Backfills {
-		what := "whole table"
-		if !b.Whole {
-			what = fmt.Sprintf("%d intervals in %s", b.Buckets, strings.Join(b.Ranges, ", "))
+	for _, snap := range pl.Snapshots {
+		b, hasWork := work[snap.Name]
+		r, reused := reuse[snap.Name]
+		var what, version string
+		switch {
+		case hasWork && b.Whole:
+			what, version = "whole table", b.Version
+		case hasWork:
+			what, version = fmt.Sprintf("%d intervals in %s", b.Buckets, strings.Join(b.Ranges, ", ")), b.Version
+		case reused:
+			what, version = reusedTable(r.BuiltBy)+"; nothing to compute", r.Version
+		default:
+			continue
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", b.Name, b.Version, what)
+		if hasWork && reused {
+			what += fmt.Sprintf(" (%s for %s)", reusedTable(r.BuiltBy), strings.Join(r.Covered, ", "))
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", snap.Name, version, what)
 	}
 	_ = tw.Flush()
+}
+
+// reusedTable says whose table a version reuses: "reuses the table dev
+// built".
+func reusedTable(builtBy []string) string {
+	if len(builtBy) == 0 {
+		return "reuses the table an earlier plan built"
+	}
+	who := builtBy[0]
+	if n := len(builtBy); n > 1 {
+		who = strings.Join(builtBy[:n-1], ", ") + " and " + builtBy[n-1]
+	}
+	return "reuses the table " + who + " built"
 }
 
 func writeJSON(w io.Writer, v any) error {

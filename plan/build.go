@@ -53,8 +53,20 @@ type BuildParams struct {
 // incumbent's frontier at build time, which is recorded in Incumbents: the
 // scheduler keeps the incumbent fresh meanwhile, and promotion checks the
 // replacement against the incumbent's frontier as it is then.
+//
+// Work already done is not listed as work: a new version's backfill is its
+// window minus what the version's interval record covers at build time
+// (another environment may have built it), and a kind built whole whose
+// version already covers the range it would record has no backfill. Each
+// such version is listed in Reuses, with what state holds and which
+// environments serve it. Apply re-reads state and computes only what is
+// still missing within the backfills, never more (invariant 5).
+//
+// Options.Categories are the operator's category choices; an unsafe one
+// fails the build with a *snapshot.ChoiceError.
 func Build(ctx context.Context, p BuildParams) (*Plan, error) {
-	changes, err := snapshot.Categorize(p.Base, p.Next, p.Graph, p.Additive, snapshot.Options{ForwardOnly: p.Options.ForwardOnly})
+	changes, err := snapshot.Categorize(p.Base, p.Next, p.Graph, p.Additive,
+		snapshot.Options{ForwardOnly: p.Options.ForwardOnly, Choices: p.Options.Categories})
 	if err != nil {
 		return nil, fmt.Errorf("categorising changes: %w", err)
 	}
@@ -121,33 +133,87 @@ func Build(ctx context.Context, p BuildParams) (*Plan, error) {
 		if p.Options.SkipBackfill || (!isNew && !restate[c.Name]) {
 			continue
 		}
-		b, ok, err := backfillFor(c.Next, covered[state.VersionKey{Name: c.Name, Version: c.Next.Version}],
+		w, err := workFor(c.Next, covered[state.VersionKey{Name: c.Name, Version: c.Next.Version}],
 			p, replaced, frontier, restate[c.Name])
 		if err != nil {
 			return nil, err
 		}
-		if ok {
-			pl.Backfills = append(pl.Backfills, b)
+		if w.todo {
+			pl.Backfills = append(pl.Backfills, w.backfill)
 		}
+		if !w.done.IsEmpty() {
+			pl.Reuses = append(pl.Reuses, Reuse{Name: c.Name, Version: c.Next.Version, Covered: w.done, Complete: !w.todo})
+		}
+	}
+	if err := builtBy(ctx, p, pl.Reuses); err != nil {
+		return nil, err
 	}
 	return pl, nil
 }
 
-// backfillFor computes one model's work. Kinds without intervals are built
-// whole once per new version.
-func backfillFor(s *snapshot.Snapshot, covered interval.Set, p BuildParams, replaced bool, frontier time.Time, restated bool) (Backfill, bool, error) {
+// environmentLister is the part of a state store that lists environments.
+// Build names the environments that built a reused version when
+// BuildParams.Intervals has it (every state.Store does).
+type environmentLister interface {
+	ListEnvironments(ctx context.Context) ([]*state.Environment, error)
+}
+
+// builtBy fills each reuse's BuiltBy: the other live environments that
+// serve its version.
+func builtBy(ctx context.Context, p BuildParams, reuses []Reuse) error {
+	lister, ok := p.Intervals.(environmentLister)
+	if len(reuses) == 0 || !ok {
+		return nil
+	}
+	envs, err := lister.ListEnvironments(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the environments: %w", err)
+	}
+	for i := range reuses {
+		r := &reuses[i]
+		for _, e := range envs { // sorted by name
+			if e.Name == p.Environment || e.Invalidated {
+				continue
+			}
+			if slices.ContainsFunc(e.Snapshots, func(s state.SnapshotRef) bool { return s.Name == r.Name && s.Version == r.Version }) {
+				r.BuiltBy = append(r.BuiltBy, e.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// work is one model's share of a plan: what to compute, and what of the
+// plan's window state already holds.
+type work struct {
+	backfill Backfill
+	todo     bool         // backfill has something to compute
+	done     interval.Set // the window's part already covered (not restated)
+}
+
+// workFor computes one model's work: the plan's window for it minus what
+// the version's interval record covers (all of the window when restated).
+// Kinds without intervals are built whole once per new version, unless the
+// version already holds the whole range it would record (see
+// wholeRange): then another environment built it at this very bound, and
+// apply would skip it.
+func workFor(s *snapshot.Snapshot, covered interval.Set, p BuildParams, replaced bool, frontier time.Time, restated bool) (work, error) {
 	m := s.Model
-	b := Backfill{Name: s.Name, Version: s.Version}
+	w := work{backfill: Backfill{Name: s.Name, Version: s.Version}}
 	switch m.Kind {
 	case model.KindExternal:
-		return b, false, nil
+		return w, nil
 	case model.KindFull, model.KindSeed, model.KindView:
-		b.Whole = true
-		return b, true, nil
+		if r, ok := wholeRange(m, p.ExecutionTime); ok && !restated && covered.Covers(r) {
+			w.done = interval.NewSet(r)
+			return w, nil
+		}
+		w.backfill.Whole, w.todo = true, true
+		return w, nil
 	}
 	spec, err := schedule.ForModel(m)
 	if err != nil {
-		return b, false, err
+		return w, err
 	}
 	end := spec.Bound(p.ExecutionTime)
 	if !p.Options.End.IsZero() && p.Options.End.Before(end) {
@@ -165,23 +231,43 @@ func backfillFor(s *snapshot.Snapshot, covered interval.Set, p BuildParams, repl
 	}
 	window := interval.NewRange(start, end)
 	if window.Empty() {
-		return b, false, nil
+		return w, nil
 	}
 	todo := covered.Missing(window)
 	if restated {
 		todo = interval.NewSet(window)
+	} else {
+		w.done = covered.IntersectRange(window)
 	}
 	if todo.IsEmpty() {
-		return b, false, nil
+		return w, nil
 	}
-	b.Ranges = todo
-	b.Buckets = todo.Buckets(spec.Unit)
-	b.End = end
-	return b, true, nil
+	w.backfill.Ranges = todo
+	w.backfill.Buckets = todo.Buckets(spec.Unit)
+	w.backfill.End = end
+	w.todo = true
+	return w, nil
+}
+
+// wholeRange is the range a kind built whole records when it is built at
+// exec, exactly as execute.WholeRange computes it (apply skips the build
+// when the version covers it): [Unit.Floor(start), schedule Bound(exec)).
+// It reports false when there is none (no schedule, or nothing due yet).
+func wholeRange(m *model.Model, exec time.Time) (interval.Range, bool) {
+	spec, err := schedule.ForModel(m)
+	if err != nil {
+		return interval.Range{}, false
+	}
+	r := interval.NewRange(spec.Unit.Floor(spec.Start), spec.Bound(exec))
+	return r, !r.Empty()
 }
 
 func describeChange(c snapshot.Change) Change {
-	out := Change{Name: c.Name, Category: c.Category, ForwardOnly: c.ForwardOnly, MetadataChanged: c.MetadataChanged}
+	out := Change{Name: c.Name, Category: c.Category, Reason: c.Reason, ForwardOnly: c.ForwardOnly,
+		ForwardOnlyReason: c.ForwardOnlyReason, MetadataChanged: c.MetadataChanged, Chosen: c.Chosen}
+	if c.Chosen != "" {
+		out.AutoCategory = c.Auto
+	}
 	if c.Previous != nil {
 		out.PreviousFingerprint = c.Previous.Fingerprint.String()
 		out.PreviousVersion = c.Previous.Version
@@ -190,16 +276,23 @@ func describeChange(c snapshot.Change) Change {
 		out.Fingerprint = c.Next.Fingerprint.String()
 		out.Version = c.Next.Version
 	}
-	if c.Category.Direct() && c.Previous != nil && c.Next != nil && c.Previous.Model.Query != c.Next.Model.Query {
+	if c.Previous == nil || c.Next == nil {
+		return out
+	}
+	if c.Category.Direct() && c.Previous.Model.Query != c.Next.Model.Query {
 		out.Diff = queryDiff(c.Name, c.Previous.Model.Query, c.Next.Model.Query)
+	}
+	if before, after := renderHeader(c.Previous.Model), renderHeader(c.Next.Model); before != after {
+		out.HeaderDiff = queryDiff(c.Name+" header", before, after)
 	}
 	return out
 }
 
-// queryDiff is a unified diff of two queries, for the plan's report.
+// queryDiff is a unified diff of two texts (queries, headers), for the
+// plan's report.
 func queryDiff(name, before, after string) string {
 	d, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A: difflib.SplitLines(strings.TrimSpace(before) + "\n"), B: difflib.SplitLines(strings.TrimSpace(after) + "\n"),
+		A: difflib.SplitLines(strings.TrimSpace(before)), B: difflib.SplitLines(strings.TrimSpace(after)),
 		FromFile: name + " (current)", ToFile: name + " (new)", Context: 3,
 	})
 	if err != nil {

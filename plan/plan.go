@@ -26,9 +26,20 @@ import (
 // FileKind marks a gapless plan file; any other value is a foreign file.
 const FileKind = "gapless.plan"
 
-// FormatVersion is the plan format this build writes and reads. A plan with
-// another format is refused with a reason rather than misread.
-const FormatVersion = 1
+// FormatVersion is the plan format this build writes. It reads every
+// format from OldestFormat to FormatVersion; a plan with any other format is
+// refused with a reason rather than misread.
+//
+//   - 1: the first format.
+//   - 2: adds each change's reasons and header diff, the operator's category
+//     choices (Options.Categories) and the versions the plan reuses
+//     (Reuses). A format-1 plan reads as a plan without them; an older
+//     gapless refuses a format-2 plan by its format instead of misreading
+//     the choices it does not know.
+const FormatVersion = 2
+
+// OldestFormat is the oldest plan format this build reads.
+const OldestFormat = 1
 
 // ErrInvalidPlan is wrapped by every Decode failure: a foreign file, an
 // unknown format version, a checksum mismatch, or missing fields.
@@ -59,6 +70,10 @@ type Plan struct {
 	// Incumbents records, for each model whose version the plan replaces,
 	// the snapshot the environment served at build time and its frontier.
 	Incumbents []Incumbent `json:"incumbents"`
+	// Reuses lists the new versions whose work, within the plan's bounds,
+	// state already held at build time (another environment, or an earlier
+	// plan, built it): for the report, since that work is not in Backfills.
+	Reuses []Reuse `json:"reuses,omitempty"`
 
 	// Checksum is a SHA-256 over the plan's JSON with Checksum empty. A
 	// hand-edited or truncated plan fails Decode.
@@ -83,20 +98,52 @@ type Options struct {
 	// Policy is what promotion does when the incumbent advanced after the
 	// plan was built, with its bounds; apply may override it.
 	Policy policy.Policy `json:"policy,omitzero"`
+	// Categories are the operator's category choices by model name
+	// (--category): kept so that a replan makes the same ones.
+	Categories map[string]snapshot.Choice `json:"categories,omitempty"`
 }
 
 // Change is one model's categorised change.
 type Change struct {
-	Name                string            `json:"name"`
-	Category            snapshot.Category `json:"category"`
-	ForwardOnly         bool              `json:"forward_only,omitempty"`
-	MetadataChanged     bool              `json:"metadata_changed,omitempty"`
+	Name     string            `json:"name"`
+	Category snapshot.Category `json:"category"`
+	// Reason says why the model is in its category ("column revenue
+	// changes", "reads demo.x, which changes breakingly", ...).
+	Reason      string `json:"reason,omitempty"`
+	ForwardOnly bool   `json:"forward_only,omitempty"`
+	// ForwardOnlyReason says why the change is forward-only.
+	ForwardOnlyReason string `json:"forward_only_reason,omitempty"`
+	MetadataChanged   bool   `json:"metadata_changed,omitempty"`
+	// Chosen is the operator's choice for the model (--category), and
+	// AutoCategory the category gapless found itself.
+	Chosen              snapshot.Choice   `json:"chosen,omitempty"`
+	AutoCategory        snapshot.Category `json:"auto_category,omitempty"`
 	PreviousFingerprint string            `json:"previous_fingerprint,omitempty"`
 	PreviousVersion     string            `json:"previous_version,omitempty"`
 	Fingerprint         string            `json:"fingerprint,omitempty"`
 	Version             string            `json:"version,omitempty"`
 	// Diff is a unified diff of the query for direct changes.
 	Diff string `json:"diff,omitempty"`
+	// HeaderDiff is a unified diff of the MODEL (...) header, as it takes
+	// effect (defaults applied), when it changed.
+	HeaderDiff string `json:"header_diff,omitempty"`
+}
+
+// Reuse is a new version whose work the plan finds, at build time, already
+// done in part or in whole: its table and interval record exist because
+// another environment (or an earlier plan) built the same version.
+type Reuse struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Covered is what state held of the plan's window for the version
+	// (for a kind built whole, its whole range).
+	Covered interval.Set `json:"covered"`
+	// Complete: nothing is left to compute, and the plan has no backfill
+	// for the version; otherwise its backfill is only what is missing.
+	Complete bool `json:"complete,omitempty"`
+	// BuiltBy names the other environments that served the version at
+	// build time, sorted; empty when none does (an earlier plan built it).
+	BuiltBy []string `json:"built_by,omitempty"`
 }
 
 // Backfill is the work for one new version.
@@ -151,8 +198,12 @@ func Decode(b []byte) (*Plan, error) {
 	if head.Kind != FileKind {
 		return nil, fmt.Errorf("%w: kind is %q, want %q (this is not a gapless plan)", ErrInvalidPlan, head.Kind, FileKind)
 	}
-	if head.Format != FormatVersion {
-		return nil, fmt.Errorf("%w: format %d, this gapless reads format %d", ErrInvalidPlan, head.Format, FormatVersion)
+	switch {
+	case head.Format > FormatVersion:
+		return nil, fmt.Errorf("%w: format %d was written by a newer gapless (this one reads formats %d to %d); apply it with that gapless, or build the plan again with this one",
+			ErrInvalidPlan, head.Format, OldestFormat, FormatVersion)
+	case head.Format < OldestFormat:
+		return nil, fmt.Errorf("%w: format %d, this gapless reads formats %d to %d; build a new plan", ErrInvalidPlan, head.Format, OldestFormat, FormatVersion)
 	}
 	var p Plan
 	dec := json.NewDecoder(bytes.NewReader(b))

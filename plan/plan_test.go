@@ -2,6 +2,7 @@ package plan
 
 import (
 	"bytes"
+	"os"
 	"testing"
 	"time"
 
@@ -62,12 +63,14 @@ func TestDecodeRefusesBadFiles(t *testing.T) {
 		in   []byte
 		want string
 	}{
-		"not json":      {[]byte("MODEL (name x.y);"), "not JSON"},
-		"truncated":     {good[:len(good)/2], "not JSON"},
-		"foreign":       {[]byte(`{"kind":"terraform.plan","format":1}`), `kind is "terraform.plan"`},
-		"future format": {bytes.Replace(good, []byte(`"format": 1`), []byte(`"format": 2`), 1), "format 2, this gapless reads format 1"},
-		"edited":        {bytes.Replace(good, []byte(`"buckets": 10`), []byte(`"buckets": 11`), 1), "checksum mismatch"},
-		"unknown field": {bytes.Replace(good, []byte(`"id": "plan-1"`), []byte(`"id": "plan-1", "sneaky": true`), 1), "unknown field"},
+		"not json":  {[]byte("MODEL (name x.y);"), "not JSON"},
+		"truncated": {good[:len(good)/2], "not JSON"},
+		"foreign":   {[]byte(`{"kind":"terraform.plan","format":1}`), `kind is "terraform.plan"`},
+		"future format": {bytes.Replace(good, []byte(`"format": 2`), []byte(`"format": 3`), 1),
+			"format 3 was written by a newer gapless (this one reads formats 1 to 2); apply it with that gapless, or build the plan again with this one"},
+		"ancient format": {bytes.Replace(good, []byte(`"format": 2`), []byte(`"format": 0`), 1), "format 0, this gapless reads formats 1 to 2; build a new plan"},
+		"edited":         {bytes.Replace(good, []byte(`"buckets": 10`), []byte(`"buckets": 11`), 1), "checksum mismatch"},
+		"unknown field":  {bytes.Replace(good, []byte(`"id": "plan-1"`), []byte(`"id": "plan-1", "sneaky": true`), 1), "unknown field"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -77,4 +80,32 @@ func TestDecodeRefusesBadFiles(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// Scenario: a plan file written by the previous gapless (format 1, before
+// plans carried reasons, header diffs, category choices and reuses) still
+// decodes, checksum and all, and reads as a plan without them; encoding it
+// again writes the current format.
+func TestDecodeReadsFormat1(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("testdata/format1.plan.json")
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"format": 1,`)
+	p, err := Decode(b)
+	require.NoError(t, err)
+	require.Equal(t, 1, p.Format)
+	require.Equal(t, "dev", p.Environment)
+	require.Len(t, p.Changes, 3)
+	require.Equal(t, snapshot.Breaking, p.Changes[0].Category)
+	require.Empty(t, p.Changes[0].Reason)
+	require.Empty(t, p.Options.Categories)
+	require.Empty(t, p.Reuses)
+	require.Len(t, p.Backfills, 3)
+
+	again, err := Encode(p)
+	require.NoError(t, err)
+	got, err := Decode(again)
+	require.NoError(t, err)
+	require.Equal(t, FormatVersion, got.Format)
+	require.Equal(t, p.Changes, got.Changes)
 }

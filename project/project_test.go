@@ -119,28 +119,49 @@ func TestChangeCategoriesWithTheRealParser(t *testing.T) {
 	for _, tc := range []struct {
 		query     string
 		stg, mart snapshot.Category
+		reason    string // stg's
 	}{
-		{"SELECT id, amount, amount * 2 AS doubled FROM raw.events", snapshot.NonBreaking, snapshot.IndirectNonBreaking},
-		{"SELECT id, amount FROM raw.events WHERE amount > 0", snapshot.Breaking, snapshot.IndirectBreaking},
-		{"SELECT id, amount + 1 AS amount FROM raw.events", snapshot.Breaking, snapshot.IndirectBreaking},
-		{"select  id,amount\n from raw.events -- same", snapshot.Unchanged, snapshot.Unchanged},
+		{"SELECT id, amount, amount * 2 AS doubled FROM raw.events", snapshot.NonBreaking, snapshot.IndirectNonBreaking, "adds column doubled, which no child reads"},
+		{"SELECT id, amount FROM raw.events WHERE amount > 0", snapshot.Breaking, snapshot.IndirectBreaking, "the WHERE clause changes"},
+		{"SELECT id, amount + 1 AS amount FROM raw.events", snapshot.Breaking, snapshot.IndirectBreaking, "column amount changes"},
+		{"select  id,amount\n from raw.events -- same", snapshot.Unchanged, snapshot.Unchanged, ""},
 	} {
-		files := map[string]string{}
-		for k, v := range base {
-			files[k] = v
-		}
-		files["models/stg.sql"] = "MODEL (name stg.events, kind FULL);\n" + tc.query
-		next, err := load(t, writeProject(t, files))
-		require.NoError(t, err)
+		next := withStg(t, base, tc.query)
 		changes, err := snapshot.Categorize(prev.Snapshots, next.Snapshots, next.Graph, Additive(context.Background(), parser), snapshot.Options{})
 		require.NoError(t, err)
-		got := map[string]snapshot.Category{}
+		got := map[string]snapshot.Change{}
 		for _, c := range changes {
-			got[c.Name] = c.Category
+			got[c.Name] = c
 		}
-		require.Equal(t, tc.stg, got["stg.events"], tc.query)
-		require.Equal(t, tc.mart, got["mart.totals"], tc.query)
+		require.Equal(t, tc.stg, got["stg.events"].Category, tc.query)
+		require.Equal(t, tc.reason, got["stg.events"].Reason, tc.query)
+		require.Equal(t, tc.mart, got["mart.totals"].Category, tc.query)
 	}
+
+	// Scenario: the operator chooses non-breaking. The real parser tells
+	// which columns the child reads: amount, not id.
+	choose := snapshot.Options{Choices: map[string]snapshot.Choice{"stg.events": snapshot.ChooseNonBreaking}}
+	next := withStg(t, base, "SELECT id + 1 AS id, amount FROM raw.events")
+	changes, err := snapshot.Categorize(prev.Snapshots, next.Snapshots, next.Graph, Additive(context.Background(), parser), choose)
+	require.NoError(t, err)
+	require.Equal(t, snapshot.NonBreaking, changes[1].Category, changes[1].Name)
+	require.Equal(t, snapshot.IndirectNonBreaking, changes[2].Category, changes[2].Name)
+	next = withStg(t, base, "SELECT id, amount + 1 AS amount FROM raw.events")
+	_, err = snapshot.Categorize(prev.Snapshots, next.Snapshots, next.Graph, Additive(context.Background(), parser), choose)
+	require.EqualError(t, err, "category non-breaking for stg.events refused: mart.totals reads column amount, which this change alters (column amount changes)")
+}
+
+// withStg loads base with stg.events's query replaced.
+func withStg(t *testing.T, base map[string]string, query string) *Project {
+	t.Helper()
+	files := map[string]string{}
+	for k, v := range base {
+		files[k] = v
+	}
+	files["models/stg.sql"] = "MODEL (name stg.events, kind FULL);\n" + query
+	next, err := load(t, writeProject(t, files))
+	require.NoError(t, err)
+	return next
 }
 
 func TestSeedContentIsPartOfTheVersion(t *testing.T) {

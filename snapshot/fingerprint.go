@@ -86,10 +86,13 @@ type Input struct {
 	SeedHash string
 }
 
-func dataHash(in Input) string {
+func dataHash(in Input) string { return hashOf(dataPartsOf(in)) }
+
+// dataPartsOf is what dataHash hashes.
+func dataPartsOf(in Input) dataParts {
 	m := in.Model
 	key := slices.Clone(m.UniqueKey)
-	return hashOf(dataParts{
+	return dataParts{
 		Query:        in.Canonical,
 		Kind:         m.Kind,
 		TimeColumn:   m.TimeColumn,
@@ -98,13 +101,16 @@ func dataHash(in Input) string {
 		SeedHash:     in.SeedHash,
 		Dialect:      m.Dialect,
 		IntervalUnit: string(m.IntervalUnit),
-	})
+	}
 }
 
-func metadataHash(m *model.Model) string {
+func metadataHash(m *model.Model) string { return hashOf(metadataPartsOf(m)) }
+
+// metadataPartsOf is what metadataHash hashes.
+func metadataPartsOf(m *model.Model) metadataParts {
 	tags := slices.Clone(m.Tags)
 	slices.Sort(tags)
-	return hashOf(metadataParts{
+	return metadataParts{
 		Cron:          m.Cron,
 		Start:         timeKey(m.Start),
 		End:           timeKey(m.End),
@@ -118,7 +124,7 @@ func metadataHash(m *model.Model) string {
 		Description:   m.Description,
 		Tags:          tags,
 		Grain:         m.Grain,
-	})
+	}
 }
 
 func timeKey(t time.Time) string {

@@ -34,11 +34,16 @@ type selectShape struct {
 	// GROUP BY, HAVING, QUALIFY, ORDER BY and later projections, so a new
 	// alias with one of these names could capture an existing reference.
 	refNames map[string]struct{}
+	// clauses maps each clause of rest to its normalised text ("FROM",
+	// "WHERE", "ORDER BY", ...), so Compare can name the clauses that
+	// differ.
+	clauses map[string]string
 }
 
 // item is one select-list entry.
 type item struct {
 	canonical string // normalised entry including its alias
+	expr      string // normalised entry without its alias
 	name      string // lower-cased projection name
 	// passThrough: a plain column reference output under its own name, so
 	// a reference to that name means the same column with or without it.
@@ -151,12 +156,14 @@ func newSelectShape(stmt, node map[string]any, funcs funcCatalog) *selectShape {
 		rest:     marshalCanonical(restStmt),
 		groupAll: stringField(node, "aggregate_handling") == "FORCE_AGGREGATES",
 		refNames: map[string]struct{}{},
+		clauses:  clausesOf(restStmt),
 	}
 	rawItems, _ := node["select_list"].([]any)
 	for _, raw := range rawItems {
 		expr, _ := asObject(raw)
 		it := item{
 			canonical: marshalCanonical(raw),
+			expr:      marshalCanonical(withoutKey(expr, "alias")),
 			name:      strings.ToLower(projectionName(expr)),
 			effect:    funcs.effects(raw),
 		}

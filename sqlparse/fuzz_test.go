@@ -64,6 +64,13 @@ func FuzzParse(f *testing.F) {
 		if sqlparse.AdditiveOnly(q, q) {
 			t.Fatal("a query is additive to itself")
 		}
+		// Compare and Reads never panic, and Compare agrees with AdditiveOnly.
+		if c := sqlparse.Compare(q, q); c.Additive || c.Reason == "" {
+			t.Fatalf("Compare of a query with itself: %+v", c)
+		}
+		if r := q.Reads(); !slices.IsSorted(r.Columns) {
+			t.Fatalf("reads not sorted: %v", r.Columns)
+		}
 	})
 }
 

@@ -217,6 +217,8 @@ type lazyShape struct {
 	tree  string
 	funcs funcCatalog
 	shape *selectShape // nil unless the top-level query is a plain SELECT
+	// readsOnce holds the query's Reads, computed on first use.
+	readsOnce readsCache
 }
 
 func (l *lazyShape) get() *selectShape {
