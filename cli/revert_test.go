@@ -42,8 +42,8 @@ func (p backendProject) eventsTable(version string) string {
 	return "gapless__" + p.schema + "." + p.schema + "__events__" + version
 }
 
-// planJSON runs `plan --json` at the clock now and returns its summary.
-func planJSON(t *testing.T, now time.Time, dir string, args ...string) planSummary {
+// planJSONAt runs `plan --json` at the clock now and returns its summary.
+func planJSONAt(t *testing.T, now time.Time, dir string, args ...string) planSummary {
 	t.Helper()
 	var sum planSummary
 	require.NoError(t, json.Unmarshal([]byte(mustRunClock(t, now, dir, append([]string{"plan", "--json"}, args...)...)), &sum))
@@ -104,7 +104,7 @@ func TestRevertAfterJanitorReusesTheRetainedTable(t *testing.T) {
 		require.Contains(t, r.stdout, "table "+p.eventsTable(v1)+", unused since 2024-03-01T11:30:00Z, until 2024-03-08T11:30:00Z")
 
 		editModel(t, dir, "events.sql", "2.5 AS amount", "1.5 AS amount")
-		sum := planJSON(t, clock0.Add(24*time.Hour), dir, "--execution-time", t1)
+		sum := planJSONAt(t, clock0.Add(24*time.Hour), dir, "--execution-time", t1)
 		var events *backfillRow
 		for i, b := range sum.Backfills {
 			if b.Name == p.schema+".events" {
@@ -159,7 +159,7 @@ func TestSnapshotTTLExpiryDropsTheUnservedVersion(t *testing.T) {
 		require.False(t, tableExists(t, dir, "gapless__"+p.schema, p.schema+"__events__"+v1))
 
 		editModel(t, dir, "events.sql", "2.5 AS amount", "1.5 AS amount")
-		sum := planJSON(t, unused.Add(48*time.Hour), dir, "--execution-time", t1)
+		sum := planJSONAt(t, unused.Add(48*time.Hour), dir, "--execution-time", t1)
 		for _, b := range sum.Backfills {
 			if b.Name == p.schema+".events" {
 				require.Equal(t, []string{"[2024-01-01T00:00:00Z, 2024-01-02T05:00:00Z)"}, b.Ranges, "dropped: recomputed whole")
