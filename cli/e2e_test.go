@@ -79,6 +79,7 @@ func TestInitPlanRunStatus(t *testing.T) {
 	require.Contains(t, out, "prod does not exist yet")
 	require.Contains(t, out, "+ demo.events")
 	require.Contains(t, out, "24 intervals in [2024-01-01T00:00:00Z, 2024-01-02T00:00:00Z)")
+	require.Regexp(t, `demo\.daily_revenue +\S+ +1 interval in \[2024-01-01T00:00:00Z, 2024-01-02T00:00:00Z\)`, out)
 	require.Contains(t, out, "Applied plan")
 	require.Equal(t, float64(24*12), count(t, dir, "demo.events"))
 	require.Equal(t, float64(5), count(t, dir, "demo.daily_revenue"))

@@ -107,7 +107,7 @@ func printModelRows(g *globals, rows []modelRow, exec time.Time) error {
 	for _, r := range rows {
 		due := "-"
 		if r.Kind == string(model.KindIncrementalByTimeRange) {
-			due = fmt.Sprintf("%d %s intervals in %s", r.DueBuckets, r.IntervalUnit, strings.Join(r.Due, ", "))
+			due = fmt.Sprintf("%s in %s", plural(int64(r.DueBuckets), r.IntervalUnit+" interval", r.IntervalUnit+" intervals"), strings.Join(r.Due, ", "))
 		}
 		deps := strings.Join(r.Parents, ", ")
 		if deps == "" {

@@ -496,7 +496,7 @@ func printBackfills(w io.Writer, pl *plan.Plan, s planSummary) {
 		case hasWork && b.Whole:
 			what, version = "whole table", b.Version
 		case hasWork:
-			what, version = fmt.Sprintf("%d intervals in %s", b.Buckets, strings.Join(b.Ranges, ", ")), b.Version
+			what, version = plural(int64(b.Buckets), "interval", "intervals")+" in "+strings.Join(b.Ranges, ", "), b.Version
 		case reused:
 			what, version = reusedTable(r.BuiltBy)+"; nothing to compute", r.Version
 		default:

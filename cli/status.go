@@ -299,7 +299,7 @@ func printStatusWide(w io.Writer, rep *statusReport) error {
 	for _, r := range rep.Models {
 		missing := "-"
 		if len(r.Missing) > 0 {
-			missing = fmt.Sprintf("%d %s intervals in %s", r.MissingBuckets, r.IntervalUnit, strings.Join(r.Missing, ", "))
+			missing = fmt.Sprintf("%s in %s", plural(int64(r.MissingBuckets), r.IntervalUnit+" interval", r.IntervalUnit+" intervals"), strings.Join(r.Missing, ", "))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.Version, r.Kind, r.Cron,
 			orDash(strings.Join(r.Covered, ", ")), orDash(r.Frontier), missing, debtCell(r.OpenDebt), lastRunCell(r))
