@@ -146,7 +146,11 @@ func (e StageFailed) log(ctx context.Context, l *slog.Logger) {
 		l.WarnContext(ctx, "stage failed; the replan policy applies a fresh plan", slog.String("stage", string(e.Stage)), slog.Any("error", e.Err))
 		return
 	}
-	l.ErrorContext(ctx, "stage failed", slog.String("stage", string(e.Stage)), slog.Any("error", e.Err))
+	// The failure is returned to Apply's caller, which reports it (the
+	// command line prints it as its one error message); the record is for
+	// the log's history, so it does not say the same thing twice at the
+	// default level.
+	l.InfoContext(ctx, "stage failed", slog.String("stage", string(e.Stage)), slog.Any("error", e.Err))
 }
 
 func (e ModelStarted) log(ctx context.Context, l *slog.Logger) {
@@ -170,5 +174,6 @@ func (e PromotionAccepted) log(ctx context.Context, l *slog.Logger) {
 }
 
 func (e PromotionRejected) log(ctx context.Context, l *slog.Logger) {
-	l.WarnContext(ctx, "promotion rejected", slog.String("env", e.Environment), slog.Any("error", e.Err))
+	// Returned to the caller as a *policy.Error too, which reports it.
+	l.InfoContext(ctx, "promotion rejected", slog.String("env", e.Environment), slog.Any("error", e.Err))
 }

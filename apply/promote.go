@@ -345,11 +345,13 @@ func logVerdict(ctx context.Context, l *slog.Logger, v policy.Verdict) {
 	if v.Child != "" {
 		attrs = append(attrs, slog.String("child", v.Child))
 	}
-	level, msg := slog.LevelInfo, "promotion verdict: accepted"
+	// Info either way: a rejection is returned to the caller (in a
+	// *policy.Error), which reports it.
+	msg := "promotion verdict: accepted"
 	if !v.Accepted {
-		level, msg = slog.LevelWarn, "promotion verdict: rejected"
+		msg = "promotion verdict: rejected"
 	}
-	l.LogAttrs(ctx, level, msg, attrs...)
+	l.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
 }
 
 func rangeText(v policy.Verdict) string {

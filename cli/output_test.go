@@ -29,7 +29,7 @@ func lines(s string) []string {
 func backfilled(t *testing.T, stdout string) map[string][2]int64 {
 	t.Helper()
 	out := map[string][2]int64{}
-	re := regexp.MustCompile(`(?m)^  (\S+) [0-9a-f]+: (\d+) batches, (\d+) rows`)
+	re := regexp.MustCompile(`(?m)^  (\S+) [0-9a-f]+: (\d+) batch(?:es)?, (\d+) rows?`)
 	for _, m := range re.FindAllStringSubmatch(stdout, -1) {
 		b, err := strconv.ParseInt(m[2], 10, 64)
 		require.NoError(t, err)
@@ -280,7 +280,7 @@ func TestWaitingForTheWarehouseSaysSo(t *testing.T) {
 	require.Contains(t, stderr.String(), "(up to --lock-wait 30s)")
 	require.GreaterOrEqual(t, saidAfter, time.Second)
 	require.Less(t, saidAfter, 3*time.Second, "said about a second in, not at the end of the wait")
-	require.Contains(t, stdout.String(), "(1 rows)")
+	require.Contains(t, stdout.String(), "(1 row)")
 }
 
 // Scenario: `gapless --version` and `gapless version` print the version

@@ -100,7 +100,7 @@ func printResult(w io.Writer, res *warehouse.Result) error {
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("writing rows: %w", err)
 	}
-	fmt.Fprintf(w, "(%d rows)\n", len(res.Rows))
+	fmt.Fprintf(w, "(%s)\n", plural(int64(len(res.Rows)), "row", "rows"))
 	return nil
 }
 

@@ -243,7 +243,7 @@ func printModels(out io.Writer, title, indent string, models []apply.ModelResult
 	}
 	fmt.Fprintln(out, title)
 	for _, m := range models {
-		line := fmt.Sprintf("%s%s %s: %d batches, %d rows", indent, m.Model, m.Version, m.Batches, m.Rows)
+		line := fmt.Sprintf("%s%s %s: %s, %s", indent, m.Model, m.Version, plural(int64(m.Batches), "batch", "batches"), plural(m.Rows, "row", "rows"))
 		if !m.Recorded.IsEmpty() {
 			line += ", computed " + strings.Join(rangeStrings(m.Recorded), ", ")
 		}
@@ -337,7 +337,7 @@ func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projec
 		if m.Batches == 0 && m.Waiting.IsEmpty() {
 			continue
 		}
-		line := fmt.Sprintf("  %s %s: %d batches, %d rows", m.Model, m.Version, m.Batches, m.Rows)
+		line := fmt.Sprintf("  %s %s: %s, %s", m.Model, m.Version, plural(int64(m.Batches), "batch", "batches"), plural(m.Rows, "row", "rows"))
 		if !m.Recorded.IsEmpty() {
 			line += ", computed " + m.Recorded.String()
 		}
