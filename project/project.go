@@ -98,6 +98,7 @@ func LoadModels(ctx context.Context, dir string, defaults model.Defaults, p *sql
 		return nil, pr.describeGraphError(err)
 	}
 	pr.Graph = g
+	inheritStarts(g, pr.Models)
 	inputs := map[string]snapshot.Input{}
 	for name, m := range pr.Models {
 		in := snapshot.Input{Model: m}
@@ -118,6 +119,28 @@ func LoadModels(ctx context.Context, dir string, defaults model.Defaults, p *sql
 		return nil, err
 	}
 	return pr, nil
+}
+
+// inheritStarts gives a model that has no start (neither its own nor
+// model_defaults.start) the earliest start of the models it reads, as
+// SQLMesh infers a missing start from the parents: a FULL or VIEW over
+// incremental models starts where its history does. It runs in
+// topological order, so an inherited start is inherited further. A model
+// with no start anywhere upstream keeps none; planning refuses it, naming
+// its file (SQLMesh would take "yesterday" instead, a start that changes
+// with the day the plan is made).
+func inheritStarts(g *dag.Graph, models map[string]*model.Model) {
+	for _, name := range g.Order() {
+		m := models[name]
+		if !m.Start.IsZero() || m.Kind == model.KindExternal {
+			continue
+		}
+		for _, p := range g.Parents(name) {
+			if ps := models[p].Start; !ps.IsZero() && (m.Start.IsZero() || ps.Before(m.Start)) {
+				m.Start = ps
+			}
+		}
+	}
 }
 
 // modelFiles lists *.sql files under root, sorted, so load order (and thus

@@ -3,8 +3,10 @@ package postgres
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -57,6 +59,12 @@ func (e *Engine) Describe(ctx context.Context, p warehouse.DescribeParams) ([]wa
 			}
 		}
 		if _, err := exec(ctx, tx, plan); err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && pe.Hint != "" {
+				// The server's suggestion ("Perhaps you meant to reference
+				// the column ...") is not part of its error's text.
+				return &stepError{sql: plan, err: fmt.Errorf("%w (HINT: %s)", err, pe.Hint)}
+			}
 			return err
 		}
 		rel, found, err := resolve(ctx, tx, describeTable)
