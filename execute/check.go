@@ -400,7 +400,7 @@ func queryError(m *model.Model, we *warehouse.Error) *model.Error {
 		if off := findIdent(m.Query, name); off >= 0 {
 			pos = m.PosOf(off)
 		}
-		text := fmt.Sprintf("model %s: unknown column %s in its query", m.Name, col)
+		text := fmt.Sprintf("model %s: unknown column %s in its query", m.Name, name)
 		if hint := candidatesRe.ReplaceAllString(engineHint(msg), "$1 "); hint != "" {
 			text += " (" + hint + ")"
 		}
