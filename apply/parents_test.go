@@ -26,9 +26,14 @@ FROM generate_series(@start_ts, @end_ts, INTERVAL '1 day') AS g(day)
 CROSS JOIN demo.parent AS p`
 
 // parentFiles is demo.parent as kind (SEED, FULL or VIEW) holding the
-// labels given, ids 1 and 2, and demo.child over it.
+// labels given, ids 1 and 2, demo.child over it, and demo.labels, a VIEW
+// over it (on PostgreSQL a view binds to the table it reads, so the
+// parent's table must be filled in place, never dropped and made again).
 func parentFiles(kind, label1, label2 string) map[string]string {
-	files := map[string]string{"models/child.sql": childOverParent}
+	files := map[string]string{
+		"models/child.sql":  childOverParent,
+		"models/labels.sql": "MODEL (name demo.labels, kind VIEW);\nSELECT p.id, p.label FROM demo.parent AS p",
+	}
 	rows := "(1, '" + label1 + "'), (2, '" + label2 + "')"
 	switch kind {
 	case "SEED":
@@ -68,6 +73,7 @@ func TestIncrementalOverEachKindDeploysInOneStep(t *testing.T) {
 				require.Equal(t, []string{
 					"2024-01-01 1 a", "2024-01-01 2 b", "2024-01-02 1 a", "2024-01-02 2 b",
 				}, childRows(t, b, "id, label"))
+				require.Equal(t, []string{"1 a", "2 b"}, b.Rows(t, "SELECT id, label FROM demo.labels"))
 				before, _ := b.Served(t, plan.Prod)
 
 				executetest.WriteFiles(t, b.Dir, parentFiles(kind, "A", "B"))
@@ -76,7 +82,8 @@ func TestIncrementalOverEachKindDeploysInOneStep(t *testing.T) {
 				for _, c := range p2.Changes {
 					categories[c.Name] = c.Category
 				}
-				require.Equal(t, map[string]snapshot.Category{"demo.parent": snapshot.Breaking, "demo.child": snapshot.IndirectBreaking}, categories)
+				require.Equal(t, map[string]snapshot.Category{"demo.parent": snapshot.Breaking,
+					"demo.child": snapshot.IndirectBreaking, "demo.labels": snapshot.IndirectBreaking}, categories)
 				_, err = doApply(b, p2, at(2024, 1, 3, 0), apply.Hooks{}, nil)
 				require.NoError(t, err)
 
@@ -86,6 +93,7 @@ func TestIncrementalOverEachKindDeploysInOneStep(t *testing.T) {
 				require.Equal(t, []string{
 					"2024-01-01 1 A", "2024-01-01 2 B", "2024-01-02 1 A", "2024-01-02 2 B",
 				}, childRows(t, b, "id, label"))
+				require.Equal(t, []string{"1 A", "2 B"}, b.Rows(t, "SELECT id, label FROM demo.labels"))
 			})
 		})
 	}
