@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -40,15 +39,6 @@ type CheckParams struct {
 	Execution time.Time
 }
 
-// Schema is a model's output columns as Check derived them.
-type Schema struct {
-	Columns []warehouse.Column
-	// From says where they came from: "table" (the version's physical
-	// table exists), "seed" (the CSV), "declared" (columns (...)) or
-	// "query" (the query described against its parents).
-	From string
-}
-
 // Check derives, in DAG order, the output columns of every model the
 // checked ones depend on, and checks what can be known before anything is
 // written:
@@ -68,11 +58,13 @@ type Schema struct {
 // (warehouse.Engine.Describe, which writes nothing). So a child is checked
 // against parents that are not built yet, whatever their kind.
 //
-// It returns the derived schemas and, when a check fails, project.Errors
-// holding one *model.Error per problem, each naming the model's file, line
-// and column; a model whose parent failed is not checked again.
-func Check(ctx context.Context, p CheckParams) (map[string]Schema, error) {
-	c := &checker{CheckParams: p, bySet: map[string]*snapshot.Snapshot{}, schemas: map[string]Schema{}, failed: map[string]bool{}}
+// It returns the derived columns by model and, when a check fails,
+// project.Errors holding one *model.Error per problem, each naming the
+// model's file, line and column; a model whose parent failed is not
+// checked, the parent's error is reported once. Any other error (the
+// engine's, a cancelled context) is returned as it is.
+func Check(ctx context.Context, p CheckParams) (map[string][]warehouse.Column, error) {
+	c := &checker{CheckParams: p, bySet: map[string]*snapshot.Snapshot{}, schemas: map[string][]warehouse.Column{}, failed: map[string]bool{}}
 	for _, s := range p.Snapshots {
 		c.bySet[s.Name] = s
 	}
@@ -97,7 +89,7 @@ func Check(ctx context.Context, p CheckParams) (map[string]Schema, error) {
 type checker struct {
 	CheckParams
 	bySet   map[string]*snapshot.Snapshot
-	schemas map[string]Schema
+	schemas map[string][]warehouse.Column
 	// failed marks models whose columns could not be derived; the error is
 	// in errs once, and models that read them are skipped.
 	failed map[string]bool
@@ -115,7 +107,7 @@ func (c *checker) checkModel(ctx context.Context, s *snapshot.Snapshot) error {
 			return scheduleError(m, err)
 		}
 	}
-	sc, err := c.schema(ctx, s)
+	cols, err := c.schema(ctx, s)
 	if errors.Is(err, errParentFailed) {
 		return nil
 	}
@@ -124,28 +116,31 @@ func (c *checker) checkModel(ctx context.Context, s *snapshot.Snapshot) error {
 	}
 	switch m.Kind {
 	case model.KindIncrementalByTimeRange:
-		return checkTimeColumn(m, sc.Columns)
+		return checkTimeColumn(m, cols)
 	case model.KindIncrementalByUniqueKey:
 		for _, k := range m.UniqueKey {
-			if _, ok := findColumn(sc.Columns, k); !ok {
+			if _, ok := findColumn(cols, k); !ok {
 				return &model.Error{Pos: m.KindPos, Code: model.CodeInvalid, Msg: fmt.Sprintf(
-					"model %s: unique_key %s is not a column of its query (%s)%s", m.Name, k, columnNames(sc.Columns), didYouMean(k, sc.Columns))}
+					"model %s: unique_key %s is not a column of its query (%s)%s", m.Name, k, columnNames(cols), didYouMean(k, cols))}
 			}
 		}
 	}
 	return nil
 }
 
-// schema derives s's columns once (see Check). A failure of s itself is
-// recorded in c.errs; its callers see errParentFailed.
-func (c *checker) schema(ctx context.Context, s *snapshot.Snapshot) (Schema, error) {
-	if sc, ok := c.schemas[s.Name]; ok {
-		return sc, nil
+// schema derives s's columns once (see Check). A project error of a model
+// that is not checked is recorded in c.errs here, and its reader gets
+// errParentFailed; a checked model's own error is returned, for Check to
+// record. Either way s is marked failed, and later readers get
+// errParentFailed.
+func (c *checker) schema(ctx context.Context, s *snapshot.Snapshot) ([]warehouse.Column, error) {
+	if cols, ok := c.schemas[s.Name]; ok {
+		return cols, nil
 	}
 	if c.failed[s.Name] {
-		return Schema{}, errParentFailed
+		return nil, errParentFailed
 	}
-	sc, err := c.derive(ctx, s)
+	cols, err := c.derive(ctx, s)
 	if err != nil {
 		var me *model.Error
 		if errors.As(err, &me) && !c.Check[s.Name] {
@@ -153,48 +148,44 @@ func (c *checker) schema(ctx context.Context, s *snapshot.Snapshot) (Schema, err
 			// checked model reading it is skipped.
 			c.errs = append(c.errs, me)
 			c.failed[s.Name] = true
-			return Schema{}, errParentFailed
+			return nil, errParentFailed
 		}
 		if errors.As(err, &me) {
 			c.failed[s.Name] = true
 		}
-		return Schema{}, err
+		return nil, err
 	}
-	c.schemas[s.Name] = sc
-	return sc, nil
+	c.schemas[s.Name] = cols
+	return cols, nil
 }
 
-func (c *checker) derive(ctx context.Context, s *snapshot.Snapshot) (Schema, error) {
+func (c *checker) derive(ctx context.Context, s *snapshot.Snapshot) ([]warehouse.Column, error) {
 	m := s.Model
 	if m.Kind == model.KindExternal {
-		return Schema{Columns: declared(m), From: "declared"}, nil
+		return declared(m), nil
 	}
 	phys := PhysicalTable(s)
 	exists, err := c.Engine.TableExists(ctx, phys)
 	if err != nil {
-		return Schema{}, fmt.Errorf("model %s: checking its table: %w", s.Name, err)
+		return nil, fmt.Errorf("model %s: checking its table: %w", s.Name, err)
 	}
 	if exists {
 		cols, err := c.Engine.Columns(ctx, phys)
 		if err != nil {
-			return Schema{}, fmt.Errorf("model %s: reading its table's columns: %w", s.Name, err)
+			return nil, fmt.Errorf("model %s: reading its table's columns: %w", s.Name, err)
 		}
-		return Schema{Columns: cols, From: "table"}, nil
+		return cols, nil
 	}
 	if m.Kind == model.KindSeed {
-		path := m.SeedPath
-		if !filepath.IsAbs(path) {
-			path = filepath.Join(c.ProjectDir, filepath.Dir(m.Path), path)
-		}
-		cols, _, err := ReadSeed(path, m.Columns)
+		cols, _, err := ReadSeed(seedFile(c.ProjectDir, m), m.Columns)
 		if err != nil {
-			return Schema{}, &model.Error{Pos: m.KindPos, Code: model.CodeInvalid, Msg: fmt.Sprintf("seed %s: %v", m.Name, err), Err: err}
+			return nil, &model.Error{Pos: m.KindPos, Code: model.CodeInvalid, Msg: fmt.Sprintf("seed %s: %v", m.Name, err), Err: err}
 		}
-		return Schema{Columns: cols, From: "seed"}, nil
+		return cols, nil
 	}
 	spec, err := schedule.ForModel(m)
 	if err != nil {
-		return Schema{}, scheduleError(m, err)
+		return nil, scheduleError(m, err)
 	}
 	set := make(map[string]*snapshot.Snapshot, len(s.Parents)+1)
 	set[s.Name] = s
@@ -202,48 +193,53 @@ func (c *checker) derive(ctx context.Context, s *snapshot.Snapshot) (Schema, err
 	for _, name := range s.Parents {
 		parent, ok := c.bySet[name]
 		if !ok {
-			return Schema{}, fmt.Errorf("model %s reads %s, which is not in the plan's snapshots", s.Name, name)
+			return nil, fmt.Errorf("model %s reads %s, which is not in the plan's snapshots", s.Name, name)
 		}
 		set[name] = parent
-		psc, err := c.schema(ctx, parent)
+		pcols, err := c.schema(ctx, parent)
 		if err != nil {
-			return Schema{}, err
+			return nil, err
 		}
 		table := PhysicalTable(parent)
 		if parent.Model.Kind == model.KindExternal {
 			table = externalTable(parent.Model)
 		}
-		standIns = append(standIns, warehouse.CreateTableParams{Table: table, Columns: psc.Columns})
+		standIns = append(standIns, warehouse.CreateTableParams{Table: table, Columns: pcols})
 	}
-	if len(m.Columns) > 0 {
+	madeFromDeclared := IsIncremental(m.Kind) && len(m.Columns) > 0
+	if madeFromDeclared {
 		// A model that reads itself finds its table made from its declared
 		// columns, as Prepare makes it.
 		standIns = append(standIns, warehouse.CreateTableParams{Table: phys, Columns: declared(m)})
 	}
 	t, err := TemplateOf(ctx, c.Parser, c.Engine, s, set)
 	if err != nil {
-		return Schema{}, &model.Error{Pos: m.QueryPos, Code: model.CodeSyntax, Msg: err.Error(), Err: err}
+		return nil, &model.Error{Pos: m.QueryPos, Code: model.CodeSyntax, Msg: err.Error(), Err: err}
 	}
 	first := spec.Unit.Floor(spec.Start)
 	sql, err := t.Render(interval.NewRange(first, spec.Unit.Add(first, 1)), c.Execution)
 	if err != nil {
-		return Schema{}, &model.Error{Pos: m.QueryPos, Code: model.CodeInvalid, Msg: fmt.Sprintf("model %s: %v", m.Name, err), Err: err}
+		return nil, &model.Error{Pos: m.QueryPos, Code: model.CodeInvalid, Msg: fmt.Sprintf("model %s: %v", m.Name, err), Err: err}
 	}
 	cols, err := c.Engine.Describe(ctx, warehouse.DescribeParams{Query: sql, StandIns: standIns})
 	if err != nil {
+		// A statement the engine refused is the query's problem; anything
+		// else (no connection, a cancelled context) is not the project's.
 		var we *warehouse.Error
-		if !errors.As(err, &we) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			return Schema{}, fmt.Errorf("model %s: describing its query: %w", s.Name, err)
+		statementFailed := errors.As(err, &we) && we.SQL != "" &&
+			!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+		if !statementFailed {
+			return nil, fmt.Errorf("model %s: describing its query: %w", s.Name, err)
 		}
-		return Schema{}, queryError(m, we)
+		return nil, queryError(m, we)
 	}
-	if len(m.Columns) > 0 {
+	if madeFromDeclared {
 		if err := declaredMatch(m, cols); err != nil {
-			return Schema{}, err
+			return nil, err
 		}
-		return Schema{Columns: declared(m), From: "declared"}, nil
+		return declared(m), nil
 	}
-	return Schema{Columns: cols, From: "query"}, nil
+	return cols, nil
 }
 
 // externalTable is the table an EXTERNAL model declares: its own name,
@@ -270,10 +266,10 @@ func scheduleError(m *model.Model, err error) *model.Error {
 	return &model.Error{Pos: m.HeaderPos, Code: model.CodeInvalid, Err: err, Msg: err.Error()}
 }
 
-// TimeType classifies a column type as an engine spells it (DuckDB's
+// timeType classifies a column type as an engine spells it (DuckDB's
 // upper-case names or PostgreSQL's format_type): "time" for DATE and the
 // TIMESTAMP family, "text" for string types, "" otherwise.
-func TimeType(typ string) string {
+func timeType(typ string) string {
 	t := strings.ToLower(strings.Join(strings.Fields(typ), " "))
 	switch {
 	case t == "date", strings.HasPrefix(t, "timestamp"), t == "datetime":
@@ -293,7 +289,7 @@ func checkTimeColumn(m *model.Model, cols []warehouse.Column) error {
 			"model %s: time_column %s is not a column of its query (%s)%s",
 			m.Name, m.TimeColumn, columnNames(cols), didYouMean(m.TimeColumn, cols))}
 	}
-	switch TimeType(col.Type) {
+	switch timeType(col.Type) {
 	case "time":
 		return nil
 	case "text":
@@ -385,7 +381,10 @@ var candidatesRe = regexp.MustCompile(`(:)(?:\s*:)+\s*`)
 // with the engine's message (not the rendered SQL, which is not what the
 // user wrote).
 func queryError(m *model.Model, we *warehouse.Error) *model.Error {
-	msg := engineMessage(we.Err)
+	msg := ""
+	if we.Err != nil {
+		msg = we.Err.Error() // the engine's own message, without the SQL
+	}
 	for _, re := range unknownColumnPatterns {
 		sub := re.FindStringSubmatch(msg)
 		if sub == nil {
@@ -408,14 +407,6 @@ func queryError(m *model.Model, we *warehouse.Error) *model.Error {
 	}
 	return &model.Error{Pos: m.QueryPos, Code: model.CodeInvalid, Err: we,
 		Msg: fmt.Sprintf("model %s: its query does not bind: %s", m.Name, firstLine(msg))}
-}
-
-// engineMessage is the engine's own message without gapless's wrapping.
-func engineMessage(err error) string {
-	if err == nil {
-		return ""
-	}
-	return err.Error()
 }
 
 // engineHint is the engine's suggestion, if it gave one: DuckDB's

@@ -220,12 +220,16 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 	return created()
 }
 
-// seedPath is where m's CSV is: relative to the model file's folder.
-func (x *Executor) seedPath(m *model.Model) string {
+// seedPath is where m's CSV is (see seedFile).
+func (x *Executor) seedPath(m *model.Model) string { return seedFile(x.ProjectDir, m) }
+
+// seedFile is where m's CSV is in the project at dir: relative to the
+// model file's folder, unless absolute.
+func seedFile(dir string, m *model.Model) string {
 	if filepath.IsAbs(m.SeedPath) {
 		return m.SeedPath
 	}
-	return filepath.Join(x.ProjectDir, filepath.Dir(m.Path), m.SeedPath)
+	return filepath.Join(dir, filepath.Dir(m.Path), m.SeedPath)
 }
 
 // checkDeclared compares the columns t's query produces (rendered for the
@@ -421,7 +425,7 @@ func (x *Executor) textTime(ctx context.Context, t *Template) (*model.TimeFormat
 	if err != nil {
 		return nil, fmt.Errorf("reading the columns of %s: %w", m.Name, err)
 	}
-	if col, ok := findColumn(cols, m.TimeColumn); ok && TimeType(col.Type) == "text" {
+	if col, ok := findColumn(cols, m.TimeColumn); ok && timeType(col.Type) == "text" {
 		return &f, nil
 	}
 	return nil, nil
