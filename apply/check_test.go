@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -74,6 +75,8 @@ func TestProjectErrorsAreRefusedBeforeAnythingIsWritten(t *testing.T) {
 		model string
 		// want is the message; %TEXT% is the engine's name for text.
 		want string
+		// alone: the model is the project's only one.
+		alone bool
 	}{
 		{
 			name: "time_column not an output column",
@@ -93,11 +96,12 @@ FROM demo.events AS e WHERE e.ts BETWEEN @start_ts AND @end_ts GROUP BY 1`,
 				"or make it a DATE or TIMESTAMP in the query",
 		},
 		{
-			name: "no start anywhere upstream",
+			name: "no start in the whole project",
 			model: `MODEL (name demo.daily, kind FULL);
 SELECT v.id FROM (VALUES (1)) AS v(id)`,
 			want: "models/daily.sql:1:1: model demo.daily has no start, and none of the models it reads has one: " +
 				"set start in its MODEL header (start '2024-01-01') or model_defaults.start in gapless.yaml",
+			alone: true,
 		},
 		{
 			name: "an unknown column",
@@ -124,6 +128,9 @@ SELECT r.id, r.labl FROM raw.items AS r`,
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			files := map[string]string{"models/events.sql": checkEvents, "models/daily.sql": c.model, "models/items.sql": external}
+			if c.alone {
+				files = map[string]string{"models/daily.sql": c.model}
+			}
 			onBoth(t, files, func(t *testing.T, b *executetest.Bundle) {
 				text := "VARCHAR"
 				if b.Engine.Dialect() == "postgres" {
@@ -157,10 +164,13 @@ SELECT r.id, r.labl FROM raw.items AS r`,
 	}
 }
 
-// Scenario: an incremental model without a start is refused while the
-// plan is built, at its header, with the fix; so is a FULL model whose
-// only parent has none. A model without a start over one that has one
-// inherits it, as SQLMesh infers it, and deploys.
+// Scenario: where a start comes from when a model has none. An
+// incremental model without one is refused while the plan is built, at its
+// header, with the fix. A FULL model over it inherits its start (as SQLMesh
+// infers it from the parents), and a seed nothing starts takes the
+// earliest start of the project (its start only dates its builds): the
+// project deploys, and a run after the promotion finds a schedule for
+// every model, where it used to fail.
 func TestMissingStart(t *testing.T) {
 	t.Parallel()
 	b := executetest.Setup(t, false, map[string]string{
@@ -173,18 +183,85 @@ func TestMissingStart(t *testing.T) {
 		"set start in its MODEL header (start '2024-01-01') or model_defaults.start in gapless.yaml", err.Error())
 
 	b = executetest.Setup(t, false, map[string]string{
-		"models/events.sql": checkEvents,
+		"models/events.sql": strings.Replace(checkEvents, "start '2024-01-01'", "start '2024-01-02'", 1),
+		"models/early.sql":  "MODEL (name demo.early, kind VIEW, start '2024-01-01');\nSELECT 1 AS x",
 		"models/totals.sql": "MODEL (name demo.totals, kind FULL);\nSELECT count(*) AS n FROM demo.events",
+		"models/codes.sql":  "MODEL (name demo.codes, kind SEED (path '../seeds/codes.csv'));",
+		"seeds/codes.csv":   "code\nx\n",
 	})
 	pr := b.Load(t)
-	require.Equal(t, at(2024, 1, 1, 0), pr.Models["demo.totals"].Start, "inherited from demo.events")
+	require.Equal(t, at(2024, 1, 2, 0), pr.Models["demo.totals"].Start, "inherited from demo.events")
+	require.Equal(t, at(2024, 1, 1, 0), pr.Models["demo.codes"].Start, "the project's earliest start")
 	p := b.Plan(t, "p1", plan.Prod, at(2024, 1, 3, 0), plan.Options{})
 	_, err = doApply(b, p, at(2024, 1, 3, 0), apply.Hooks{}, nil)
 	require.NoError(t, err)
-	res, err := runOnce(b.Ctx, b, plan.Prod, at(2024, 1, 4, 0), run.Hooks{})
-	require.NoError(t, err, "a run after the promotion finds a schedule for every model")
-	require.NotEmpty(t, res)
-	require.Equal(t, []string{"72"}, b.Rows(t, "SELECT n FROM demo.totals"))
+	_, err = runOnce(b.Ctx, b, plan.Prod, at(2024, 1, 4, 0), run.Hooks{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"48"}, b.Rows(t, "SELECT n FROM demo.totals"))
+	served, _ := b.Served(t, plan.Prod)
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-04T00:00:00Z)}", b.Intervals(t, "demo.codes", served["demo.codes"].Version))
+}
+
+// Scenario: SQLMesh's starter project (sqlmesh init duckdb) as it is, with
+// no model_defaults.start: a seed with declared columns, an incremental
+// model over it with its own start, a FULL model over that. It deploys in
+// one apply (the seed's table is made before the incremental model is
+// described against it), the FULL model inherits the incremental model's
+// start and the seed the project's earliest.
+func TestSQLMeshStarterProject(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, false, map[string]string{
+		"seeds/seed_data.csv": "id,item_id,event_date\n1,2,2020-01-01\n2,1,2020-01-01\n3,3,2020-01-03\n4,1,2020-01-04\n" +
+			"5,1,2020-01-05\n6,1,2020-01-06\n7,1,2020-01-07\n",
+		"models/seed_model.sql": `MODEL (
+  name sqlmesh_example.seed_model,
+  kind SEED (
+    path '../seeds/seed_data.csv'
+  ),
+  columns (
+    id INTEGER,
+    item_id INTEGER,
+    event_date DATE
+  ),
+  grain (id, event_date)
+);`,
+		"models/incremental_model.sql": `MODEL (
+  name sqlmesh_example.incremental_model,
+  kind INCREMENTAL_BY_TIME_RANGE (
+    time_column event_date
+  ),
+  start '2020-01-01',
+  cron '@daily',
+  grain (id, event_date)
+);
+
+SELECT
+  id,
+  item_id,
+  event_date,
+FROM
+  sqlmesh_example.seed_model
+WHERE
+  event_date BETWEEN @start_date AND @end_date`,
+		"models/full_model.sql": `MODEL (
+  name sqlmesh_example.full_model,
+  kind FULL,
+  cron '@daily',
+  grain item_id
+);
+
+SELECT
+  item_id,
+  COUNT(DISTINCT id) AS num_orders,
+FROM
+  sqlmesh_example.incremental_model
+GROUP BY item_id`,
+	})
+	p := b.Plan(t, "p1", plan.Prod, time.Date(2020, 1, 8, 1, 0, 0, 0, time.UTC), plan.Options{})
+	_, err := doApply(b, p, time.Date(2020, 1, 8, 1, 0, 0, 0, time.UTC), apply.Hooks{}, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"1 5", "2 1", "3 1"}, b.Rows(t, "SELECT item_id, num_orders FROM sqlmesh_example.full_model"))
+	require.Equal(t, int64(7), b.Count(t, "sqlmesh_example.incremental_model"))
 }
 
 // Scenario: SQLMesh's time_column (ds, '%Y-%m-%d') on a model that keeps
