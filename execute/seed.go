@@ -118,8 +118,9 @@ func (x *Executor) seedTableFits(ctx context.Context, table warehouse.Table, col
 
 // ReadSeed reads a CSV with a header row. Column types come from declared
 // (matched by name, case-insensitively) or are inferred from the values:
-// BIGINT, DOUBLE PRECISION, BOOLEAN, TIMESTAMP, else VARCHAR (names both engines accept). Values are converted to
-// Go values of that type; an empty field is NULL.
+// BIGINT, DOUBLE PRECISION, BOOLEAN, TIMESTAMP, else VARCHAR (names both
+// engines accept). Values are converted to Go values of that type; an
+// empty field is NULL.
 func ReadSeed(path string, declared []model.Column) ([]warehouse.Column, [][]any, error) {
 	f, err := os.Open(path)
 	if err != nil {
