@@ -99,7 +99,8 @@ func TestIncrementalOverEachKindDeploysInOneStep(t *testing.T) {
 	}
 }
 
-// Scenario: a column is added to the seed's CSV. The seed gets a new
+// Scenario: two columns are added to the seed's CSV, a text and a
+// fractional one (a DOUBLE PRECISION on both engines). The seed gets a new
 // version (its content changed: breaking), and the incremental child that
 // selects p.* gets one too (indirect-breaking): its table is made again
 // from the seed's new columns, so the new column arrives in every day the
@@ -113,7 +114,7 @@ func TestSeedColumnAddedRebuildsTheChild(t *testing.T) {
 		require.NoError(t, err)
 		before, _ := b.Served(t, plan.Prod)
 
-		executetest.WriteFiles(t, b.Dir, map[string]string{"seeds/parent.csv": "id,label,tier\n1,a,gold\n2,b,\n"})
+		executetest.WriteFiles(t, b.Dir, map[string]string{"seeds/parent.csv": "id,label,tier,weight\n1,a,gold,1.5\n2,b,,\n"})
 		p2 := b.Plan(t, "p2", plan.Prod, at(2024, 1, 3, 0), plan.Options{})
 		_, err = doApply(b, p2, at(2024, 1, 3, 0), apply.Hooks{}, nil)
 		require.NoError(t, err)
@@ -126,10 +127,10 @@ func TestSeedColumnAddedRebuildsTheChild(t *testing.T) {
 		for i, c := range cols {
 			names[i] = c.Name
 		}
-		require.Equal(t, []string{"day", "id", "label", "tier"}, names)
+		require.Equal(t, []string{"day", "id", "label", "tier", "weight"}, names)
 		require.Equal(t, []string{
-			"2024-01-01 1 gold", "2024-01-01 2 -", "2024-01-02 1 gold", "2024-01-02 2 -",
-		}, childRows(t, b, "id, coalesce(tier, '-')"))
+			"2024-01-01 1 gold 3", "2024-01-01 2 - 0", "2024-01-02 1 gold 3", "2024-01-02 2 - 0",
+		}, childRows(t, b, "id, coalesce(tier, '-'), CAST(coalesce(weight, 0) * 2 AS BIGINT)"))
 		require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-03T00:00:00Z)}", b.Intervals(t, "demo.child", after["demo.child"].Version))
 	})
 }
