@@ -237,9 +237,12 @@ func newApplier(prm Params) *applier {
 	return a
 }
 
-// run runs the plan's stages once.
+// run checks the plan's models, then runs its stages once.
 func (a *applier) run(ctx context.Context) (*Result, error) {
 	res := &Result{}
+	if err := a.checkModels(ctx); err != nil {
+		return res, err
+	}
 	stages := []struct {
 		stage Stage
 		run   func(ctx context.Context) error
@@ -354,8 +357,40 @@ func (a *applier) recordSnapshots(ctx context.Context) error {
 	return nil
 }
 
-// createTables builds the templates (once for the whole apply) and creates
-// every physical schema and every missing incremental table.
+// checkModels is Check against the warehouse, before the first stage
+// writes anything to state or warehouse: a plan built elsewhere, or before
+// the warehouse changed, is refused with the project's errors and leaves
+// no trace.
+func (a *applier) checkModels(ctx context.Context) error {
+	if err := Check(ctx, a.Plan, a.Engine, a.Parser, a.ProjectDir); err != nil {
+		a.log.DebugContext(ctx, "plan refused before its first stage", slog.Any("error", err))
+		return err
+	}
+	return nil
+}
+
+// Check checks, with execute.Check, every model plan p builds (see
+// plan.Plan.Builds) against engine, which it does not write to: each has a
+// schedule, its query binds against its parents' columns, its time column
+// and key are output columns of a usable type. It is what Apply does
+// first; `gapless plan` calls it on a scratch engine (see
+// backend.OpenForPlanning) before it prints or saves the plan. A project
+// error is a project.Errors of *model.Error, each naming a model's file,
+// line and column.
+func Check(ctx context.Context, p *plan.Plan, engine warehouse.Engine, parser *sqlparse.Parser, projectDir string) error {
+	builds := p.Builds()
+	if len(builds) == 0 {
+		return nil
+	}
+	_, err := execute.Check(ctx, execute.CheckParams{Engine: engine, Parser: parser, ProjectDir: projectDir,
+		Snapshots: p.Snapshots, Check: builds, Execution: p.ExecutionTime})
+	return err
+}
+
+// createTables builds the templates (once for the whole apply) and creates,
+// in DAG order, every physical schema and every missing physical object of
+// every kind (see execute.Executor.Prepare), so that each model's table is
+// made from its parents' as they exist, whatever their kind.
 func (a *applier) createTables(ctx context.Context) error {
 	set := make(map[string]*snapshot.Snapshot, len(a.Plan.Snapshots))
 	for _, s := range a.Plan.Snapshots {

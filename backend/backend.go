@@ -142,6 +142,23 @@ func OpenEngine(ctx context.Context, conn config.Conn, opts Options) (warehouse.
 	}
 }
 
+// OpenForPlanning opens an engine on which a plan describes its models'
+// queries (warehouse.Engine.Describe), which writes nothing: for a DuckDB
+// warehouse a fresh in-memory DuckDB, the same engine and dialect, so that
+// planning never waits for the warehouse file another process may hold;
+// for PostgreSQL the warehouse itself, whose reused tables Describe then
+// reads as they are. The caller closes it.
+func OpenForPlanning(ctx context.Context, conn config.Conn) (warehouse.Engine, error) {
+	if conn.Driver == config.DriverDuckDB {
+		e, err := duckdb.Open(ctx, config.Memory, duckdb.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("opening a scratch DuckDB to check the models: %w", err)
+		}
+		return e, nil
+	}
+	return OpenEngine(ctx, conn, Options{})
+}
+
 // LockedError reports a DuckDB warehouse file held by another process. Its
 // message is one line that names the file and says what to do; the driver's
 // detail stays reachable through Unwrap.

@@ -54,7 +54,7 @@ func TestModelsJSONAndFoundFromASubfolder(t *testing.T) {
 	}
 	require.Equal(t, 24, byName["demo.events"].DueBuckets)
 	require.Equal(t, 1, byName["demo.daily_revenue"].DueBuckets)
-	require.Equal(t, []string{"demo.events"}, byName["demo.daily_revenue"].Parents)
+	require.Equal(t, []string{"demo.customers", "demo.events"}, byName["demo.daily_revenue"].Parents)
 }
 
 func TestUsageErrorsExitTwo(t *testing.T) {

@@ -16,6 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gapless-dev/gapless/apply"
+	"github.com/gapless-dev/gapless/backend"
+	"github.com/gapless-dev/gapless/config"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/project"
@@ -160,6 +163,9 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	if err != nil {
 		return err
 	}
+	if err := g.checkPlan(ctx, cfg, parser, pr.Dir, pl); err != nil {
+		return err
+	}
 	g.log.Debug("plan built", "plan", pl.ID, "environment", env, "changes", len(pl.Changes), "backfills", len(pl.Backfills))
 
 	if f.out != "" {
@@ -220,6 +226,23 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	}
 	fmt.Fprintf(out, "\n%s\n", appliedLine(pl, res))
 	return nil
+}
+
+// checkPlan checks the plan's models before anything is printed, saved or
+// applied (apply.Check), on the engine backend.OpenForPlanning opens: for a
+// DuckDB warehouse an in-memory one, so planning still never waits for the
+// warehouse file.
+func (g *globals) checkPlan(ctx context.Context, cfg *config.Config, parser *sqlparse.Parser, dir string, pl *plan.Plan) (err error) {
+	e, err := backend.OpenForPlanning(ctx, cfg.Warehouse)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := e.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("closing the engine the plan was checked on: %w", cerr))
+		}
+	}()
+	return apply.Check(ctx, pl, e, parser, dir)
 }
 
 // planOptions parses the flags into plan.Options.
@@ -298,6 +321,10 @@ func buildPlan(ctx context.Context, store state.Store, pr *project.Project, pars
 	var ce *snapshot.ChoiceError
 	if errors.As(err, &ce) {
 		return nil, categoryError{ce}
+	}
+	var me *model.Error
+	if errors.As(err, &me) {
+		return nil, err // a project error names its file first
 	}
 	if err != nil {
 		return nil, fmt.Errorf("building the plan for %s: %w", env, err)

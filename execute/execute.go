@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -124,12 +125,20 @@ func WholeRange(m *model.Model, exec time.Time) (interval.Range, bool) {
 	return r, !r.Empty()
 }
 
-// Prepare creates the snapshot's physical schema and, for incremental
-// kinds, its physical table, empty: with the model's declared columns when
-// it has some (so a model that reads itself finds its table), or else with
-// the columns of the query (rendered for the model's first interval and
-// read with LIMIT 0). It does nothing
-// for a table that exists, so it is safe to repeat.
+// Prepare creates the snapshot's physical schema and its physical object,
+// when it does not exist yet, the way the backfill will build it, so that
+// the models that read it can be made from it (SQLMesh's create stage):
+//   - an incremental table, empty, with the model's declared columns when
+//     it has some (so a model that reads itself finds its table), or else
+//     with the columns of its query (rendered for the model's first
+//     interval, read with LIMIT 0);
+//   - a FULL table, empty, with the columns of its query;
+//   - a VIEW's view;
+//   - a SEED's table, empty, with the CSV's columns (the backfill loads it).
+//
+// The parents' objects must exist: callers prepare the snapshots of a set
+// in topological order. It does nothing for an object that exists, so it
+// is safe to repeat.
 func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) error {
 	s := t.Snapshot
 	if s.Model.Kind == model.KindExternal {
@@ -137,9 +146,6 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 	}
 	if err := x.Engine.CreateSchema(ctx, t.Table.Schema); err != nil {
 		return fmt.Errorf("creating schema for %s: %w", s.Name, err)
-	}
-	if !IsIncremental(s.Model.Kind) {
-		return nil
 	}
 	exists, err := x.Engine.TableExists(ctx, t.Table)
 	if err != nil {
@@ -152,7 +158,38 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 	if err != nil {
 		return err
 	}
-	if cols := s.Model.Columns; len(cols) > 0 {
+	first := spec.Unit.Floor(spec.Start)
+	firstRange := interval.NewRange(first, spec.Unit.Add(first, 1))
+	created := func() error {
+		x.logger().InfoContext(ctx, "created physical table", slog.String("model", s.Name), slog.String("version", s.Version),
+			slog.String("table", t.Table.String()))
+		return nil
+	}
+	switch s.Model.Kind {
+	case model.KindSeed:
+		cols, _, err := ReadSeed(x.seedPath(s.Model), s.Model.Columns)
+		if err != nil {
+			return &BatchError{Model: s.Name, Version: s.Version, Err: fmt.Errorf("seed %s: %w", s.Name, err)}
+		}
+		if err := x.Engine.CreateTable(ctx, warehouse.CreateTableParams{Table: t.Table, Columns: cols}); err != nil {
+			return &BatchError{Model: s.Name, Version: s.Version, Err: fmt.Errorf("creating the seed's table: %w", err)}
+		}
+		return created()
+	case model.KindView:
+		r := firstRange
+		if whole, ok := WholeRange(s.Model, exec); ok {
+			r = whole // as the backfill renders it
+		}
+		sql, err := t.Render(r, exec)
+		if err != nil {
+			return &BatchError{Model: s.Name, Version: s.Version, Err: err}
+		}
+		if err := x.Engine.CreateOrReplaceView(ctx, warehouse.ViewParams{View: t.Table, Query: sql}); err != nil {
+			return &BatchError{Model: s.Name, Version: s.Version, SQL: sql, Err: err}
+		}
+		return created()
+	}
+	if cols := s.Model.Columns; len(cols) > 0 && IsIncremental(s.Model.Kind) {
 		// Declared columns make the table, so that a model that reads
 		// itself finds it before its first query.
 		wcols := make([]warehouse.Column, len(cols))
@@ -172,22 +209,29 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 			}
 			return err
 		}
-		x.logger().InfoContext(ctx, "created physical table", slog.String("model", s.Name), slog.String("version", s.Version),
-			slog.String("table", t.Table.String()))
-		return nil
+		return created()
 	}
-	first := spec.Unit.Floor(spec.Start)
-	r := interval.NewRange(first, spec.Unit.Add(first, 1))
-	sql, err := t.Render(r, exec)
+	// Incremental and FULL: the query's columns, no rows.
+	sql, err := t.Render(firstRange, exec)
 	if err != nil {
 		return &BatchError{Model: s.Name, Version: s.Version, Err: err}
 	}
 	if err := x.Engine.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: t.Table, Query: sql}); err != nil {
 		return &BatchError{Model: s.Name, Version: s.Version, SQL: sql, Err: err}
 	}
-	x.logger().InfoContext(ctx, "created physical table", slog.String("model", s.Name), slog.String("version", s.Version),
-		slog.String("table", t.Table.String()))
-	return nil
+	return created()
+}
+
+// seedPath is where m's CSV is (see seedFile).
+func (x *Executor) seedPath(m *model.Model) string { return seedFile(x.ProjectDir, m) }
+
+// seedFile is where m's CSV is in the project at dir: relative to the
+// model file's folder, unless absolute.
+func seedFile(dir string, m *model.Model) string {
+	if filepath.IsAbs(m.SeedPath) {
+		return m.SeedPath
+	}
+	return filepath.Join(dir, filepath.Dir(m.Path), m.SeedPath)
 }
 
 // checkDeclared compares the columns t's query produces (rendered for the
@@ -205,36 +249,14 @@ func (x *Executor) checkDeclared(ctx context.Context, t *Template, spec schedule
 	if err != nil {
 		return &BatchError{Model: s.Name, Version: s.Version, SQL: probe, Err: fmt.Errorf("describing the query's columns: %w", err)}
 	}
-	has := func(names []string, n string) bool {
-		return slices.ContainsFunc(names, func(o string) bool { return strings.EqualFold(o, n) })
+	cols := make([]warehouse.Column, len(res.Columns))
+	for i, n := range res.Columns {
+		cols[i] = warehouse.Column{Name: n}
 	}
-	declared := make([]string, len(s.Model.Columns))
-	for i, c := range s.Model.Columns {
-		declared[i] = c.Name
+	if err := declaredMatch(s.Model, cols); err != nil {
+		return &BatchError{Model: s.Name, Version: s.Version, Err: err}
 	}
-	var missing, extra []string
-	for _, n := range declared {
-		if !has(res.Columns, n) {
-			missing = append(missing, n)
-		}
-	}
-	for _, n := range res.Columns {
-		if !has(declared, n) {
-			extra = append(extra, n)
-		}
-	}
-	if len(missing) == 0 && len(extra) == 0 {
-		return nil
-	}
-	var parts []string
-	if len(missing) > 0 {
-		parts = append(parts, "declares "+strings.Join(missing, ", ")+", which the query does not produce")
-	}
-	if len(extra) > 0 {
-		parts = append(parts, "does not declare "+strings.Join(extra, ", ")+", which the query produces")
-	}
-	return &BatchError{Model: s.Name, Version: s.Version, Err: fmt.Errorf("%w: columns (...) %s; make them agree",
-		ErrColumnsMismatch, strings.Join(parts, " and "))}
+	return nil
 }
 
 // ErrColumnsMismatch is wrapped when a model's declared columns are not
@@ -289,6 +311,10 @@ func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
 		return res, nil
 	}
 	spec, err := schedule.ForModel(s.Model)
+	if err != nil {
+		return res, err
+	}
+	text, err := x.textTime(ctx, t)
 	if err != nil {
 		return res, err
 	}
@@ -349,7 +375,7 @@ batches:
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			b, err := x.runBatch(ctx, w, key, r, slots > 1)
+			b, err := x.runBatch(ctx, w, key, r, slots > 1, text)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -384,11 +410,35 @@ type batchFailure struct {
 	err error
 }
 
+// textTime is the format of t's time column when the column holds text:
+// its batches then compare it with their bounds rendered in that format.
+// It is nil for a time column of a DATE or TIMESTAMP type (compared as
+// time, whatever the format says) and for a model without a format.
+func (x *Executor) textTime(ctx context.Context, t *Template) (*model.TimeFormat, error) {
+	m := t.Snapshot.Model
+	if m.Kind != model.KindIncrementalByTimeRange || m.TimeColumnFormat == "" {
+		return nil, nil
+	}
+	f, err := model.ParseTimeFormat(m.TimeColumnFormat)
+	if err != nil {
+		return nil, fmt.Errorf("model %s: %w", m.Name, err)
+	}
+	cols, err := x.Engine.Columns(ctx, t.Table)
+	if err != nil {
+		return nil, fmt.Errorf("reading the columns of %s: %w", m.Name, err)
+	}
+	if col, ok := findColumn(cols, m.TimeColumn); ok && timeType(col.Type) == "text" {
+		return &f, nil
+	}
+	return nil, nil
+}
+
 // runBatch writes and records one batch of an incremental snapshot: the
 // fence is checked before anything is written, and the interval is
 // recorded only after the statement that wrote its rows committed.
-// concurrent tells the engine other batches of the table run at once.
-func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r interval.Range, concurrent bool) (Batch, error) {
+// concurrent tells the engine other batches of the table run at once; text,
+// when set, is the format the time column's text is in.
+func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r interval.Range, concurrent bool, text *model.TimeFormat) (Batch, error) {
 	t := w.Template
 	s := t.Snapshot
 	if err := x.checkFence(ctx, key, r, w.Fence); err != nil {
@@ -404,8 +454,12 @@ func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r
 	var rows int64
 	switch s.Model.Kind {
 	case model.KindIncrementalByTimeRange:
-		rows, err = x.Engine.InsertInterval(ctx, warehouse.InsertIntervalParams{
-			Table: t.Table, TimeColumn: s.Model.TimeColumn, Start: r.Start, End: r.End, Query: sql, Concurrent: concurrent})
+		p := warehouse.InsertIntervalParams{
+			Table: t.Table, TimeColumn: s.Model.TimeColumn, Start: r.Start, End: r.End, Query: sql, Concurrent: concurrent}
+		if text != nil {
+			p.Text = &warehouse.TextBounds{Start: text.Format(r.Start), End: text.Format(r.End)}
+		}
+		rows, err = x.Engine.InsertInterval(ctx, p)
 	default:
 		rows, err = x.Engine.MergeByKey(ctx, warehouse.MergeParams{Table: t.Table, Key: s.Model.UniqueKey, Query: sql})
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -18,7 +17,7 @@ import (
 // Seed column types inferred from a CSV, in order of preference.
 const (
 	typeBigint    = "BIGINT"
-	typeDouble    = "DOUBLE"
+	typeDouble    = "DOUBLE PRECISION" // both engines spell it so
 	typeBoolean   = "BOOLEAN"
 	typeTimestamp = "TIMESTAMP"
 	typeVarchar   = "VARCHAR"
@@ -26,30 +25,48 @@ const (
 
 var timestampLayouts = []string{time.RFC3339Nano, "2006-01-02 15:04:05", "2006-01-02T15:04:05", "2006-01-02"}
 
-// loadSeed (re)creates a SEED snapshot's table from its CSV.
+// loadSeed fills a SEED snapshot's table from its CSV.
 //
 // Invariant: a SEED version's content is fixed (the CSV hash is part of the
 // version), so once the version has recorded intervals its table is
-// complete and is left alone. Otherwise the table is dropped, created and
-// filled: a half-built table from an interrupted attempt is never reused.
+// complete and is left alone. Otherwise the table holds no rows (Prepare
+// made it empty) or all of them (an earlier load committed, and its record
+// did not): InsertRows is all or nothing, so nothing in between. An empty
+// table with the CSV's columns is filled in place, so that the models
+// already made over it (a VIEW reads it, on PostgreSQL by identity) keep
+// it; a complete one is kept; any other table is dropped, created and
+// filled, so a table that is not this version's is never reused.
 func (x *Executor) loadSeed(ctx context.Context, t *Template, covered interval.Set) (int64, error) {
 	m := t.Snapshot.Model
-	if !covered.IsEmpty() {
-		exists, err := x.Engine.TableExists(ctx, t.Table)
+	exists, err := x.Engine.TableExists(ctx, t.Table)
+	if err != nil {
+		return 0, err
+	}
+	if exists && !covered.IsEmpty() {
+		return 0, nil
+	}
+	cols, rows, err := ReadSeed(x.seedPath(m), m.Columns)
+	if err != nil {
+		return 0, fmt.Errorf("seed %s: %w", m.Name, err)
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	if exists {
+		keep, held, err := x.seedTableFits(ctx, t.Table, cols)
 		if err != nil {
 			return 0, err
 		}
-		if exists {
-			return 0, nil
+		switch {
+		case keep && held == 0:
+			if len(rows) == 0 {
+				return 0, nil
+			}
+			return x.Engine.InsertRows(ctx, warehouse.InsertRowsParams{Table: t.Table, Columns: names, Rows: rows})
+		case keep && held == int64(len(rows)):
+			return held, nil
 		}
-	}
-	path := m.SeedPath
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(x.ProjectDir, filepath.Dir(m.Path), path)
-	}
-	cols, rows, err := ReadSeed(path, m.Columns)
-	if err != nil {
-		return 0, fmt.Errorf("seed %s: %w", m.Name, err)
 	}
 	if err := x.Engine.DropTable(ctx, t.Table); err != nil {
 		return 0, err
@@ -57,20 +74,53 @@ func (x *Executor) loadSeed(ctx context.Context, t *Template, covered interval.S
 	if err := x.Engine.CreateTable(ctx, warehouse.CreateTableParams{Table: t.Table, Columns: cols}); err != nil {
 		return 0, err
 	}
-	names := make([]string, len(cols))
-	for i, c := range cols {
-		names[i] = c.Name
-	}
 	if len(rows) == 0 {
 		return 0, nil
 	}
 	return x.Engine.InsertRows(ctx, warehouse.InsertRowsParams{Table: t.Table, Columns: names, Rows: rows})
 }
 
+// seedTableFits reports whether table has exactly the CSV's column names,
+// in order, and how many rows it holds.
+func (x *Executor) seedTableFits(ctx context.Context, table warehouse.Table, cols []warehouse.Column) (bool, int64, error) {
+	have, err := x.Engine.Columns(ctx, table)
+	if err != nil {
+		return false, 0, err
+	}
+	if len(have) != len(cols) {
+		return false, 0, nil
+	}
+	for i := range have {
+		if !strings.EqualFold(have[i].Name, cols[i].Name) {
+			return false, 0, nil
+		}
+	}
+	res, err := x.Engine.Query(ctx, "SELECT count(*) FROM "+x.Engine.QuoteTable(table))
+	if err != nil {
+		return false, 0, err
+	}
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 1 {
+		return false, 0, fmt.Errorf("counting the rows of %s: unexpected result %v", table, res.Rows)
+	}
+	var n int64
+	switch v := res.Rows[0][0].(type) {
+	case int64:
+		n = v
+	case int32:
+		n = int64(v)
+	case int:
+		n = int64(v)
+	default:
+		return false, 0, fmt.Errorf("counting the rows of %s: unexpected %T", table, v)
+	}
+	return true, n, nil
+}
+
 // ReadSeed reads a CSV with a header row. Column types come from declared
 // (matched by name, case-insensitively) or are inferred from the values:
-// BIGINT, DOUBLE, BOOLEAN, TIMESTAMP, else VARCHAR. Values are converted to
-// Go values of that type; an empty field is NULL.
+// BIGINT, DOUBLE PRECISION, BOOLEAN, TIMESTAMP, else VARCHAR (names both
+// engines accept). Values are converted to Go values of that type; an
+// empty field is NULL.
 func ReadSeed(path string, declared []model.Column) ([]warehouse.Column, [][]any, error) {
 	f, err := os.Open(path)
 	if err != nil {

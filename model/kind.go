@@ -73,7 +73,7 @@ func (p *parser) kind() error {
 	if !ok {
 		return p.unknownKind(t)
 	}
-	p.m.Kind, p.kindTok = k, t
+	p.m.Kind, p.kindTok, p.m.KindPos = k, t, p.pos(t)
 	if err := p.advance(); err != nil {
 		return err
 	}
@@ -165,7 +165,7 @@ func (p *parser) kindProperty(k Kind, props map[string]token) error {
 	var err error
 	switch name {
 	case "time_column":
-		m.TimeColumn, err = p.timeColumn()
+		m.TimeColumn, m.TimeColumnFormat, err = p.timeColumn()
 	case "lookback":
 		m.Lookback, err = p.intValue(name, 0)
 	case "batch_size":
@@ -195,28 +195,40 @@ func (p *parser) kindProperty(k Kind, props map[string]token) error {
 	return err
 }
 
-// timeColumn parses "col" or "(col)". SQLMesh's "(col, 'format')" form for
-// string-typed time columns is refused: gapless compares the column with
-// timestamps, so it must be a DATE or TIMESTAMP.
-func (p *parser) timeColumn() (string, error) {
+// timeColumn parses "col", "(col)" or SQLMesh's "(col, 'format')" for a
+// string-typed time column. The format is checked here (see
+// ParseTimeFormat); whether it is fine enough for the interval unit is
+// checked once the unit is settled (see finish).
+func (p *parser) timeColumn() (col, format string, err error) {
 	if !p.isPunct("(") {
-		return p.identifier("time_column")
+		p.m.TimeColumnPos = p.pos(p.tok)
+		col, err = p.identifier("time_column")
+		return col, "", err
 	}
 	if err := p.advance(); err != nil {
-		return "", err
+		return "", "", err
 	}
-	col, err := p.identifier("time_column")
-	if err != nil {
-		return "", err
+	p.m.TimeColumnPos = p.pos(p.tok)
+	if col, err = p.identifier("time_column"); err != nil {
+		return "", "", err
 	}
 	if p.isPunct(",") {
-		return "", errorf(p.pos(p.tok), CodeBadValue,
-			"time_column with a format is not supported: the time column must be a DATE or TIMESTAMP column")
+		if err := p.advance(); err != nil {
+			return "", "", err
+		}
+		t, err := p.stringValue("the format of time_column")
+		if err != nil {
+			return "", "", err
+		}
+		if _, ferr := ParseTimeFormat(t.val); ferr != nil {
+			return "", "", wrapErr(p.pos(t), CodeBadValue, ferr, "bad time_column format %s", string(p.src[t.off:t.end]))
+		}
+		format, p.timeFormatTok = t.val, t
 	}
 	if !p.isPunct(")") {
-		return "", p.unexpected("')' after the time column")
+		return "", "", p.unexpected("')' after the time column")
 	}
-	return col, p.advance()
+	return col, format, p.advance()
 }
 
 func (p *parser) unknownKindProperty(k Kind, t token) error {

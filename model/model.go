@@ -62,8 +62,17 @@ type Model struct {
 
 	// INCREMENTAL_BY_TIME_RANGE
 	TimeColumn string
-	Lookback   int // in interval units
-	BatchSize  int // intervals per batch; 0 means all at once
+	// TimeColumnFormat is the format of a string time column, as in
+	// time_column (ds, '%Y-%m-%d'); "" when none is written. It is always
+	// a valid format (see ParseTimeFormat) fine enough for IntervalUnit. It
+	// is used only when the column holds text: a DATE or TIMESTAMP column
+	// is compared as time whatever the format says.
+	TimeColumnFormat string
+	// TimeColumnPos is where the time column's name is written in the
+	// header.
+	TimeColumnPos Pos
+	Lookback      int // in interval units
+	BatchSize     int // intervals per batch; 0 means all at once
 	// BatchConcurrency is how many batches of this model may run at once;
 	// 0 or 1 means one after another. Batches of one model never read each
 	// other (a model cannot read itself), so their order does not matter.
@@ -99,6 +108,8 @@ type Model struct {
 	// file's line and column.
 	Path     string
 	QueryPos Pos
-	// HeaderPos is where the MODEL keyword is.
+	// HeaderPos is where the MODEL keyword is; KindPos is where the kind
+	// is written (HeaderPos when the kind is the default).
 	HeaderPos Pos
+	KindPos   Pos
 }

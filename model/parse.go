@@ -107,6 +107,8 @@ type parser struct {
 	// valueTok maps an attribute name to the first token of its value.
 	valueTok map[string]token
 	kindTok  token
+	// timeFormatTok is the format of time_column, when one is written.
+	timeFormatTok token
 	// semiEnd is the offset just past the ';' that ends the header.
 	semiEnd int
 	// prevEnd is the end offset of the token before tok: everything up to
@@ -698,7 +700,13 @@ func (p *parser) finish(d Defaults) error {
 			m.Dialect = dl
 		}
 	}
+	if m.KindPos == (Pos{}) {
+		m.KindPos = headerPos
+	}
 	if err := p.checkSchedule(d, headerPos); err != nil {
+		return err
+	}
+	if err := p.checkTimeFormat(); err != nil {
 		return err
 	}
 	if _, ok := p.seen["start"]; !ok {
@@ -745,6 +753,27 @@ func (p *parser) checkSchedule(d Defaults, headerPos Pos) error {
 			fmt.Sprintf("cannot derive an interval unit from %s%s", origin, quoteSQL(m.Cron)))
 	}
 	m.IntervalUnit = u
+	return nil
+}
+
+// checkTimeFormat refuses a time_column format too coarse for the interval
+// unit: a '%Y-%m-%d' column cannot tell the hours of a day apart, so every
+// hourly interval would select and replace nothing.
+func (p *parser) checkTimeFormat() error {
+	m := p.m
+	if m.TimeColumnFormat == "" {
+		return nil
+	}
+	f, err := ParseTimeFormat(m.TimeColumnFormat)
+	if err != nil { // checked when parsed; kept for safety
+		return wrapErr(p.pos(p.timeFormatTok), CodeBadValue, err, "bad time_column format")
+	}
+	if !f.Resolves(m.IntervalUnit) {
+		return errorf(p.pos(p.timeFormatTok), CodeInvalid,
+			"time_column format %s is too coarse for interval_unit %s: its finest field is the %s, so the bounds of "+
+				"one interval would render alike; add the finer fields (for example '%%Y-%%m-%%d %%H:%%M:%%S')",
+			quoteSQL(m.TimeColumnFormat), m.IntervalUnit, f.finest())
+	}
 	return nil
 }
 

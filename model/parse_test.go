@@ -132,6 +132,8 @@ WHERE event_ts BETWEEN @start_ts AND @end_ts;
 		Path:                 "models/m.sql",
 		QueryPos:             model.Pos{File: "models/m.sql", Line: 21, Col: 1},
 		HeaderPos:            model.Pos{File: "models/m.sql", Line: 4, Col: 1},
+		KindPos:              model.Pos{File: "models/m.sql", Line: 6, Col: 8},
+		TimeColumnPos:        model.Pos{File: "models/m.sql", Line: 6, Col: 47},
 	}, m)
 	require.Equal(t, "analytics", m.Schema())
 	require.Equal(t, "daily_events", m.Table())
@@ -163,6 +165,17 @@ func TestParseFile_Kinds(t *testing.T) {
 			query:  "SELECT 1",
 			check: func(t *testing.T, m *model.Model) {
 				require.Equal(t, "ts", m.TimeColumn)
+				require.Empty(t, m.TimeColumnFormat)
+			},
+		},
+		{
+			name:   "time range, string time column with SQLMesh's format",
+			header: "kind INCREMENTAL_BY_TIME_RANGE (time_column (ds, '%Y-%m-%d'))",
+			query:  "SELECT 1",
+			check: func(t *testing.T, m *model.Model) {
+				require.Equal(t, "ds", m.TimeColumn)
+				require.Equal(t, "%Y-%m-%d", m.TimeColumnFormat)
+				require.Equal(t, model.Pos{File: "models/m.sql", Line: 1, Col: 63}, m.TimeColumnPos)
 			},
 		},
 		{
@@ -566,10 +579,24 @@ func TestParseFile_Messages(t *testing.T) {
 			code: model.CodeInvalid,
 		},
 		{
-			name: "time_column with a format",
-			src:  "MODEL (name s.t, kind INCREMENTAL_BY_TIME_RANGE (time_column (ds, '%Y-%m-%d'))); SELECT 1",
-			want: "models/bad.sql:1:65: time_column with a format is not supported: the time column must be a DATE or TIMESTAMP column",
+			name: "time_column format out of order",
+			src:  "MODEL (name s.t, kind INCREMENTAL_BY_TIME_RANGE (time_column (ds, '%d/%m/%Y'))); SELECT 1",
+			want: "models/bad.sql:1:67: bad time_column format '%d/%m/%Y': time format \"%d/%m/%Y\" has %d (day) before %Y (year): " +
+				"the column is compared as text, so its format must run from the year down, none skipped (for example '%Y-%m-%d')",
 			code: model.CodeBadValue,
+		},
+		{
+			name: "time_column format with an unsupported field",
+			src:  "MODEL (name s.t, kind INCREMENTAL_BY_TIME_RANGE (time_column (ds, '%Y%j'))); SELECT 1",
+			want: "models/bad.sql:1:67: bad time_column format '%Y%j': time format \"%Y%j\" uses %j, which gapless does not support: use %Y %m %d %H %M %S",
+			code: model.CodeBadValue,
+		},
+		{
+			name: "time_column format too coarse for the unit",
+			src:  "MODEL (name s.t, kind INCREMENTAL_BY_TIME_RANGE (time_column (ds, '%Y-%m-%d')), cron '@hourly'); SELECT 1",
+			want: "models/bad.sql:1:67: time_column format '%Y-%m-%d' is too coarse for interval_unit hour: its finest field is the day, " +
+				"so the bounds of one interval would render alike; add the finer fields (for example '%Y-%m-%d %H:%M:%S')",
+			code: model.CodeInvalid,
 		},
 		{
 			name: "duplicate attribute",
@@ -755,6 +782,45 @@ func TestParseFile_WrapsCauses(t *testing.T) {
 	require.ErrorIs(t, err, interval.ErrUnknownUnit)
 	_, err = model.ParseFile("m.sql", []byte("MODEL (name s.t, start '2024'); SELECT 1"), model.Defaults{})
 	require.ErrorIs(t, err, model.ErrBadTime)
+}
+
+func TestTimeFormat(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2024, 3, 7, 9, 5, 2, 0, time.UTC)
+	for spec, want := range map[string]string{
+		"%Y-%m-%d":          "2024-03-07",
+		"%Y%m%d":            "20240307",
+		"%Y-%m-%dT%H:%M:%S": "2024-03-07T09:05:02",
+		"%Y/%m":             "2024/03",
+		"week %Y %%":        "week 2024 %",
+	} {
+		f, err := model.ParseTimeFormat(spec)
+		require.NoError(t, err, spec)
+		require.Equal(t, want, f.Format(at), spec)
+		require.Equal(t, spec, f.String())
+	}
+	for _, bad := range []string{"", "%", "day", "%m-%d", "%Y-%d", "%Y-%m-%d-%Y", "%y-%m-%d"} {
+		_, err := model.ParseTimeFormat(bad)
+		require.Error(t, err, bad)
+	}
+
+	// Rendered bounds sort as time does: the property string comparison
+	// of a time column relies on.
+	f, err := model.ParseTimeFormat("%Y-%m-%d %H:%M")
+	require.NoError(t, err)
+	prev := f.Format(at)
+	for i := 1; i < 500; i++ {
+		next := f.Format(at.Add(time.Duration(i*i) * 37 * time.Minute))
+		require.LessOrEqual(t, prev, next)
+		prev = next
+	}
+	day, err := model.ParseTimeFormat("%Y-%m-%d")
+	require.NoError(t, err)
+	require.True(t, day.Resolves(interval.Day))
+	require.True(t, day.Resolves(interval.Month))
+	require.False(t, day.Resolves(interval.Hour))
+	require.False(t, day.Resolves(interval.FiveMinute))
+	require.True(t, f.Resolves(interval.FiveMinute))
 }
 
 func TestParseTime(t *testing.T) {

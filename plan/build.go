@@ -309,3 +309,21 @@ func (p *Plan) BackfillFor(name string) (Backfill, bool) {
 	}
 	return p.Backfills[i], true
 }
+
+// Builds names the models whose physical objects applying the plan makes or
+// fills: every model whose version the plan puts into the environment anew
+// (added, or changed into a fresh version) and every model it backfills.
+// They are the models to check before anything is written (see
+// execute.Check).
+func (p *Plan) Builds() map[string]bool {
+	out := map[string]bool{}
+	for _, c := range p.Changes {
+		if c.Version != "" && c.Version != c.PreviousVersion {
+			out[c.Name] = true
+		}
+	}
+	for _, b := range p.Backfills {
+		out[b.Name] = true
+	}
+	return out
+}

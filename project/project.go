@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/macro"
@@ -98,6 +99,7 @@ func LoadModels(ctx context.Context, dir string, defaults model.Defaults, p *sql
 		return nil, pr.describeGraphError(err)
 	}
 	pr.Graph = g
+	inheritStarts(g, pr.Models)
 	inputs := map[string]snapshot.Input{}
 	for name, m := range pr.Models {
 		in := snapshot.Input{Model: m}
@@ -118,6 +120,42 @@ func LoadModels(ctx context.Context, dir string, defaults model.Defaults, p *sql
 		return nil, err
 	}
 	return pr, nil
+}
+
+// inheritStarts settles the start of every model that has none of its own
+// (nor model_defaults.start), deterministically, from the project alone:
+//   - the earliest start of the models it reads, as SQLMesh infers a
+//     missing start from the parents (in topological order, so an
+//     inherited start is inherited further): a FULL or VIEW over
+//     incremental models starts where its history does;
+//   - else, for a kind built whole (SEED, FULL, VIEW), whose start only
+//     dates the record of its builds and never changes its rows, the
+//     earliest start in the project. Such a start is not passed on to an
+//     incremental model: its history must start where its author said.
+//
+// An incremental model left without a start is refused when a plan is
+// checked, naming its file. SQLMesh would fall back to "yesterday": a start
+// that depends on the day the plan is made.
+func inheritStarts(g *dag.Graph, models map[string]*model.Model) {
+	var earliest time.Time
+	for _, name := range g.Order() {
+		m := models[name]
+		if m.Start.IsZero() && m.Kind != model.KindExternal {
+			for _, p := range g.Parents(name) {
+				if ps := models[p].Start; !ps.IsZero() && (m.Start.IsZero() || ps.Before(m.Start)) {
+					m.Start = ps
+				}
+			}
+		}
+		if !m.Start.IsZero() && (earliest.IsZero() || m.Start.Before(earliest)) {
+			earliest = m.Start
+		}
+	}
+	for _, m := range models {
+		if m.Start.IsZero() && (m.Kind == model.KindSeed || m.Kind == model.KindFull || m.Kind == model.KindView) {
+			m.Start = earliest
+		}
+	}
 }
 
 // modelFiles lists *.sql files under root, sorted, so load order (and thus

@@ -14,21 +14,24 @@ var ErrNoStart = errors.New("no start")
 
 // ForModel is the schedule of model m: its start, end, cron, interval unit,
 // lookback and partials flag, validated. The model parser has already
-// checked each part, so an error here names the model and what is missing.
+// checked each part, so an error here is a *model.Error at m's header that
+// names the model and what is missing; a missing start wraps ErrNoStart.
 func ForModel(m *model.Model) (Spec, error) {
 	if m.Start.IsZero() {
-		return Spec{}, fmt.Errorf("model %s (%s): %w; set start in its MODEL header or model_defaults.start in gapless.yaml", m.Name, m.HeaderPos, ErrNoStart)
+		return Spec{}, &model.Error{Pos: m.HeaderPos, Code: model.CodeInvalid, Err: ErrNoStart, Msg: fmt.Sprintf(
+			"model %s has no start, and none of the models it reads has one: set start in its MODEL header "+
+				"(start '2024-01-01') or model_defaults.start in gapless.yaml", m.Name)}
 	}
 	c, err := cron.Parse(m.Cron)
 	if err != nil {
-		return Spec{}, fmt.Errorf("model %s (%s): %w", m.Name, m.HeaderPos, err)
+		return Spec{}, &model.Error{Pos: m.HeaderPos, Code: model.CodeBadCron, Err: err, Msg: fmt.Sprintf("model %s: %v", m.Name, err)}
 	}
 	s := Spec{
 		Start: m.Start, End: m.End, Cron: c, Unit: m.IntervalUnit,
 		Lookback: m.Lookback, AllowPartials: m.AllowPartials,
 	}
 	if err := s.Validate(); err != nil {
-		return Spec{}, fmt.Errorf("model %s (%s): %w", m.Name, m.HeaderPos, err)
+		return Spec{}, &model.Error{Pos: m.HeaderPos, Code: model.CodeInvalid, Err: err, Msg: fmt.Sprintf("model %s: %v", m.Name, err)}
 	}
 	return s, nil
 }

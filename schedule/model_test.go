@@ -22,7 +22,9 @@ func TestForModel(t *testing.T) {
 	m.Start = time.Time{}
 	_, err = ForModel(m)
 	require.ErrorIs(t, err, ErrNoStart)
-	require.ErrorContains(t, err, "model s.t (models/t.sql:1:1)")
+	require.ErrorContains(t, err, "models/t.sql:1:1: model s.t has no start")
+	var me *model.Error
+	require.ErrorAs(t, err, &me, "a missing start is a project error at the model's header")
 
 	m.Start = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	m.IntervalUnit = interval.Month // coarser than a daily cron, without allow_partials

@@ -26,7 +26,7 @@ const hashLen = 16
 type Fingerprint struct {
 	// DataHash covers everything that decides the rows of the model's table:
 	// the canonical query, the kind and its physical parameters, declared
-	// columns, seed content, dialect and interval unit.
+	// columns, seed content, dialect, interval unit and time column format.
 	DataHash string `json:"data_hash"`
 	// MetadataHash covers what does not change rows: schedule, owner,
 	// description, tags, grain, start/end, lookback, batch size, flags.
@@ -54,6 +54,9 @@ type dataParts struct {
 	SeedHash     string         `json:"seed_hash,omitempty"`
 	Dialect      model.Dialect  `json:"dialect"`
 	IntervalUnit string         `json:"interval_unit"`
+	// TimeFormat is how a string time column spells time: it decides which
+	// rows each interval holds.
+	TimeFormat string `json:"time_format,omitempty"`
 }
 
 // metadataParts is hashed into MetadataHash; the same rule as dataParts
@@ -101,6 +104,7 @@ func dataPartsOf(in Input) dataParts {
 		SeedHash:     in.SeedHash,
 		Dialect:      m.Dialect,
 		IntervalUnit: string(m.IntervalUnit),
+		TimeFormat:   m.TimeColumnFormat,
 	}
 }
 

@@ -89,6 +89,29 @@ type InsertIntervalParams struct {
 	// its turn, so that the queries overlap and only the writes wait. The
 	// outcome is the same: exactly the interval's rows are replaced.
 	Concurrent bool
+	// Text, when set, says that TimeColumn holds text (a string time column
+	// with a format, as time_column (ds, '%Y-%m-%d')): the interval's rows
+	// are those whose time column is at least Text.Start and below
+	// Text.End, compared as text, byte by byte. Start and End still name the
+	// interval.
+	Text *TextBounds
+}
+
+// TextBounds are an interval's bounds rendered in the format of a string
+// time column. The format sorts as time does, so comparing text compares
+// times.
+type TextBounds struct {
+	Start, End string
+}
+
+// DescribeParams asks for the columns a query produces, writing nothing.
+// StandIns are empty tables that exist only for the description, in a
+// transaction that is rolled back: the parents of a model that are not
+// built yet. A stand-in whose name a table or view already has is skipped:
+// the query then reads the real one.
+type DescribeParams struct {
+	Query    string
+	StandIns []CreateTableParams
 }
 
 // MergeParams upserts Query's rows into Table by Key: rows whose key exists
@@ -151,6 +174,12 @@ type Engine interface {
 	TableExists(ctx context.Context, t Table) (bool, error)
 	// Columns returns t's columns in order.
 	Columns(ctx context.Context, t Table) ([]Column, error)
+	// Describe returns the columns p.Query produces, in order, with their
+	// types as Columns spells them (CreateTable accepts them back), without
+	// running the query and without leaving anything behind: no stand-in,
+	// no schema, no row. A query the engine cannot bind (an unknown table,
+	// column or function) fails as it would at its first run.
+	Describe(ctx context.Context, p DescribeParams) ([]Column, error)
 	// Query runs one statement with bound args and returns every row. It
 	// does not check that the statement only reads: gapless's own reads
 	// use it, and `gapless query --allow-writes`.

@@ -29,28 +29,37 @@ func (e *Engine) CreateSchema(ctx context.Context, schema string) error {
 func (e *Engine) CreateTable(ctx context.Context, p warehouse.CreateTableParams) error {
 	const op = "create table"
 	object := p.Table.String()
-	if err := checkTable(p.Table); err != nil {
+	q, err := createTableSQL(p)
+	if err != nil {
 		return fail(op, object, err)
 	}
-	if len(p.Columns) == 0 {
-		return fail(op, object, invalidf("a table needs at least one column"))
-	}
-	defs := make([]string, len(p.Columns))
-	for i, c := range p.Columns {
-		if err := checkIdent("column", c.Name); err != nil {
-			return fail(op, object, err)
-		}
-		if err := checkType(c.Type); err != nil {
-			return fail(op, object, fmt.Errorf("column %q: %w", c.Name, err))
-		}
-		defs[i] = quoteIdent(c.Name) + " " + c.Type
-	}
-	q := "CREATE TABLE " + quoteTable(p.Table) + " (" + strings.Join(defs, ", ") + ")"
 	return fail(op, object, e.write(ctx, func(s *session) error {
 		defer e.shared.cols.forget(p.Table)
 		_, err := s.exec(ctx, q)
 		return err
 	}))
+}
+
+// createTableSQL is the CREATE TABLE statement of p, its names and types
+// checked (see CreateTable).
+func createTableSQL(p warehouse.CreateTableParams) (string, error) {
+	if err := checkTable(p.Table); err != nil {
+		return "", err
+	}
+	if len(p.Columns) == 0 {
+		return "", invalidf("a table needs at least one column")
+	}
+	defs := make([]string, len(p.Columns))
+	for i, c := range p.Columns {
+		if err := checkIdent("column", c.Name); err != nil {
+			return "", err
+		}
+		if err := checkType(c.Type); err != nil {
+			return "", fmt.Errorf("column %q: %w", c.Name, err)
+		}
+		defs[i] = quoteIdent(c.Name) + " " + c.Type
+	}
+	return "CREATE TABLE " + quoteTable(p.Table) + " (" + strings.Join(defs, ", ") + ")", nil
 }
 
 // CreateTableAs creates a table from p.Query: with its rows when WithData,

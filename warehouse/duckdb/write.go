@@ -23,8 +23,9 @@ import (
 // outside the range, or with a NULL time, are not inserted; rows of the
 // table outside the range are not touched. If anything fails, the delete is
 // rolled back and the interval keeps its previous rows. Start must be
-// before End; both are bound as UTC instants. It returns the number of rows
-// inserted.
+// before End; both are bound as UTC instants. With p.Text the text bounds
+// are bound instead (a VARCHAR compares byte by byte). It returns the
+// number of rows inserted.
 func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalParams) (int64, error) {
 	const op = "insert interval"
 	object := p.Table.String()
@@ -41,6 +42,14 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 		return 0, fail(op, object, invalidf("interval [%s, %s) is empty: start must be before end", p.Start.UTC().Format("2006-01-02T15:04:05Z07:00"), p.End.UTC().Format("2006-01-02T15:04:05Z07:00")))
 	}
 	start, end := p.Start.UTC(), p.End.UTC()
+	var lo, hi any = start, end
+	if p.Text != nil {
+		if p.Text.Start >= p.Text.End {
+			return 0, fail(op, object, invalidf("text bounds [%q, %q) are empty: start must be before end", p.Text.Start, p.Text.End))
+		}
+		// VARCHAR compares byte by byte (DuckDB's default collation).
+		lo, hi = p.Text.Start, p.Text.End
+	}
 	var inserted int64
 	err := e.writeRangeColumns(ctx, p.Table, start, end, func(s *session, cols []warehouse.Column) error {
 		if !hasColumn(cols, p.TimeColumn) {
@@ -48,14 +57,14 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 		}
 		tc := quoteIdent(p.TimeColumn)
 		del := "DELETE FROM " + quoteTable(p.Table) + " WHERE " + tc + " >= $1 AND " + tc + " < $2"
-		if _, err := s.exec(ctx, del, start, end); err != nil {
+		if _, err := s.exec(ctx, del, lo, hi); err != nil {
 			return err
 		}
 		ins := "INSERT INTO " + quoteTable(p.Table) + " (" + columnList("", cols) + ")\nSELECT " +
 			columnList("gapless_q", cols) + " FROM (\n" + body(p.Query) + "\n) AS gapless_q\nWHERE gapless_q." +
 			tc + " >= $1 AND gapless_q." + tc + " < $2"
 		var err error
-		inserted, err = s.exec(ctx, ins, start, end)
+		inserted, err = s.exec(ctx, ins, lo, hi)
 		return err
 	})
 	if err != nil {

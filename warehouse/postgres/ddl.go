@@ -119,21 +119,32 @@ func (e *Engine) CreateSchema(ctx context.Context, schema string) error {
 func (e *Engine) CreateTable(ctx context.Context, p warehouse.CreateTableParams) error {
 	const op = "create table"
 	obj := p.Table.String()
-	if err := e.checkQualified(p.Table); err != nil {
+	sql, err := e.createTableSQL(ctx, p)
+	if err != nil {
 		return fail(op, obj, "", err)
 	}
+	_, err = execOne(ctx, e.pool, sql)
+	return fail(op, obj, sql, err)
+}
+
+// createTableSQL is the CREATE TABLE statement of p, its names and types
+// checked (see CreateTable).
+func (e *Engine) createTableSQL(ctx context.Context, p warehouse.CreateTableParams) (string, error) {
+	if err := e.checkQualified(p.Table); err != nil {
+		return "", err
+	}
 	if len(p.Columns) == 0 {
-		return fail(op, obj, "", fmt.Errorf("%w: no columns", ErrInvalidArgument))
+		return "", fmt.Errorf("%w: no columns", ErrInvalidArgument)
 	}
 	types := make([]string, len(p.Columns))
 	for i, c := range p.Columns {
 		if err := e.checkIdent("column", c.Name); err != nil {
-			return fail(op, obj, "", err)
+			return "", err
 		}
 		types[i] = c.Type
 	}
 	if err := e.checkTypes(ctx, types); err != nil {
-		return fail(op, obj, "", err)
+		return "", err
 	}
 	var b strings.Builder
 	b.WriteString("CREATE TABLE ")
@@ -149,9 +160,7 @@ func (e *Engine) CreateTable(ctx context.Context, p warehouse.CreateTableParams)
 		b.WriteString(strings.TrimSpace(c.Type))
 	}
 	b.WriteString("\n)")
-	sql := b.String()
-	_, err := execOne(ctx, e.pool, sql)
-	return fail(op, obj, sql, err)
+	return b.String(), nil
 }
 
 // checkTypes makes sure each string is one type name and nothing else.

@@ -42,8 +42,16 @@ func findColumn(cols []column, name string) (column, bool) {
 // given type oid. Bounds are bound as timestamptz (an absolute instant);
 // for timestamp and date columns they are turned into UTC wall-clock time
 // explicitly (AT TIME ZONE 'UTC'), never through the session time zone. A
-// date compares with a timestamp as its midnight.
-func boundExpr(typeOID uint32, n int) (string, bool) {
+// date compares with a timestamp as its midnight. With text bounds the
+// column must hold text (text, varchar or char) and the bound is text.
+func boundExpr(typeOID uint32, n int, text bool) (string, bool) {
+	if text {
+		switch typeOID {
+		case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID:
+			return fmt.Sprintf("$%d::text", n), true
+		}
+		return "", false
+	}
 	switch typeOID {
 	case pgtype.TimestamptzOID:
 		return fmt.Sprintf("$%d::timestamptz", n), true
@@ -51,6 +59,24 @@ func boundExpr(typeOID uint32, n int) (string, bool) {
 		return fmt.Sprintf("($%d::timestamptz AT TIME ZONE 'UTC')", n), true
 	}
 	return "", false
+}
+
+// timeExpr is how the time column expression col is compared with the
+// bounds: as is, or, for text bounds, in the "C" collation, byte by byte
+// (a linguistic collation may order punctuation and digits otherwise).
+func timeExpr(col string, text bool) string {
+	if text {
+		return col + ` COLLATE "C"`
+	}
+	return col
+}
+
+// bounds are the parameters $1 and $2 of an interval's statements.
+func bounds(p warehouse.InsertIntervalParams) (lo, hi any) {
+	if p.Text != nil {
+		return p.Text.Start, p.Text.End
+	}
+	return p.Start.UTC(), p.End.UTC()
 }
 
 // InsertInterval replaces the rows of [Start, End) in the time column of
@@ -61,7 +87,9 @@ func boundExpr(typeOID uint32, n int) (string, bool) {
 //	INSERT INTO t (c1, …) SELECT q.c1, … FROM (query) AS q
 //	  WHERE CAST(q.tc AS <tc's type>) >= lo AND CAST(q.tc AS <tc's type>) < hi;
 //
-// The time column must be timestamp, timestamptz or date (any precision).
+// The time column must be timestamp, timestamptz or date (any precision);
+// with p.Text it must be text, varchar or char, compared in the "C"
+// collation with the text bounds.
 // Query rows are filtered on their time value as the table will store it
 // (cast to the column's exact type, rounding included), so every inserted
 // row is one the DELETE of a re-run removes: re-running an interval never
@@ -96,10 +124,15 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 		return 0, fail(op, obj, "", fmt.Errorf("%w: interval end %s is not after start %s",
 			ErrInvalidArgument, p.End.UTC().Format(time.RFC3339Nano), p.Start.UTC().Format(time.RFC3339Nano)))
 	}
+	if p.Text != nil && p.Text.Start >= p.Text.End {
+		return 0, fail(op, obj, "", fmt.Errorf("%w: text bounds [%q, %q) are empty", ErrInvalidArgument, p.Text.Start, p.Text.End))
+	}
 	q, err := trimQuery(p.Query)
 	if err != nil {
 		return 0, fail(op, obj, "", err)
 	}
+	text := p.Text != nil
+	lob, hib := bounds(p)
 	var inserted int64
 	err = e.inTx(ctx, func(tx pgx.Tx) error {
 		var (
@@ -116,12 +149,12 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 			if before, err = columnsOf(ctx, tx, rel.oid); err != nil {
 				return err
 			}
-			sel, err := intervalSelect(before, p.TimeColumn, p.Table, q)
+			sel, err := intervalSelect(before, p.TimeColumn, p.Table, q, text)
 			if err != nil {
 				return err
 			}
 			staged = "CREATE TEMP TABLE " + intervalSource + " ON COMMIT DROP AS " + sel
-			if _, err := exec(ctx, tx, staged, p.Start.UTC(), p.End.UTC()); err != nil {
+			if _, err := exec(ctx, tx, staged, lob, hib); err != nil {
 				return err
 			}
 		}
@@ -141,16 +174,15 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 		if !ok {
 			return fmt.Errorf("%w: no time column %q in %s", ErrInvalidArgument, p.TimeColumn, p.Table)
 		}
-		lo, ok := boundExpr(tc.typeOID, 1)
+		lo, ok := boundExpr(tc.typeOID, 1, text)
 		if !ok {
-			return fmt.Errorf("%w: %q is %s", ErrUnsupportedTimeColumn, tc.Name, tc.Type)
+			return unsupportedTimeColumn(tc, text)
 		}
-		hi, _ := boundExpr(tc.typeOID, 2)
+		hi, _ := boundExpr(tc.typeOID, 2, text)
 		target := quoteTable(p.Table)
-		col := quoteIdent(tc.Name)
+		col := timeExpr(quoteIdent(tc.Name), text)
 		del := "DELETE FROM " + target + " WHERE " + col + " >= " + lo + " AND " + col + " < " + hi
-		start, end := p.Start.UTC(), p.End.UTC()
-		if _, err := exec(ctx, tx, del, start, end); err != nil {
+		if _, err := exec(ctx, tx, del, lob, hib); err != nil {
 			return err
 		}
 		names := make([]string, len(cols))
@@ -162,11 +194,11 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 			ins := "INSERT INTO " + target + " (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(names, ", ") + " FROM " + intervalSource
 			tag, err = exec(ctx, tx, ins)
 		} else {
-			sel, serr := intervalSelect(cols, p.TimeColumn, p.Table, q)
+			sel, serr := intervalSelect(cols, p.TimeColumn, p.Table, q, text)
 			if serr != nil {
 				return serr
 			}
-			tag, err = exec(ctx, tx, "INSERT INTO "+target+" ("+strings.Join(names, ", ")+")\n"+sel, start, end)
+			tag, err = exec(ctx, tx, "INSERT INTO "+target+" ("+strings.Join(names, ", ")+")\n"+sel, lob, hib)
 		}
 		if err != nil {
 			return err
@@ -188,23 +220,30 @@ const intervalSource = `pg_temp."gapless_interval_src"`
 
 // intervalSelect is the SELECT of an interval's rows: the columns of the
 // table, by name, from query q, filtered on their time value as the table
-// will store it ($1 and $2 are the bounds).
-func intervalSelect(cols []column, timeColumn string, t warehouse.Table, q string) (string, error) {
+// will store it ($1 and $2 are the bounds, text ones with text).
+func intervalSelect(cols []column, timeColumn string, t warehouse.Table, q string, text bool) (string, error) {
 	tc, ok := findColumn(cols, timeColumn)
 	if !ok {
 		return "", fmt.Errorf("%w: no time column %q in %s", ErrInvalidArgument, timeColumn, t)
 	}
-	lo, ok := boundExpr(tc.typeOID, 1)
+	lo, ok := boundExpr(tc.typeOID, 1, text)
 	if !ok {
-		return "", fmt.Errorf("%w: %q is %s", ErrUnsupportedTimeColumn, tc.Name, tc.Type)
+		return "", unsupportedTimeColumn(tc, text)
 	}
-	hi, _ := boundExpr(tc.typeOID, 2)
+	hi, _ := boundExpr(tc.typeOID, 2, text)
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = quoteIdent(c.Name)
 	}
-	qtc := "CAST(q." + quoteIdent(tc.Name) + " AS " + tc.Type + ")"
+	qtc := timeExpr("CAST(q."+quoteIdent(tc.Name)+" AS "+tc.Type+")", text)
 	return "SELECT q." + strings.Join(names, ", q.") + "\nFROM " + subquery(q) + " AS q\nWHERE " + qtc + " >= " + lo + " AND " + qtc + " < " + hi, nil
+}
+
+func unsupportedTimeColumn(tc column, text bool) error {
+	if text {
+		return fmt.Errorf("%w: %q is %s, and text bounds need text, varchar or char", ErrUnsupportedTimeColumn, tc.Name, tc.Type)
+	}
+	return fmt.Errorf("%w: %q is %s", ErrUnsupportedTimeColumn, tc.Name, tc.Type)
 }
 
 // mergeSource is the transaction-local table MergeByKey reads the query

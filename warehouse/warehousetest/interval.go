@@ -22,6 +22,7 @@ var insertIntervalScenarios = []scenario{
 	{"TimestampWithTimeZoneColumn", testIntervalTimestampTZ},
 	{"BoundsAreInstants", testIntervalBoundsAreInstants},
 	{"TrailingCommentOrSemicolon", testIntervalTrailing},
+	{"TextTimeColumnWithTextBounds", testIntervalTextBounds},
 }
 
 // eventsTable creates wt.events (ts TIMESTAMP, id BIGINT, v TEXT), empty.
@@ -242,4 +243,40 @@ func testIntervalBoundsAreInstants(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 	require.Equal(t, [][]any{row(day, 2)}, f.rowsOf(daily, "day, total", "day"))
+}
+
+// Scenario: a model keeps its time as text ('%Y-%m-%d %H:%M', SQLMesh's
+// time_column (ds, format)). The hour [01:00, 02:00) is written with its
+// bounds rendered in that format: only the rows whose text falls in
+// ['2024-01-01 01:00', '2024-01-01 02:00') land, compared as text byte by
+// byte; a re-run replaces them and leaves the other hours alone.
+func testIntervalTextBounds(t *testing.T, f *fixture) {
+	tbl := f.table("text_events")
+	require.NoError(t, f.e.CreateTable(f.ctx, warehouse.CreateTableParams{Table: tbl, Columns: []warehouse.Column{
+		{Name: "ds", Type: "TEXT"}, {Name: "id", Type: "BIGINT"}, {Name: "v", Type: "TEXT"},
+	}}))
+	q := func(tag string) string {
+		return `SELECT ds, id, CAST('` + tag + `' AS TEXT) AS v FROM (VALUES
+		('2024-01-01 00:59', 1), ('2024-01-01 01:00', 2), ('2024-01-01 01:59', 3),
+		('2024-01-01 02:00', 4), ('2024-01-01 10:00', 5), (NULL, 6)) AS src(ds, id)`
+	}
+	write := func(start, end time.Time, tag string) int64 {
+		n, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ds", Start: start, End: end,
+			Query: q(tag), Text: &warehouse.TextBounds{Start: start.Format("2006-01-02 15:04"), End: end.Format("2006-01-02 15:04")}})
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, int64(2), write(ts(1, 0, 0), ts(2, 0, 0), "first"))
+	require.Equal(t, int64(1), write(ts(10, 0, 0), ts(11, 0, 0), "ten"))
+	require.Equal(t, int64(2), write(ts(1, 0, 0), ts(2, 0, 0), "again"))
+	require.Equal(t, [][]any{
+		row("2024-01-01 01:00", 2, "again"),
+		row("2024-01-01 01:59", 3, "again"),
+		row("2024-01-01 10:00", 5, "ten"),
+	}, f.rowsOf(tbl, "ds, id, v", "id"))
+
+	_, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ds", Start: ts(1, 0, 0), End: ts(2, 0, 0),
+		Query: q("inverted"), Text: &warehouse.TextBounds{Start: "2024-01-01 02:00", End: "2024-01-01 01:00"}})
+	requireEngineError(t, err, tbl)
+	require.Len(t, f.rowsOf(tbl, "ds", "ds"), 3)
 }

@@ -67,6 +67,14 @@
 //     names still exist. Racing swaps of one table all succeed and leave
 //     one of them.
 //   - InsertRows is all-or-nothing and binds every value as a parameter.
+//   - InsertInterval with Text bounds compares a text time column with
+//     them byte by byte.
+//
+// Describing:
+//   - Describe returns a query's columns with the types Columns spells
+//     (CreateTable accepts them back), reads a real table rather than its
+//     stand-in, and leaves nothing behind: no stand-in, no schema, also
+//     when the query fails; a query it cannot bind fails with the SQL.
 //
 // Errors and lifecycle:
 //   - Every failure is a *warehouse.Error with Op and Object set; Object and
@@ -119,6 +127,7 @@ func Run(t *testing.T, newEngine Factory) {
 		{"Views", viewBatchScenarios, false},
 		{"Query", queryScenarios, false},
 		{"ReadOnlyQuery", readOnlyScenarios, false},
+		{"Describe", describeScenarios, false},
 		{"InsertInterval", insertIntervalScenarios, false},
 		{"MergeByKey", mergeScenarios, false},
 		{"ReplaceTable", replaceScenarios, false},
