@@ -67,10 +67,14 @@ type Model struct {
 	// a valid format (see ParseTimeFormat) fine enough for IntervalUnit. It
 	// is used only when the column holds text: a DATE or TIMESTAMP column
 	// is compared as time whatever the format says.
-	TimeColumnFormat string
+	//
+	// Fields added to Model after plan format 1 are omitzero: a plan file
+	// is checked by re-encoding what it decodes to, so an older file (which
+	// lacks them) must re-encode to its own bytes (plan.TestDecodeReadsFormat1).
+	TimeColumnFormat string `json:",omitzero"`
 	// TimeColumnPos is where the time column's name is written in the
 	// header.
-	TimeColumnPos Pos
+	TimeColumnPos Pos `json:",omitzero"`
 	Lookback      int // in interval units
 	BatchSize     int // intervals per batch; 0 means all at once
 	// BatchConcurrency is how many batches of this model may run at once;
@@ -111,5 +115,5 @@ type Model struct {
 	// HeaderPos is where the MODEL keyword is; KindPos is where the kind
 	// is written (HeaderPos when the kind is the default).
 	HeaderPos Pos
-	KindPos   Pos
+	KindPos   Pos `json:",omitzero"`
 }
