@@ -100,7 +100,7 @@ type janitorOptions struct {
 	// drops it at once, state.Forever never.
 	SnapshotTTL time.Duration
 	// beforeDelete, when set, runs after the janitor read environment e and
-	// decided to remove it, before the generation-pinned delete (tests).
+	// decided to remove it, before the generation-pinned removal (tests).
 	beforeDelete func(ctx context.Context, e *state.Environment) error
 	// afterDelete, when set, runs right after environment e's row was
 	// deleted, before its views are dropped (tests: an error there is a
@@ -305,10 +305,12 @@ func closeRemoval(ctx context.Context, st state.Store, r removedEnv, at time.Tim
 //   - nothing a live environment serves is dropped: its views and view
 //     schemas are never touched, and "in use" is every version that a live
 //     environment serves, read after the removals;
-//   - an environment row is deleted by a compare-and-swap on the generation
-//     read (state.Store.DeleteEnvironment), before its views are dropped, so
-//     an environment promoted meanwhile keeps its row and its views;
-//   - a removal is never left half-done: before the delete, an
+//   - an environment is removed in one store transaction, a
+//     compare-and-swap on the generation read (state.Store.RemoveEnvironment),
+//     before its views are dropped, so an environment promoted meanwhile
+//     keeps its row, its views and its debts; the removal supersedes its
+//     open debts, whose versions' intervals this pass may delete;
+//   - a removal is never left half-done: with the delete, an
 //     environment_removing event lists the views to drop, and an
 //     environment_views_dropped event closes it once they are dropped; a
 //     janitor stopped in between leaves the event open, and the next one
@@ -374,31 +376,24 @@ func (g *globals) janitor(ctx context.Context, b *backend.Backend, exec time.Tim
 			}
 		}
 		if !opts.DryRun {
-			// Written before the delete, so that a janitor stopped between
-			// the delete and the view drops leaves the next one the list of
-			// views to drop.
+			// The environment_removing event is written with the delete, so
+			// that a janitor stopped between the delete and the view drops
+			// leaves the next one the list of views to drop.
 			data, err := json.Marshal(removalData{Generation: e.Generation, Views: r.views})
 			if err != nil {
 				return nil, fmt.Errorf("janitor: %w", err)
 			}
-			evs, err := b.Store.AppendEvents(ctx, state.Event{At: exec, Kind: state.EventEnvironmentRemoving,
-				Environment: e.Name, PlanID: e.PlanID, Data: data})
-			if err != nil {
-				return nil, fmt.Errorf("janitor: recording the removal of %s: %w", e.Name, err)
-			}
-			r.removing = evs[0].ID
-			err = b.Store.DeleteEnvironment(ctx, state.DeleteEnvironmentParams{Name: e.Name, Generation: e.Generation, Now: exec})
+			ev, err := b.Store.RemoveEnvironment(ctx, state.RemoveEnvironmentParams{Name: e.Name, Generation: e.Generation,
+				Now: exec, Data: data})
 			if errors.Is(err, state.ErrConflictingPlan) || errors.Is(err, state.ErrNotFound) {
 				g.log.Info("janitor: environment changed meanwhile, left alone", "environment", e.Name, "generation", e.Generation)
 				rep.Skipped = append(rep.Skipped, e.Name)
-				if err := closeRemoval(ctx, b.Store, r, exec, "changed meanwhile"); err != nil {
-					return nil, err
-				}
 				continue
 			}
 			if err != nil {
 				return nil, fmt.Errorf("janitor: removing environment %s: %w", e.Name, err)
 			}
+			r.removing = ev.ID
 			g.log.Info("janitor: environment removed", "environment", e.Name, "generation", e.Generation,
 				"expires_at", e.ExpiresAt, "invalidated", e.Invalidated)
 			if opts.afterDelete != nil {

@@ -321,6 +321,24 @@ func InvalidatedEvent(d Debt) (Event, error) {
 	return ev, nil
 }
 
+// ReasonRemoved is the Reason of the gap_superseded event of a debt
+// superseded because its environment was removed (RemoveEnvironment, the
+// janitor's removal of an expired or invalidated environment): no plan
+// superseded it, so the event's PlanID is empty.
+const ReasonRemoved = "removed"
+
+// RemovedEvent is the gap_superseded event of d, stamped superseded (at
+// d.SupersededAt) by the removal of its environment: SupersededEvent with no
+// plan and no carried debts, and Reason ReasonRemoved.
+func RemovedEvent(d Debt) (Event, error) {
+	ev, err := SupersededEvent(d, "", nil)
+	if err != nil {
+		return Event{}, err
+	}
+	ev.Reason = ReasonRemoved
+	return ev, nil
+}
+
 // SupersededEventData is the Data of a gap_superseded event.
 type SupersededEventData struct {
 	DebtID  int64          `json:"debt_id"`

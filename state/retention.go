@@ -9,7 +9,7 @@ import (
 
 // Unserved is the versions before serves that after does not, sorted by
 // name then version, without repetitions: what a change of an environment
-// from before to after stops serving (Promote, DeleteEnvironment).
+// from before to after stops serving (Promote, RemoveEnvironment).
 func Unserved(before, after []SnapshotRef) []VersionKey {
 	kept := make(map[VersionKey]bool, len(after))
 	for _, r := range after {

@@ -193,7 +193,10 @@ type CheckResult struct {
 //     SupersededAt, with an EventGapSuperseded event;
 //   - the environment is invalidated: Invalidate stamps SupersededAt (its
 //     Now), with an EventGapSuperseded event whose Reason is
-//     ReasonInvalidated.
+//     ReasonInvalidated;
+//   - the environment is removed: RemoveEnvironment stamps SupersededAt
+//     (its Now), with an EventGapSuperseded event whose Reason is
+//     ReasonRemoved.
 //
 // Promote does all this in the promotion transaction (see SettleDebts). A
 // debt recorded for a range that is already covered when the promotion
@@ -244,15 +247,20 @@ type FinalizeParams struct {
 	Now         time.Time
 }
 
-// DeleteEnvironmentParams are the parameters of DeleteEnvironment.
-type DeleteEnvironmentParams struct {
+// RemoveEnvironmentParams are the parameters of RemoveEnvironment.
+type RemoveEnvironmentParams struct {
 	Name string
-	// Generation is the generation the caller read: the delete is a
+	// Generation is the generation the caller read: the removal is a
 	// compare-and-swap on it.
 	Generation int64
 	// Now is when the environment stops serving its snapshots: the last-served
-	// time recorded for each of its versions (see Store.LastServed).
+	// time recorded for each of its versions (see Store.LastServed), the time
+	// its open debts are superseded at, and the time of the removal event.
+	// Required.
 	Now time.Time
+	// Data is the Data of the EventEnvironmentRemoving event the removal
+	// appends (the janitor lists there the views it is about to drop).
+	Data json.RawMessage
 }
 
 // InvalidateParams are the parameters of Invalidate.
@@ -375,8 +383,9 @@ const (
 	// EventGapCarried records a debt carried from a superseded one to the
 	// version a promotion serves instead (see Debt.CarriedFrom).
 	EventGapCarried = "gap_carried"
-	// EventEnvironmentRemoving is written by the janitor before it deletes
-	// an environment's row, listing the views it will drop after;
+	// EventEnvironmentRemoving is written by RemoveEnvironment in the
+	// transaction that deletes an environment's row, listing (in its Data)
+	// the views the janitor drops after;
 	// EventEnvironmentViewsDropped once they are dropped (or found to
 	// belong to the environment created again). A removal without its
 	// second event was interrupted: the next janitor finishes it.
@@ -459,16 +468,23 @@ type Store interface {
 	// EventGapSuperseded event per debt, in debt ID order, with no plan and
 	// Reason ReasonInvalidated (see SupersededEvent).
 	Invalidate(ctx context.Context, p InvalidateParams) error
-	// DeleteEnvironment removes an environment row (janitor), pinned to its
-	// generation: ErrConflictingPlan if it changed since it was read,
-	// ErrNotFound if there is none. In the same transaction it records p.Now
-	// as the last-served time of every version the environment served; a
-	// refused delete records nothing. p.Now is required.
-	DeleteEnvironment(ctx context.Context, p DeleteEnvironmentParams) error
+	// RemoveEnvironment removes an environment (janitor) in one
+	// transaction, pinned to its generation: ErrConflictingPlan if it
+	// changed since it was read, ErrNotFound if there is none; a refused
+	// removal changes nothing. In the same transaction it records p.Now as
+	// the last-served time of every version the environment served,
+	// supersedes at p.Now every open debt of the environment (nothing it
+	// served will be served again, and the janitor may delete the intervals
+	// that would have repaired them) with one EventGapSuperseded event per
+	// debt, in debt ID order, with no plan and Reason ReasonRemoved (see
+	// RemovedEvent), and then appends the removal's EventEnvironmentRemoving
+	// event (At p.Now, the environment, its plan and p.Data), which it
+	// returns with its ID. p.Now is required.
+	RemoveEnvironment(ctx context.Context, p RemoveEnvironmentParams) (Event, error)
 	// LastServed returns, for every key among keys that an environment ever
 	// stopped serving, the latest time one did: the Now of the promotion
-	// that replaced it (Promote) or of the deletion of an environment that
-	// served it (DeleteEnvironment). The latest wins whatever the order of
+	// that replaced it (Promote) or of the removal of an environment that
+	// served it (RemoveEnvironment). The latest wins whatever the order of
 	// the writes. A version that some environment still serves may have one
 	// (another environment stopped serving it, or this one served it
 	// before); a version never served, or served only before this was

@@ -225,15 +225,16 @@ func writeSettlements(ctx context.Context, tx pgx.Tx, settled []state.Settlement
 }
 
 // supersedeOpenDebts stamps superseded at now every open debt of
-// environment env and appends one gap_superseded event per debt
-// (state.InvalidatedEvent), in id order, inside Invalidate's transaction,
-// after the environment row was locked. The debts are locked in id order,
+// environment env and appends one gap_superseded event per debt (made by
+// event: state.InvalidatedEvent or state.RemovedEvent), in id order, inside
+// Invalidate's or RemoveEnvironment's transaction, after the environment row
+// was locked. The debts are locked in id order,
 // like every other locker of debts (a promotion settling them, an interval
 // write repairing them), and the lock re-checks that each is still open:
 // one an interval write repaired meanwhile (READ COMMITTED re-evaluates the
 // condition on the committed row) is neither stamped nor announced. The
 // event lock is taken last.
-func supersedeOpenDebts(ctx context.Context, tx pgx.Tx, env string, now time.Time) error {
+func supersedeOpenDebts(ctx context.Context, tx pgx.Tx, env string, now time.Time, event func(state.Debt) (state.Event, error)) error {
 	rows, err := tx.Query(ctx, `
 		WITH locked AS (
 			SELECT id AS locked_id FROM debts WHERE environment = $1 AND `+openDebt+`
@@ -253,7 +254,7 @@ func supersedeOpenDebts(ctx context.Context, tx pgx.Tx, env string, now time.Tim
 	}
 	events := make([]state.Event, len(superseded))
 	for i, d := range superseded {
-		if events[i], err = state.InvalidatedEvent(d); err != nil {
+		if events[i], err = event(d); err != nil {
 			return err
 		}
 	}

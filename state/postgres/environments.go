@@ -279,7 +279,7 @@ func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error 
 		if tag.RowsAffected() == 0 {
 			return state.ErrNotFound
 		}
-		return supersedeOpenDebts(ctx, tx, p.Environment, p.Now)
+		return supersedeOpenDebts(ctx, tx, p.Environment, p.Now, state.InvalidatedEvent)
 	})
 	if err != nil {
 		return fmt.Errorf("postgres state: invalidate %q: %w", p.Environment, err)
@@ -287,25 +287,30 @@ func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error 
 	return nil
 }
 
-// DeleteEnvironment removes an environment, as a compare-and-swap on its
+// RemoveEnvironment removes an environment, as a compare-and-swap on its
 // generation: a promotion since the caller read it gives
-// state.ErrConflictingPlan, and no environment gives state.ErrNotFound. The
-// row is locked FOR UPDATE and checked, then rewritten, and every version it
-// served gets p.Now as its last-served time, in one transaction.
+// state.ErrConflictingPlan, and no environment gives state.ErrNotFound; a
+// refused removal writes nothing. The row is locked FOR UPDATE and checked,
+// then rewritten; every version it served gets p.Now as its last-served
+// time; its open debts are superseded at p.Now with their gap_superseded
+// events (state.RemovedEvent; debts locked after the row, the event lock
+// last); and the environment_removing event is appended, all in one
+// transaction. The removal event is returned with its id.
 //
 // The row is kept, marked deleted, with its generation: a later promotion of
 // the same name continues from it, so a generation is never reused and a
 // writer fenced on the deleted environment's generation stays fenced.
-func (s *Store) DeleteEnvironment(ctx context.Context, p state.DeleteEnvironmentParams) error {
+func (s *Store) RemoveEnvironment(ctx context.Context, p state.RemoveEnvironmentParams) (state.Event, error) {
 	if p.Now.IsZero() {
-		return fmt.Errorf("postgres state: delete environment %q: %w", p.Name, errNoNow)
+		return state.Event{}, fmt.Errorf("postgres state: remove environment %q: %w", p.Name, errNoNow)
 	}
+	var removal state.Event
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var gen int64
-		var snaps string
+		var snaps, planID string
 		err := tx.QueryRow(ctx, `
-			SELECT generation, snapshots::text FROM environments WHERE name = $1 AND NOT deleted FOR UPDATE`,
-			p.Name).Scan(&gen, &snaps)
+			SELECT generation, snapshots::text, plan_id FROM environments WHERE name = $1 AND NOT deleted FOR UPDATE`,
+			p.Name).Scan(&gen, &snaps, &planID)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("environment %q: %w", p.Name, state.ErrNotFound)
 		}
@@ -326,10 +331,26 @@ func (s *Store) DeleteEnvironment(ctx context.Context, p state.DeleteEnvironment
 			WHERE name = $1`, p.Name); err != nil {
 			return fmt.Errorf("deleting: %w", err)
 		}
-		return recordLastServed(ctx, tx, before, nil, p.Now)
+		if err := recordLastServed(ctx, tx, before, nil, p.Now); err != nil {
+			return err
+		}
+		if err := supersedeOpenDebts(ctx, tx, p.Name, p.Now, state.RemovedEvent); err != nil {
+			return err
+		}
+		encoded, err := encodeEvents([]state.Event{{At: p.Now, Kind: state.EventEnvironmentRemoving,
+			Environment: p.Name, PlanID: planID, Data: p.Data}})
+		if err != nil {
+			return err
+		}
+		inserted, err := encoded.insert(ctx, tx)
+		if err != nil {
+			return fmt.Errorf("appending the removal event: %w", err)
+		}
+		removal = inserted[0]
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("postgres state: delete environment %q at generation %d: %w", p.Name, p.Generation, err)
+		return state.Event{}, fmt.Errorf("postgres state: remove environment %q at generation %d: %w", p.Name, p.Generation, err)
 	}
-	return nil
+	return removal, nil
 }

@@ -270,7 +270,8 @@ func TestStaleEnvironmentFenceWritesNothing(t *testing.T) {
 
 	// Scenario: the environment is deleted and re-created. Its generation
 	// continues past the old one, so the old fence stays stale.
-	require.NoError(t, b.store.DeleteEnvironment(ctx, state.DeleteEnvironmentParams{Name: "prod", Generation: e2.Generation, Now: t0}))
+	_, err = b.store.RemoveEnvironment(ctx, state.RemoveEnvironmentParams{Name: "prod", Generation: e2.Generation, Now: t0})
+	require.NoError(t, err)
 	err = b.store.AddIntervals(ctx, state.IntervalsParams{Key: key, Ranges: hours(8, 9), Fence: current, Now: t0})
 	require.ErrorIs(t, err, state.ErrFenced)
 	e3, err := b.store.Promote(ctx, state.PromoteParams{Environment: "prod", PlanID: "p3", Snapshots: []state.SnapshotRef{ref("a.x", "v1")}, Now: t0})

@@ -13,7 +13,7 @@ import (
 // recordLastServed upserts at as the last-served time of every version
 // among before that after does not serve, keeping the later time where one
 // is stored (GREATEST). It runs in the caller's transaction (Promote,
-// DeleteEnvironment), which holds the environment row's lock; the rows are
+// RemoveEnvironment), which holds the environment row's lock; the rows are
 // written in key order, so two environments stopping to serve the same
 // versions at once wait for each other instead of deadlocking.
 func recordLastServed(ctx context.Context, tx pgx.Tx, before, after []state.SnapshotRef, at time.Time) error {

@@ -218,10 +218,11 @@ func stampSettled(ctx context.Context, tx *sql.Tx, d state.Debt) error {
 
 // supersedeOpenDebts stamps superseded at now every open debt of
 // environment env (one search of the debts_open_by_environment index) and
-// appends one gap_superseded event per debt (state.InvalidatedEvent), in id
-// order, inside the caller's write transaction: Invalidate's. The write
+// appends one gap_superseded event per debt (made by event:
+// state.InvalidatedEvent or state.RemovedEvent), in id order, inside the
+// caller's write transaction: Invalidate's or RemoveEnvironment's. The write
 // lock is held, so no interval write can repair one of them meanwhile.
-func supersedeOpenDebts(ctx context.Context, tx *sql.Tx, env string, now time.Time) error {
+func supersedeOpenDebts(ctx context.Context, tx *sql.Tx, env string, now time.Time, event func(state.Debt) (state.Event, error)) error {
 	rows, err := tx.QueryContext(ctx, `
 		UPDATE debts SET superseded_at_us = ?
 		WHERE environment = ? AND `+openDebt+`
@@ -239,7 +240,7 @@ func supersedeOpenDebts(ctx context.Context, tx *sql.Tx, env string, now time.Ti
 	}
 	events := make([]state.Event, len(superseded))
 	for i, d := range superseded {
-		if events[i], err = state.InvalidatedEvent(d); err != nil {
+		if events[i], err = event(d); err != nil {
 			return err
 		}
 	}

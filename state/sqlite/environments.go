@@ -133,7 +133,7 @@ func checkPromote(p state.PromoteParams) ([]state.SnapshotRef, error) {
 // unrecordable debt leaves no trace. The versions the environment served
 // before and no longer serves get p.Now as their last-served time in that
 // transaction too. The new generation exceeds every generation the name
-// ever had, also across DeleteEnvironment. p.Check must read only through
+// ever had, also across RemoveEnvironment. p.Check must read only through
 // the Reader it is given.
 func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Environment, error) {
 	refs, err := checkPromote(p)
@@ -197,7 +197,7 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 }
 
 // nextGeneration reserves the environment's next generation: one more than
-// any it ever had, remembered beyond DeleteEnvironment.
+// any it ever had, remembered beyond RemoveEnvironment.
 func nextGeneration(ctx context.Context, tx *sql.Tx, name string) (int64, error) {
 	var gen int64
 	err := tx.QueryRowContext(ctx, `
@@ -291,7 +291,7 @@ func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error 
 		if n == 0 {
 			return fmt.Errorf("environment %q: %w", p.Environment, state.ErrNotFound)
 		}
-		return supersedeOpenDebts(ctx, tx, p.Environment, p.Now)
+		return supersedeOpenDebts(ctx, tx, p.Environment, p.Now, state.InvalidatedEvent)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: invalidate %q: %w", p.Environment, err)
@@ -299,15 +299,19 @@ func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error 
 	return nil
 }
 
-// DeleteEnvironment removes an environment row, pinned to p.Generation:
+// RemoveEnvironment removes an environment row, pinned to p.Generation:
 // state.ErrConflictingPlan when it was promoted since, state.ErrNotFound when
-// it is gone. The name's generation counter survives. In the same IMMEDIATE
-// transaction every version the environment served gets p.Now as its
-// last-served time.
-func (s *Store) DeleteEnvironment(ctx context.Context, p state.DeleteEnvironmentParams) error {
+// it is gone; a refused removal writes nothing. The name's generation
+// counter survives. In the same IMMEDIATE transaction every version the
+// environment served gets p.Now as its last-served time, its open debts are
+// superseded at p.Now with their gap_superseded events (state.RemovedEvent),
+// and the environment_removing event is appended last; it is returned with
+// its id.
+func (s *Store) RemoveEnvironment(ctx context.Context, p state.RemoveEnvironmentParams) (state.Event, error) {
 	if p.Now.IsZero() {
-		return fmt.Errorf("sqlite: delete environment %q: %w", p.Name, errNoNow)
+		return state.Event{}, fmt.Errorf("sqlite: remove environment %q: %w", p.Name, errNoNow)
 	}
+	var removal state.Event
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		cur, err := getEnvironment(ctx, tx, p.Name)
 		if err != nil {
@@ -321,10 +325,25 @@ func (s *Store) DeleteEnvironment(ctx context.Context, p state.DeleteEnvironment
 			`DELETE FROM environments WHERE name = ? AND generation = ?`, p.Name, p.Generation); err != nil {
 			return err
 		}
-		return recordLastServed(ctx, tx, cur.Snapshots, nil, p.Now)
+		if err := recordLastServed(ctx, tx, cur.Snapshots, nil, p.Now); err != nil {
+			return err
+		}
+		if err := supersedeOpenDebts(ctx, tx, p.Name, p.Now, state.RemovedEvent); err != nil {
+			return err
+		}
+		events, data, err := prepareEvents([]state.Event{{At: p.Now, Kind: state.EventEnvironmentRemoving,
+			Environment: p.Name, PlanID: cur.PlanID, Data: p.Data}})
+		if err != nil {
+			return err
+		}
+		if err := insertEvents(ctx, tx, events, data); err != nil {
+			return fmt.Errorf("appending the removal event: %w", err)
+		}
+		removal = events[0]
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("sqlite: delete environment %q: %w", p.Name, err)
+		return state.Event{}, fmt.Errorf("sqlite: remove environment %q: %w", p.Name, err)
 	}
-	return nil
+	return removal, nil
 }

@@ -12,7 +12,7 @@ import (
 // recordLastServed upserts at as the last-served time of every version
 // among before that after does not serve, keeping the later time where one
 // is stored. It runs inside the caller's IMMEDIATE transaction (Promote,
-// DeleteEnvironment), so it commits or rolls back with the change of the
+// RemoveEnvironment), so it commits or rolls back with the change of the
 // environment that stopped serving them.
 func recordLastServed(ctx context.Context, tx *sql.Tx, before, after []state.SnapshotRef, at time.Time) error {
 	keys := state.Unserved(before, after)

@@ -39,6 +39,8 @@ func debtTests() []test {
 		{"AddIntervalsRequiresNow", testDebtAddNeedsNow},
 		{"RepairRacingThePromotionIsNeverMissed", testDebtRace},
 		{"InvalidateSupersedesTheOpenDebts", testDebtInvalidate},
+		{"RemoveEnvironmentSupersedesTheOpenDebts", testDebtRemoveEnvironment},
+		{"StaleRemoveEnvironmentChangesNothing", testDebtRemoveEnvironmentStale},
 	}
 }
 
@@ -828,4 +830,98 @@ func testDebtInvalidate(t *testing.T, b *bundle) {
 	require.False(t, onlyDebt(t, b, state.DebtFilter{Environment: "prod"}).Open(), "prod's debt was not repaired")
 	stillSuperseded := onlyDebt(t, b, state.DebtFilter{Environment: "dev", Model: "m.a"})
 	require.True(t, stillSuperseded.RepairedAt.IsZero(), "a superseded debt was repaired")
+}
+
+func testDebtRemoveEnvironment(t *testing.T, b *bundle) {
+	// Scenario: dev (plan dev-1, generation 1) serves m.a@v1 and m.b@v1
+	// with a debt on each; m.b's is repaired by the scheduler. prod serves
+	// m.a@v1 with a debt of its own. Removing dev at hour 6, pinned to
+	// generation 1, in one transaction: deletes its row, supersedes only
+	// dev's open debt (stamped at hour 6) with one gap_superseded event
+	// (under dev, its model, no plan, reason "removed", naming the debt,
+	// its range and version), records hour 6 as the last-served time of
+	// dev's versions, and appends the environment_removing event last (at
+	// hour 6, dev, plan dev-1, the caller's data), which it returns with
+	// its id. dev's repaired debt and prod's open debt are left as they
+	// were; coverage arriving later repairs prod's debt, not dev's.
+	snaps := []state.SnapshotRef{sref("m.a", "v1"), sref("m.b", "v1")}
+	dev := promoteWithDebts(t, b, "dev", "", "dev-1", hour(4), snaps,
+		newDebt("m.a", "v1", hours(2, 4)), newDebt("m.b", "v1", hours(2, 4)))
+	promoteWithDebts(t, b, "prod", "", "prod-1", hour(4), []state.SnapshotRef{sref("m.a", "v1")},
+		newDebt("m.a", "v1", hours(3, 4)))
+	addAt(t, b, vkey("m.b", "v1"), set(hours(0, 4)), hour(5))
+	repaired := onlyDebt(t, b, state.DebtFilter{Environment: "dev", Model: "m.b"})
+	prodBefore := onlyDebt(t, b, state.DebtFilter{Environment: "prod"})
+	open := onlyDebt(t, b, state.DebtFilter{Environment: "dev", Model: "m.a"})
+	require.True(t, open.Open())
+	eventsBefore := listEvents(t, b)
+
+	removal, err := b.store.RemoveEnvironment(b.ctx, state.RemoveEnvironmentParams{Name: "dev", Generation: dev.Generation,
+		Now: hour(6), Data: json.RawMessage(`{"views": ["v"]}`)})
+	require.NoError(t, err)
+	_, err = b.store.GetEnvironment(b.ctx, "dev")
+	require.ErrorIs(t, err, state.ErrNotFound)
+
+	superseded := onlyDebt(t, b, state.DebtFilter{Environment: "dev", Model: "m.a"})
+	want := open
+	want.SupersededAt = hour(6)
+	requireDebt(t, want, superseded)
+	requireDebt(t, repaired, onlyDebt(t, b, state.DebtFilter{Environment: "dev", Model: "m.b"}))
+	requireDebt(t, prodBefore, onlyDebt(t, b, state.DebtFilter{Environment: "prod"}))
+	require.Empty(t, listDebts(t, b, state.DebtFilter{Environment: "dev", OpenOnly: true}))
+	requireLastServed(t, b, []state.VersionKey{vkey("m.a", "v1"), vkey("m.b", "v1")},
+		map[state.VersionKey]time.Time{vkey("m.a", "v1"): hour(6), vkey("m.b", "v1"): hour(6)})
+
+	events := listEvents(t, b)
+	require.Len(t, events, len(eventsBefore)+2, "one gap_superseded and one environment_removing event")
+	ev := events[len(eventsBefore)]
+	require.Equal(t, state.EventGapSuperseded, ev.Kind)
+	require.Equal(t, "dev", ev.Environment)
+	require.Equal(t, "m.a", ev.Model)
+	require.Empty(t, ev.PlanID)
+	require.Equal(t, state.ReasonRemoved, ev.Reason)
+	require.True(t, hour(6).Equal(ev.At), "event at %v", ev.At)
+	require.JSONEq(t, fmt.Sprintf(`{"debt_id": %d, "range": %s, "version": "v1"}`, open.ID, rangeJSON(hours(2, 4))), string(ev.Data))
+	last := events[len(events)-1]
+	require.Equal(t, state.EventEnvironmentRemoving, last.Kind)
+	require.Equal(t, last.ID, removal.ID)
+	require.Equal(t, "dev", last.Environment)
+	require.Equal(t, "dev-1", last.PlanID)
+	require.True(t, hour(6).Equal(last.At), "event at %v", last.At)
+	require.JSONEq(t, `{"views": ["v"]}`, string(last.Data))
+	require.Equal(t, last.Kind, removal.Kind)
+	require.Equal(t, last.PlanID, removal.PlanID)
+
+	addAt(t, b, vkey("m.a", "v1"), set(hours(0, 4)), hour(8))
+	require.False(t, onlyDebt(t, b, state.DebtFilter{Environment: "prod"}).Open(), "prod's debt was not repaired")
+	require.True(t, onlyDebt(t, b, state.DebtFilter{Environment: "dev", Model: "m.a"}).RepairedAt.IsZero(), "a superseded debt was repaired")
+}
+
+func testDebtRemoveEnvironmentStale(t *testing.T, b *bundle) {
+	// Scenario: the janitor read dev at generation 1, with an open debt;
+	// dev was promoted again (generation 2, the debt carried over by
+	// nothing: the same snapshots) before the removal. The removal, pinned
+	// to generation 1, fails with ErrConflictingPlan and writes nothing: dev
+	// is still there at generation 2, its debt open, no event appended and
+	// no last-served time recorded. Without Now, and for an unknown
+	// environment, it writes nothing either.
+	snaps := []state.SnapshotRef{sref("m.a", "v1")}
+	e1 := promoteWithDebts(t, b, "dev", "", "dev-1", hour(4), snaps, newDebt("m.a", "v1", hours(2, 4)))
+	e2 := promote(t, b, "dev", "dev-1", "dev-2", hour(5), snaps...)
+	open := onlyDebt(t, b, state.DebtFilter{Environment: "dev"})
+	require.True(t, open.Open())
+	eventsBefore := listEvents(t, b)
+
+	_, err := b.store.RemoveEnvironment(b.ctx, state.RemoveEnvironmentParams{Name: "dev", Generation: e1.Generation, Now: hour(6)})
+	require.ErrorIs(t, err, state.ErrConflictingPlan)
+	_, err = b.store.RemoveEnvironment(b.ctx, state.RemoveEnvironmentParams{Name: "dev", Generation: e2.Generation})
+	require.Error(t, err)
+	require.NotErrorIs(t, err, state.ErrConflictingPlan)
+	_, err = b.store.RemoveEnvironment(b.ctx, state.RemoveEnvironmentParams{Name: "nowhere", Generation: 1, Now: hour(6)})
+	require.ErrorIs(t, err, state.ErrNotFound)
+
+	requireEnv(t, e2, getEnv(t, b, "dev"))
+	requireDebt(t, open, onlyDebt(t, b, state.DebtFilter{Environment: "dev"}))
+	require.Equal(t, eventsBefore, listEvents(t, b))
+	requireLastServed(t, b, []state.VersionKey{vkey("m.a", "v1")}, map[state.VersionKey]time.Time{})
 }

@@ -112,7 +112,7 @@ func testFenceDeletedEnvironment(t *testing.T, b *bundle) {
 	k := vkey("m.a", "v1")
 	e1 := promote(t, b, "dev", "", "plan-1", hour(0))
 	stale := state.Fence{Environment: "dev", Generation: e1.Generation}
-	require.NoError(t, b.store.DeleteEnvironment(b.ctx, state.DeleteEnvironmentParams{Name: "dev", Generation: e1.Generation, Now: hour(3)}))
+	require.NoError(t, removeErr(b.store.RemoveEnvironment(b.ctx, state.RemoveEnvironmentParams{Name: "dev", Generation: e1.Generation, Now: hour(3)})))
 	require.ErrorIs(t, fencedWrite(b, true, k, set(hours(0, 1)), stale, hour(1)), state.ErrFenced)
 
 	e2 := promote(t, b, "dev", "", "plan-2", hour(2))

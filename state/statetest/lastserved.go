@@ -11,7 +11,7 @@ import (
 	"github.com/gapless-dev/gapless/state"
 )
 
-// lastServedTests check LastServed and how Promote and DeleteEnvironment
+// lastServedTests check LastServed and how Promote and RemoveEnvironment
 // maintain it.
 func lastServedTests() []test {
 	return []test{
@@ -19,7 +19,7 @@ func lastServedTests() []test {
 		{"LatestWinsWhateverTheOrder", testLastServedLatestWins},
 		{"RefusedPromotionRecordsNothing", testLastServedRefusedPromotion},
 		{"PromotingAnInvalidatedEnvironment", testLastServedInvalidated},
-		{"DeleteEnvironmentRecordsItsVersions", testLastServedDelete},
+		{"RemoveEnvironmentRecordsItsVersions", testLastServedDelete},
 		{"DeleteIntervalsRemovesIt", testLastServedDeleteIntervals},
 		{"ManyKeysInOneCall", testLastServedManyKeys},
 	}
@@ -119,17 +119,17 @@ func testLastServedDelete(t *testing.T, b *bundle) {
 	e2 := promote(t, b, "dev", "d1", "d2", hour(1), sref("m.a", "v1"), sref("m.b", "v1"))
 	a0 := vkey("m.a", "v0")
 	keys := []state.VersionKey{a0, a1, b1}
-	err := b.store.DeleteEnvironment(b.ctx, state.DeleteEnvironmentParams{Name: "dev", Generation: e1.Generation, Now: hour(3)})
+	err := removeErr(b.store.RemoveEnvironment(b.ctx, state.RemoveEnvironmentParams{Name: "dev", Generation: e1.Generation, Now: hour(3)}))
 	require.ErrorIs(t, err, state.ErrConflictingPlan)
 	requireLastServed(t, b, keys, map[state.VersionKey]time.Time{a0: hour(1)})
-	err = b.store.DeleteEnvironment(b.ctx, state.DeleteEnvironmentParams{Name: "dev", Generation: e2.Generation})
+	err = removeErr(b.store.RemoveEnvironment(b.ctx, state.RemoveEnvironmentParams{Name: "dev", Generation: e2.Generation}))
 	require.Error(t, err)
 	require.NotErrorIs(t, err, state.ErrConflictingPlan)
 	requireEnv(t, e2, getEnv(t, b, "dev"))
 
-	require.NoError(t, b.store.DeleteEnvironment(b.ctx, state.DeleteEnvironmentParams{Name: "dev", Generation: e2.Generation, Now: hour(4)}))
+	require.NoError(t, removeErr(b.store.RemoveEnvironment(b.ctx, state.RemoveEnvironmentParams{Name: "dev", Generation: e2.Generation, Now: hour(4)})))
 	requireLastServed(t, b, keys, map[state.VersionKey]time.Time{a0: hour(1), a1: hour(4), b1: hour(4)})
-	err = b.store.DeleteEnvironment(b.ctx, state.DeleteEnvironmentParams{Name: "dev", Generation: e2.Generation, Now: hour(5)})
+	err = removeErr(b.store.RemoveEnvironment(b.ctx, state.RemoveEnvironmentParams{Name: "dev", Generation: e2.Generation, Now: hour(5)}))
 	require.ErrorIs(t, err, state.ErrNotFound)
 	requireLastServed(t, b, keys, map[state.VersionKey]time.Time{a0: hour(1), a1: hour(4), b1: hour(4)})
 }

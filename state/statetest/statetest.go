@@ -19,12 +19,12 @@
 //     writing nothing; with both forms, require both, and check the fence even when the set to write
 //     is empty (a stale writer learns it is stale);
 //   - never reuse a generation for an environment name, also after
-//     DeleteEnvironment, so that an old (name, generation) fence never
+//     RemoveEnvironment, so that an old (name, generation) fence never
 //     passes again;
 //   - return environments with Snapshots sorted by name, and refuse a
 //     promotion without an environment or plan id, or serving a model twice;
 //   - run Promote's Check only after the expected plan id matched;
-//   - answer ErrNotFound for Finalize, Invalidate and DeleteEnvironment of an
+//   - answer ErrNotFound for Finalize, Invalidate and RemoveEnvironment of an
 //     unknown environment, and for RecordApplication of an unsaved plan;
 //   - keep the first record when a plan is saved again with the same payload
 //     (payloads are compared as JSON), and refuse invalid JSON;
@@ -59,7 +59,12 @@
 //   - supersede, in Invalidate's transaction, every open debt of the
 //     environment, each with its gap_superseded event (no plan, reason
 //     state.ReasonInvalidated), and no other debt;
-//   - record, atomically with a promotion or an environment's deletion, the
+//   - remove an environment in one transaction (RemoveEnvironment): the row
+//     pinned to its generation, its open debts superseded (each with its
+//     gap_superseded event, reason state.ReasonRemoved), the last-served
+//     times of its versions and its environment_removing event; a stale
+//     generation is ErrConflictingPlan and writes none of it;
+//   - record, atomically with a promotion or an environment's removal, the
 //     Now of it as the last-served time of every version it stops serving
 //     (the latest time wins, whatever the order of the writes), and nothing
 //     for a refused one; DeleteIntervals removes it;
