@@ -247,7 +247,7 @@ func TestJanitorLeavesAnEnvironmentPromotedMeanwhile(t *testing.T) {
 	g := &globals{log: slog.New(slog.DiscardHandler)}
 	after := clock0.Add(2 * week)
 	rep, err := g.janitor(ctx, b, after, janitorOptions{Grace: DefaultJanitorGrace,
-		beforeDelete: func(ctx context.Context, e *state.Environment) error {
+		BeforeRemove: func(ctx context.Context, e *state.Environment) error {
 			// Another deploy re-promotes dev (the same plan content, a
 			// new plan id), extending its expiry.
 			_, err := b.Store.Promote(ctx, state.PromoteParams{Environment: e.Name, ExpectedPlanID: e.PlanID,
@@ -289,7 +289,7 @@ func TestJanitorFinishesARemovalLeftHalfDone(t *testing.T) {
 	after := clock0.Add(2 * week)
 	killed := errors.New("killed")
 	_, err = g.janitor(ctx, b, after, janitorOptions{Grace: DefaultJanitorGrace,
-		afterDelete: func(context.Context, *state.Environment) error { return killed }})
+		AfterRemove: func(context.Context, *state.Environment) error { return killed }})
 	require.ErrorIs(t, err, killed)
 	require.NoError(t, b.Close())
 	require.NotContains(t, environmentsByName(t, dir), "dev", "dev's row is gone")

@@ -1,0 +1,143 @@
+package janitor
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/apply"
+	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+var t0 = time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
+
+// Scenario: an environment is removed once invalidated or once exec has
+// reached its expiry (the instant itself included), never before, never
+// one without an expiry, and never prod, even invalidated or past an
+// expiry.
+func TestExpired(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  state.Environment
+		want bool
+	}{
+		{"no expiry", state.Environment{Name: "dev"}, false},
+		{"before its expiry", state.Environment{Name: "dev", ExpiresAt: t0.Add(time.Second)}, false},
+		{"at its expiry", state.Environment{Name: "dev", ExpiresAt: t0}, true},
+		{"past its expiry", state.Environment{Name: "dev", ExpiresAt: t0.Add(-time.Hour)}, true},
+		{"invalidated", state.Environment{Name: "dev", Invalidated: true, ExpiresAt: t0.Add(time.Hour)}, true},
+		{"prod past an expiry", state.Environment{Name: "prod", ExpiresAt: t0.Add(-time.Hour)}, false},
+		{"prod invalidated", state.Environment{Name: "prod", Invalidated: true}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, expired(&tc.env, t0))
+		})
+	}
+}
+
+func removalEvent(t *testing.T, id int64, kind, env string, d removalData) state.Event {
+	t.Helper()
+	raw, err := json.Marshal(d)
+	require.NoError(t, err)
+	return state.Event{ID: id, Kind: kind, Environment: env, Data: raw}
+}
+
+// Scenario: three removals were started (dev, qa, dev again); dev's first
+// and qa's views were dropped, the second removal of dev was not (a janitor
+// stopped half-way). Only that one is open, with the views it listed and
+// its event id; other event kinds are ignored, and an event whose data is
+// not JSON is an error naming it.
+func TestOpenRemovals(t *testing.T) {
+	t.Parallel()
+	views := []warehouse.Table{{Schema: "demo__dev", Name: "daily"}}
+	evs := []state.Event{
+		removalEvent(t, 1, state.EventEnvironmentRemoving, "dev", removalData{Generation: 1}),
+		removalEvent(t, 2, state.EventEnvironmentRemoving, "qa", removalData{Generation: 3}),
+		removalEvent(t, 3, state.EventEnvironmentViewsDropped, "dev", removalData{Removing: 1, Outcome: "dropped"}),
+		{ID: 4, Kind: state.EventGapSuperseded, Environment: "dev", Data: json.RawMessage(`{}`)},
+		removalEvent(t, 5, state.EventEnvironmentViewsDropped, "qa", removalData{Removing: 2, Outcome: "created again"}),
+		removalEvent(t, 6, state.EventEnvironmentRemoving, "dev", removalData{Generation: 2, Views: views}),
+	}
+	got, err := openRemovals(evs)
+	require.NoError(t, err)
+	require.Equal(t, []removedEnv{{name: "dev", views: views, removing: 6}}, got)
+
+	none, err := openRemovals(evs[:3])
+	require.NoError(t, err)
+	require.Equal(t, []removedEnv{{name: "qa", removing: 2}}, none)
+
+	_, err = openRemovals([]state.Event{{ID: 9, Kind: state.EventEnvironmentRemoving, Data: json.RawMessage(`{`)}})
+	require.ErrorContains(t, err, "event 9")
+}
+
+// Scenario: a saved plan's application is in flight while it is not over
+// and was active within the grace period; it is over once finalize
+// finished or a stage ended it (refused), unless a stage started again
+// after that; its last activity is the latest record, or its creation.
+func TestPlanActivity(t *testing.T) {
+	t.Parallel()
+	grace := 24 * time.Hour
+	rec := func(h int, stage apply.Stage, status string) state.Application {
+		return state.Application{Stage: string(stage), Status: status, At: t0.Add(time.Duration(h) * time.Hour)}
+	}
+	for _, tc := range []struct {
+		name       string
+		apps       []state.Application
+		exec       time.Time
+		wantActive bool
+		wantLast   time.Time
+	}{
+		{"saved, nothing recorded, within grace", nil, t0.Add(time.Hour), true, t0},
+		{"saved, nothing recorded, grace passed", nil, t0.Add(grace), false, t0},
+		{"backfilling", []state.Application{rec(1, apply.StageRecordSnapshots, apply.StatusFinished), rec(2, apply.StageBackfill, apply.StatusStarted)},
+			t0.Add(3 * time.Hour), true, t0.Add(2 * time.Hour)},
+		{"finalized", []state.Application{rec(1, apply.StageFinalize, apply.StatusStarted), rec(2, apply.StageFinalize, apply.StatusFinished)},
+			t0.Add(3 * time.Hour), false, t0.Add(2 * time.Hour)},
+		{"refused", []state.Application{rec(1, apply.StageCheck, apply.StatusStarted), rec(2, apply.StageCheck, apply.StatusEnded)},
+			t0.Add(3 * time.Hour), false, t0.Add(2 * time.Hour)},
+		{"applied again after a refusal", []state.Application{rec(1, apply.StageCheck, apply.StatusEnded), rec(5, apply.StageCheck, apply.StatusStarted)},
+			t0.Add(6 * time.Hour), true, t0.Add(5 * time.Hour)},
+		{"stalled past grace", []state.Application{rec(1, apply.StageBackfill, apply.StatusStarted)},
+			t0.Add(time.Hour + grace), false, t0.Add(time.Hour)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			active, last := planActivity(t0, tc.apps, tc.exec, grace)
+			require.Equal(t, tc.wantActive, active)
+			require.Equal(t, tc.wantLast, last)
+		})
+	}
+}
+
+// Scenario: prod serves demo.a@v1 and dev serves demo.a@v2: both versions
+// and snapshots are in use, dev's view schema demo__dev by dev, prod's
+// (demo) and the physical schema gapless__demo by one of them.
+func TestInUse(t *testing.T) {
+	t.Parallel()
+	a1 := state.SnapshotRef{Name: "demo.a", Fingerprint: "f1", Version: "v1"}
+	a2 := state.SnapshotRef{Name: "demo.a", Fingerprint: "f2", Version: "v2"}
+	versions, snaps, schemas := inUse([]*state.Environment{
+		{Name: "dev", Snapshots: []state.SnapshotRef{a2}},
+		{Name: "prod", Snapshots: []state.SnapshotRef{a1}},
+	})
+	require.Equal(t, map[state.VersionKey]bool{a1.VersionKey(): true, a2.VersionKey(): true}, versions)
+	require.Equal(t, map[state.SnapshotKey]bool{a1.Key(): true, a2.Key(): true}, snaps)
+	require.Equal(t, "dev", schemas["demo__dev"])
+	require.Equal(t, "prod", schemas["demo"])
+	require.Contains(t, schemas, "gapless__demo")
+	require.Len(t, schemas, 3)
+}
+
+// Scenario: two reads of the environments are the same only if they list
+// the same names at the same generations.
+func TestSameGenerations(t *testing.T) {
+	t.Parallel()
+	a := []*state.Environment{{Name: "dev", Generation: 2}, {Name: "prod", Generation: 5}}
+	require.True(t, sameGenerations(a, []*state.Environment{{Name: "dev", Generation: 2}, {Name: "prod", Generation: 5}}))
+	require.False(t, sameGenerations(a, []*state.Environment{{Name: "dev", Generation: 3}, {Name: "prod", Generation: 5}}))
+	require.False(t, sameGenerations(a, []*state.Environment{{Name: "qa", Generation: 2}, {Name: "prod", Generation: 5}}))
+	require.False(t, sameGenerations(a, a[:1]))
+}

@@ -1,0 +1,617 @@
+// Package janitor removes what no environment needs any more: expired and
+// invalidated environments (their state, views and view schemas), then the
+// tables, intervals and snapshots of versions nothing serves once their
+// snapshot_ttl has passed.
+//
+// It is split as a reconcile from its apply: decide.go holds the pure
+// decisions (which environment is expired, which removals an earlier pass
+// left half-done, whether a saved plan is still in flight, which versions
+// are in use), plain functions over plain data tested without a store;
+// janitor.go is the executor that reads state once, asks them, and carries
+// out what they decide.
+package janitor
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gapless-dev/gapless/backend"
+	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+// DefaultGrace is how long after its last recorded activity a plan
+// whose application has not finished keeps every version it references
+// (gapless janitor --grace). Every plan saved within it is considered, promoted or
+// not: apply saves the plan in its first stage, before it builds anything.
+const DefaultGrace = 24 * time.Hour
+
+// Report is what one janitor pass removed (or, with --dry-run, would
+// remove); its JSON form is stable: every list is present, possibly empty.
+type Report struct {
+	DryRun bool `json:"dry_run"`
+	// Environments removed: expired or invalidated, never prod.
+	Environments []string `json:"environments"`
+	// Views of the removed environments.
+	Views []string `json:"views"`
+	// Schemas dropped: the removed environments' view schemas
+	// (<schema>__<env>) and physical schemas (gapless__<schema>) left
+	// empty.
+	Schemas []string `json:"schemas"`
+	// KeptSchemas are schemas of removed environments or retired versions
+	// that were not dropped, with why (never a schema holding anything
+	// gapless did not create for what it removed).
+	KeptSchemas []KeptSchema `json:"kept_schemas"`
+	// Tables are the physical tables (or views, for VIEW models) dropped.
+	Tables []string `json:"tables"`
+	// Versions whose intervals were deleted with their tables.
+	Versions []state.VersionKey `json:"versions"`
+	// Snapshots is how many snapshot records were deleted.
+	Snapshots int `json:"snapshots"`
+	// InFlight names the plans whose application has not finished and was
+	// active within the grace period, promoted or not: every version they
+	// reference is kept.
+	InFlight []string `json:"in_flight_plans"`
+	// Retained are the versions no environment serves and no plan in
+	// flight references that are kept because their snapshot_ttl has not
+	// passed since they were last used: a revert finds their tables and
+	// intervals.
+	Retained []RetainedVersion `json:"retained"`
+	// Skipped names environments left alone because they were promoted
+	// while the janitor ran.
+	Skipped []string `json:"skipped,omitempty"`
+	// Resumed names environments an earlier janitor removed without
+	// dropping their views (it stopped half-way); this one dropped them.
+	Resumed []string `json:"resumed,omitempty"`
+}
+
+// RetainedVersion is a version kept by snapshot_ttl.
+type RetainedVersion struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Table   string `json:"table"`
+	// UnusedSince is when it was last used: the promotion (or environment
+	// removal) that stopped serving it, or the last activity of a plan
+	// that references it, whichever is later.
+	UnusedSince time.Time `json:"unused_since"`
+	// ExpiresAt is when the janitor may drop it; absent under
+	// snapshot_ttl: never.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// KeptSchema is a schema the janitor left in place, and why.
+type KeptSchema struct {
+	Schema string `json:"schema"`
+	Reason string `json:"reason"`
+}
+
+// Options configure one janitor pass.
+type Options struct {
+	// Log receives the pass's records (nil: discarded).
+	Log *slog.Logger
+	// DryRun computes everything and changes nothing.
+	DryRun bool
+	// Grace: see DefaultGrace.
+	Grace time.Duration
+	// SnapshotTTL is how long a version no environment serves is kept
+	// after it was last used (snapshot_ttl; see state.RetainUnserved): 0
+	// drops it at once, state.Forever never.
+	SnapshotTTL time.Duration
+	// BeforeRemove, when set, runs after the janitor read environment e and
+	// decided to remove it, before the generation-pinned removal (tests).
+	BeforeRemove func(ctx context.Context, e *state.Environment) error
+	// AfterRemove, when set, runs right after environment e's row was
+	// deleted, before its views are dropped (tests: an error there is a
+	// janitor that stopped half-way).
+	AfterRemove func(ctx context.Context, e *state.Environment) error
+}
+
+// executor carries out one pass.
+type executor struct {
+	log *slog.Logger
+}
+
+// removedEnv is an environment the janitor removed (or would remove) and
+// the views it served.
+type removedEnv struct {
+	name  string
+	views []warehouse.Table
+	// removing is the id of the environment_removing event that listed
+	// the views (0 in a dry run); dropping them appends its
+	// environment_views_dropped event.
+	removing int64
+}
+
+// removalData is the Data of environment_removing and
+// environment_views_dropped events.
+type removalData struct {
+	Generation int64             `json:"generation,omitempty"`
+	Views      []warehouse.Table `json:"views,omitempty"`
+	// Removing is, on environment_views_dropped, the id of the
+	// environment_removing event it closes.
+	Removing int64 `json:"removing,omitempty"`
+	// Outcome is, on environment_views_dropped, "dropped" or why the views
+	// were left ("created again").
+	Outcome string `json:"outcome,omitempty"`
+}
+
+// interruptedRemovals reads the janitor's removal events and returns the
+// removals an earlier janitor left half-done (see openRemovals).
+func interruptedRemovals(ctx context.Context, st state.Store) ([]removedEnv, error) {
+	evs, err := st.ListEvents(ctx, state.EventFilter{Kinds: []string{state.EventEnvironmentRemoving, state.EventEnvironmentViewsDropped}})
+	if err != nil {
+		return nil, fmt.Errorf("janitor: reading earlier removals: %w", err)
+	}
+	return openRemovals(evs)
+}
+
+// closeRemoval appends the environment_views_dropped event of r.
+func closeRemoval(ctx context.Context, st state.Store, r removedEnv, at time.Time, outcome string) error {
+	if r.removing == 0 {
+		return nil
+	}
+	data, err := json.Marshal(removalData{Removing: r.removing, Outcome: outcome})
+	if err != nil {
+		return fmt.Errorf("janitor: %w", err)
+	}
+	_, err = st.AppendEvents(ctx, state.Event{At: at, Kind: state.EventEnvironmentViewsDropped, Environment: r.name, Data: data})
+	if err != nil {
+		return fmt.Errorf("janitor: recording that the views of %s were dropped: %w", r.name, err)
+	}
+	return nil
+}
+
+// Run removes expired environments, then retired versions, at exec.
+//
+// Invariants:
+//   - nothing a live environment serves is dropped: its views and view
+//     schemas are never touched, and "in use" is every version that a live
+//     environment serves, read after the removals;
+//   - an environment is removed in one store transaction, a
+//     compare-and-swap on the generation read (state.Store.RemoveEnvironment),
+//     before its views are dropped, so an environment promoted meanwhile
+//     keeps its row, its views and its debts; the removal supersedes its
+//     open debts, whose versions' intervals this pass may delete;
+//   - a removal is never left half-done: with the delete, an
+//     environment_removing event lists the views to drop, and an
+//     environment_views_dropped event closes it once they are dropped; a
+//     janitor stopped in between leaves the event open, and the next one
+//     drops those views first (unless the environment exists again);
+//   - a schema is dropped only if gapless named it for what is removed (the
+//     removed environment's <schema>__<env>, or a gapless__<schema> no live
+//     environment and no in-flight plan uses) and it holds nothing else:
+//     DROP SCHEMA ... RESTRICT, after checking it is empty;
+//   - tables are dropped only if no environment's generation changed
+//     between the read that chose them and the drop (a promotion meanwhile
+//     aborts the table drops), and never a version that a plan whose
+//     application has not finished, active within opts.Grace, references.
+//     The plans examined for that are every plan the store lists
+//     (state.Store.ListPlans): apply saves its plan in its first stage, so
+//     a plan still building its tables, or one whose backfill failed, is
+//     found; a refused plan's application has ended (apply.StatusEnded);
+//   - a version nothing serves and no plan in flight references is dropped
+//     only once opts.SnapshotTTL has passed since it was last used
+//     (state.RetainUnserved): since an environment stopped serving it
+//     (state.Store.LastServed; now, for an environment removed in this
+//     pass), or since the last activity of a plan that references it.
+//     Until then its table, intervals and snapshots stay, so a revert is a
+//     view swap.
+func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) (*Report, error) {
+	g := &executor{log: opts.Log}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	rep := &Report{DryRun: opts.DryRun, Environments: []string{}, Views: []string{}, Schemas: []string{},
+		KeptSchemas: []KeptSchema{}, Tables: []string{}, Versions: []state.VersionKey{}, InFlight: []string{},
+		Retained: []RetainedVersion{}}
+	envs, err := b.Store.ListEnvironments(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("janitor: listing environments: %w", err)
+	}
+	retired := map[state.SnapshotKey]*snapshot.Snapshot{}
+	// Versions the removed environments served: they stop being served now.
+	removedVersions := map[state.VersionKey]bool{}
+	// Removals an earlier janitor left half-done come first.
+	removed, err := interruptedRemovals(ctx, b.Store)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range removed {
+		rep.Resumed = append(rep.Resumed, r.name)
+	}
+	for _, e := range envs {
+		if !expired(e, exec) {
+			continue
+		}
+		snaps, err := plan.Served(ctx, b.Store, e)
+		if err != nil {
+			return nil, fmt.Errorf("janitor: %w", err)
+		}
+		r := removedEnv{name: e.Name}
+		var retiring []*snapshot.Snapshot
+		for _, ref := range e.Snapshots { // sorted by name
+			s := snaps[ref.Name]
+			retiring = append(retiring, s)
+			if s.Model.Kind != model.KindExternal {
+				r.views = append(r.views, execute.ViewTable(s, e.Name))
+			}
+		}
+		if opts.BeforeRemove != nil {
+			if err := opts.BeforeRemove(ctx, e); err != nil {
+				return nil, fmt.Errorf("janitor: before deleting %s: %w", e.Name, err)
+			}
+		}
+		if !opts.DryRun {
+			// The environment_removing event is written with the delete, so
+			// that a janitor stopped between the delete and the view drops
+			// leaves the next one the list of views to drop.
+			data, err := json.Marshal(removalData{Generation: e.Generation, Views: r.views})
+			if err != nil {
+				return nil, fmt.Errorf("janitor: %w", err)
+			}
+			ev, err := b.Store.RemoveEnvironment(ctx, state.RemoveEnvironmentParams{Name: e.Name, Generation: e.Generation,
+				Now: exec, Data: data})
+			if errors.Is(err, state.ErrConflictingPlan) || errors.Is(err, state.ErrNotFound) {
+				g.log.Info("janitor: environment changed meanwhile, left alone", "environment", e.Name, "generation", e.Generation)
+				rep.Skipped = append(rep.Skipped, e.Name)
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("janitor: removing environment %s: %w", e.Name, err)
+			}
+			r.removing = ev.ID
+			g.log.Info("janitor: environment removed", "environment", e.Name, "generation", e.Generation,
+				"expires_at", e.ExpiresAt, "invalidated", e.Invalidated)
+			if opts.AfterRemove != nil {
+				if err := opts.AfterRemove(ctx, e); err != nil {
+					return nil, fmt.Errorf("janitor: after deleting %s: %w", e.Name, err)
+				}
+			}
+		}
+		rep.Environments = append(rep.Environments, e.Name)
+		for _, s := range retiring {
+			retired[state.KeyOf(s)] = s
+			removedVersions[state.VersionKey{Name: s.Name, Version: s.Version}] = true
+		}
+		removed = append(removed, r)
+	}
+
+	// What the remaining environments serve. A dry run removed nothing: the
+	// environments it would remove are left out by name.
+	live, err := b.Store.ListEnvironments(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("janitor: listing environments: %w", err)
+	}
+	if opts.DryRun {
+		live = slices.DeleteFunc(live, func(e *state.Environment) bool { return slices.Contains(rep.Environments, e.Name) })
+	}
+	servedVersions, servedSnaps, usedSchemas := inUse(live)
+
+	for _, r := range removed {
+		if err := g.removeViews(ctx, b, r, usedSchemas, exec, opts.DryRun, rep); err != nil {
+			return nil, err
+		}
+	}
+
+	// Every saved plan, promoted or not (apply saves its plan before it
+	// builds anything): their snapshots are the candidates for retirement,
+	// those of a plan still being applied are kept, and each plan's last
+	// activity counts as a use of its versions (see state.RetainUnserved).
+	saved, err := b.Store.ListPlans(ctx, state.PlanFilter{})
+	if err != nil {
+		return nil, fmt.Errorf("janitor: listing the saved plans: %w", err)
+	}
+	slices.SortFunc(saved, func(a, b state.Plan) int { return cmp.Compare(a.ID, b.ID) })
+	protectedVersions := map[state.VersionKey]bool{}
+	protectedSnaps := map[state.SnapshotKey]bool{}
+	lastPlanned := map[state.VersionKey]time.Time{}
+	for i := range saved {
+		id := saved[i].ID
+		pu, err := g.readPlan(ctx, b.Store, &saved[i], exec, opts.Grace)
+		if err != nil {
+			return nil, err
+		}
+		if pu == nil {
+			continue
+		}
+		if pu.active {
+			rep.InFlight = append(rep.InFlight, id)
+		}
+		for _, s := range pu.plan.Snapshots {
+			if s == nil || s.Model == nil {
+				continue
+			}
+			vk := state.VersionKey{Name: s.Name, Version: s.Version}
+			if pu.active {
+				protectedVersions[vk] = true
+				protectedSnaps[state.KeyOf(s)] = true
+				usedSchemas[s.PhysicalSchema()] = "plan " + id
+				continue
+			}
+			retired[state.KeyOf(s)] = s
+			if pu.last.After(lastPlanned[vk]) {
+				lastPlanned[vk] = pu.last
+			}
+		}
+	}
+
+	// snapshot_ttl: of the candidates nothing serves and no plan in flight
+	// references, those last used within the TTL are kept.
+	candidates := map[state.VersionKey]bool{}
+	for _, s := range retired {
+		candidates[state.VersionKey{Name: s.Name, Version: s.Version}] = true
+	}
+	candidateKeys := make([]state.VersionKey, 0, len(candidates))
+	for k := range candidates {
+		candidateKeys = append(candidateKeys, k)
+	}
+	state.SortVersionKeys(candidateKeys)
+	lastServed, err := b.Store.LastServed(ctx, candidateKeys)
+	if err != nil {
+		return nil, fmt.Errorf("janitor: reading when versions were last served: %w", err)
+	}
+	uses := make([]state.VersionUse, 0, len(candidateKeys))
+	for _, k := range candidateKeys {
+		u := state.VersionUse{Key: k, Served: servedVersions[k], InFlight: protectedVersions[k],
+			LastServed: lastServed[k], LastPlanned: lastPlanned[k]}
+		if removedVersions[k] && exec.After(u.LastServed) {
+			u.LastServed = exec // removed now (a dry run has not recorded it)
+		}
+		uses = append(uses, u)
+	}
+	drop, keep := state.RetainUnserved(uses, opts.SnapshotTTL, exec)
+	expired := make(map[state.VersionKey]bool, len(drop))
+	for _, k := range drop {
+		expired[k] = true
+	}
+	retainedVersions := make(map[state.VersionKey]bool, len(keep))
+	for _, r := range keep {
+		retainedVersions[r.Key] = true
+	}
+
+	// Pin: if any environment moved since the read above, drop nothing.
+	again, err := b.Store.ListEnvironments(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("janitor: listing environments: %w", err)
+	}
+	if opts.DryRun {
+		again = slices.DeleteFunc(again, func(e *state.Environment) bool { return slices.Contains(rep.Environments, e.Name) })
+	}
+	if !sameGenerations(live, again) {
+		g.log.Info("janitor: an environment was promoted meanwhile; no table dropped")
+		rep.Skipped = append(rep.Skipped, "(tables: run the janitor again)")
+		return rep, nil
+	}
+
+	var deadSnaps []state.SnapshotKey
+	dropped := map[state.VersionKey]bool{}
+	physical := map[string][]string{} // physical schema -> tables dropped from it
+	keys := make([]state.SnapshotKey, 0, len(retired))
+	for k := range retired {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b state.SnapshotKey) int {
+		return cmp.Compare(a.Name+"@"+a.Fingerprint, b.Name+"@"+b.Fingerprint)
+	})
+	retainedTables := map[state.VersionKey]warehouse.Table{}
+	for _, k := range keys {
+		s := retired[k]
+		vk := state.VersionKey{Name: s.Name, Version: s.Version}
+		if !servedSnaps[k] && !protectedSnaps[k] && !retainedVersions[vk] {
+			deadSnaps = append(deadSnaps, k)
+		}
+		if retainedVersions[vk] && s.Model.Kind != model.KindExternal {
+			retainedTables[vk] = execute.PhysicalTable(s)
+		}
+		if !expired[vk] || dropped[vk] || s.Model.Kind == model.KindExternal {
+			continue
+		}
+		t := execute.PhysicalTable(s)
+		exists, err := b.Engine.TableExists(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("janitor: looking for %s: %w", t, err)
+		}
+		dropped[vk] = true
+		if !exists {
+			continue // an earlier pass removed it
+		}
+		if !opts.DryRun {
+			drop := b.Engine.DropTable
+			if s.Model.Kind == model.KindView {
+				drop = b.Engine.DropView
+			}
+			if err := drop(ctx, t); err != nil {
+				return nil, fmt.Errorf("janitor: dropping %s (model %s, version %s): %w", t, s.Name, s.Version, err)
+			}
+		}
+		physical[t.Schema] = append(physical[t.Schema], t.Name)
+		rep.Tables = append(rep.Tables, t.String())
+		rep.Versions = append(rep.Versions, vk)
+	}
+	for _, r := range keep {
+		t, ok := retainedTables[r.Key]
+		if !ok {
+			continue // an EXTERNAL model: no table of gapless's
+		}
+		exists, err := b.Engine.TableExists(ctx, t)
+		if err != nil {
+			return nil, fmt.Errorf("janitor: looking for %s: %w", t, err)
+		}
+		if exists {
+			rep.Retained = append(rep.Retained, RetainedVersion{Name: r.Key.Name, Version: r.Key.Version, Table: t.String(),
+				UnusedSince: r.UnusedSince, ExpiresAt: r.ExpiresAt})
+		}
+	}
+	if len(rep.Versions) > 0 && !opts.DryRun {
+		if err := b.Store.DeleteIntervals(ctx, rep.Versions); err != nil {
+			return nil, fmt.Errorf("janitor: deleting intervals: %w", err)
+		}
+	}
+	if len(deadSnaps) > 0 {
+		// Count only those still recorded: an earlier pass may have removed some.
+		still, err := b.Store.GetSnapshots(ctx, deadSnaps)
+		if err != nil {
+			return nil, fmt.Errorf("janitor: reading snapshots: %w", err)
+		}
+		deadSnaps = deadSnaps[:0]
+		for k := range still {
+			deadSnaps = append(deadSnaps, k)
+		}
+	}
+	if len(deadSnaps) > 0 && !opts.DryRun {
+		if err := b.Store.DeleteSnapshots(ctx, deadSnaps); err != nil {
+			return nil, fmt.Errorf("janitor: deleting snapshots: %w", err)
+		}
+	}
+	rep.Snapshots = len(deadSnaps)
+
+	// Physical schemas emptied by these drops, when nothing live uses them.
+	for _, schema := range sortedKeys(physical) {
+		if by, ok := usedSchemas[schema]; ok {
+			g.log.Debug("janitor: physical schema still used", "schema", schema, "by", by)
+			continue
+		}
+		if err := g.dropEmptySchema(ctx, b.Engine, schema, physical[schema], opts.DryRun, rep); err != nil {
+			return nil, err
+		}
+	}
+	g.log.Info("janitor done", "dry_run", opts.DryRun, "environments", len(rep.Environments), "views", len(rep.Views),
+		"schemas", len(rep.Schemas), "tables", len(rep.Tables), "snapshots", rep.Snapshots)
+	return rep, nil
+}
+
+// removeViews drops the views of removed environment r, then its view
+// schemas <schema>__<env> that are left empty. If the environment exists
+// again (a new plan created it after the janitor deleted it), its views
+// are the new environment's: nothing is dropped and it is reported.
+func (g *executor) removeViews(ctx context.Context, b *backend.Backend, r removedEnv, usedSchemas map[string]string,
+	exec time.Time, dry bool, rep *Report) error {
+	if !dry {
+		_, err := b.Store.GetEnvironment(ctx, r.name)
+		if err == nil {
+			g.log.Info("janitor: environment created again after its removal; its views left alone", "environment", r.name)
+			rep.Skipped = append(rep.Skipped, r.name+" (views: created again meanwhile)")
+			return closeRemoval(ctx, b.Store, r, exec, "created again")
+		}
+		if !errors.Is(err, state.ErrNotFound) {
+			return fmt.Errorf("janitor: reading environment %s: %w", r.name, err)
+		}
+	}
+	bySchema := map[string][]string{}
+	for _, v := range r.views {
+		if !dry {
+			if err := b.Engine.DropView(ctx, v); err != nil {
+				return fmt.Errorf("janitor: dropping view %s of %s: %w", v, r.name, err)
+			}
+		}
+		rep.Views = append(rep.Views, v.String())
+		bySchema[v.Schema] = append(bySchema[v.Schema], v.Name)
+	}
+	for _, schema := range sortedKeys(bySchema) {
+		// Only a schema gapless named for this environment: <schema>__<env>,
+		// with a non-empty <schema>, never prod's, and none that a live
+		// environment uses (a model schema may itself contain "__").
+		base, ok := strings.CutSuffix(schema, "__"+r.name)
+		if !ok || base == "" || r.name == plan.Prod {
+			continue
+		}
+		if by, ok := usedSchemas[schema]; ok {
+			rep.KeptSchemas = append(rep.KeptSchemas, KeptSchema{Schema: schema, Reason: "used by " + by})
+			continue
+		}
+		if err := g.dropEmptySchema(ctx, b.Engine, schema, bySchema[schema], dry, rep); err != nil {
+			return err
+		}
+	}
+	if dry {
+		return nil
+	}
+	return closeRemoval(ctx, b.Store, r, exec, "dropped")
+}
+
+// dropEmptySchema drops schema if, once the janitor's own objects (mine,
+// already dropped unless dry) are gone, it holds nothing: DROP SCHEMA ...
+// RESTRICT, so that whatever the engine sees in it and the catalog query
+// did not (objects other than tables and views, or invisible to this user)
+// still keeps it. A schema that holds anything else is kept and reported;
+// one that does not exist is skipped.
+func (g *executor) dropEmptySchema(ctx context.Context, e warehouse.Engine, schema string, mine []string, dry bool, rep *Report) error {
+	exists, err := e.Query(ctx, "SELECT schema_name FROM information_schema.schemata WHERE schema_name = $1", schema)
+	if err != nil {
+		return fmt.Errorf("janitor: looking for schema %s: %w", schema, err)
+	}
+	if len(exists.Rows) == 0 {
+		return nil
+	}
+	res, err := e.Query(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name", schema)
+	if err != nil {
+		return fmt.Errorf("janitor: listing schema %s: %w", schema, err)
+	}
+	var others []string
+	for _, row := range res.Rows {
+		name := fmt.Sprint(row[0])
+		if dry && slices.Contains(mine, name) {
+			continue // would be dropped first
+		}
+		others = append(others, name)
+	}
+	if len(others) > 0 {
+		reason := fmt.Sprintf("it holds %d object(s) gapless did not create for what it removed: %s", len(others), strings.Join(others, ", "))
+		g.log.Info("janitor: schema kept", "schema", schema, "reason", reason)
+		rep.KeptSchemas = append(rep.KeptSchemas, KeptSchema{Schema: schema, Reason: reason})
+		return nil
+	}
+	if !dry {
+		if _, err := e.Query(ctx, "DROP SCHEMA "+e.QuoteIdent(schema)+" RESTRICT"); err != nil {
+			// Not empty after all (an object the catalog query does not
+			// list, or one created meanwhile): kept, and said so.
+			g.log.Warn("janitor: schema kept: the warehouse refused to drop it", "schema", schema, "error", err)
+			rep.KeptSchemas = append(rep.KeptSchemas, KeptSchema{Schema: schema, Reason: "the warehouse refused to drop it: " + err.Error()})
+			return nil
+		}
+	}
+	rep.Schemas = append(rep.Schemas, schema)
+	return nil
+}
+
+// planUse is what the janitor reads of one saved plan.
+type planUse struct {
+	plan *plan.Plan
+	// active: its application may still be running (see readPlan).
+	active bool
+	// last is its last recorded activity: its creation, or any record of
+	// its application history.
+	last time.Time
+}
+
+// readPlan decodes saved plan sp and reads its application history. The
+// application may still be running (active) if it is not over and its last
+// activity is within grace of exec. It is over once its finalize stage
+// finished or a stage recorded it ended (apply.StatusEnded: the plan was
+// refused), unless a stage started after that (the plan was applied
+// again). A plan that cannot be decoded is skipped (nil): its snapshots
+// are neither candidates nor protected.
+func (g *executor) readPlan(ctx context.Context, store state.Store, sp *state.Plan, exec time.Time, grace time.Duration) (*planUse, error) {
+	var pl plan.Plan
+	if err := json.Unmarshal(sp.Payload, &pl); err != nil {
+		g.log.Warn("janitor: plan not decodable; its tables are left alone", "plan", sp.ID, "error", err)
+		return nil, nil
+	}
+	apps, err := store.ListApplications(ctx, sp.ID)
+	if err != nil {
+		return nil, fmt.Errorf("janitor: reading the application history of plan %s: %w", sp.ID, err)
+	}
+	active, last := planActivity(sp.CreatedAt, apps, exec, grace)
+	return &planUse{plan: &pl, active: active, last: last}, nil
+}
