@@ -1,6 +1,7 @@
 package janitor
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -10,7 +11,9 @@ import (
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/warehouse"
 )
 
 // The janitor's decisions: pure functions of what one read of state
@@ -127,5 +130,132 @@ func sortedKeys[V any](m map[string]V) []string {
 		}
 	}
 	slices.Sort(out)
+	return out
+}
+
+// candidateVersions returns the distinct versions of the candidate
+// snapshots, sorted (state.SortVersionKeys).
+func candidateVersions(candidates map[state.SnapshotKey]*snapshot.Snapshot) []state.VersionKey {
+	seen := map[state.VersionKey]bool{}
+	out := make([]state.VersionKey, 0, len(candidates))
+	for _, s := range candidates {
+		k := state.VersionKey{Name: s.Name, Version: s.Version}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	state.SortVersionKeys(out)
+	return out
+}
+
+// retireInput is what one read of state says about the versions the
+// janitor may retire.
+type retireInput struct {
+	// Candidates are the snapshots that may be retired: those the removed
+	// environments served and those of every saved plan not in flight.
+	Candidates map[state.SnapshotKey]*snapshot.Snapshot
+	// ServedVersions and ServedSnaps are what the live environments serve.
+	ServedVersions map[state.VersionKey]bool
+	ServedSnaps    map[state.SnapshotKey]bool
+	// InFlightVersions and InFlightSnaps are what the plans in flight
+	// reference.
+	InFlightVersions map[state.VersionKey]bool
+	InFlightSnaps    map[state.SnapshotKey]bool
+	// LastServed is state.Store.LastServed of the candidates' versions;
+	// LastPlanned the last activity of the latest plan, not in flight,
+	// that references each.
+	LastServed  map[state.VersionKey]time.Time
+	LastPlanned map[state.VersionKey]time.Time
+	// RemovedNow are the versions of the environments removed in this
+	// pass: they stopped being served at Exec (a dry run has not recorded
+	// it).
+	RemovedNow  map[state.VersionKey]bool
+	SnapshotTTL time.Duration
+	Exec        time.Time
+}
+
+// tableDrop is a version whose table the janitor drops, with its intervals.
+type tableDrop struct {
+	Key   state.VersionKey
+	Kind  model.Kind
+	Table warehouse.Table
+}
+
+// tableRetained is a version kept by snapshot_ttl, with its table.
+type tableRetained struct {
+	state.Retained
+	Table warehouse.Table
+}
+
+// retirement is what the janitor retires, and what it keeps and why.
+type retirement struct {
+	// Drop: one per version nothing uses and whose snapshot_ttl has
+	// passed, in the order of the candidates' names and fingerprints;
+	// never an EXTERNAL model's (gapless has no table of it).
+	Drop []tableDrop
+	// DeadSnapshots are the candidate snapshots nothing serves, no plan in
+	// flight references and snapshot_ttl does not keep, in the same order.
+	DeadSnapshots []state.SnapshotKey
+	// Retain are the versions snapshot_ttl keeps (state.RetainUnserved's
+	// keep, in its order), EXTERNAL models left out.
+	Retain []tableRetained
+}
+
+// retire decides which candidate versions are dropped and which are kept
+// (see state.RetainUnserved, the snapshot_ttl rule): a version a live
+// environment serves or a plan in flight references is never dropped, nor
+// one used within the TTL.
+func retire(in retireInput) retirement {
+	versions := candidateVersions(in.Candidates)
+	uses := make([]state.VersionUse, 0, len(versions))
+	for _, k := range versions {
+		u := state.VersionUse{Key: k, Served: in.ServedVersions[k], InFlight: in.InFlightVersions[k],
+			LastServed: in.LastServed[k], LastPlanned: in.LastPlanned[k]}
+		if in.RemovedNow[k] && in.Exec.After(u.LastServed) {
+			u.LastServed = in.Exec // removed now (a dry run has not recorded it)
+		}
+		uses = append(uses, u)
+	}
+	drop, keep := state.RetainUnserved(uses, in.SnapshotTTL, in.Exec)
+	expired := make(map[state.VersionKey]bool, len(drop))
+	for _, k := range drop {
+		expired[k] = true
+	}
+	retained := make(map[state.VersionKey]bool, len(keep))
+	for _, r := range keep {
+		retained[r.Key] = true
+	}
+
+	var out retirement
+	keys := make([]state.SnapshotKey, 0, len(in.Candidates))
+	for k := range in.Candidates {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b state.SnapshotKey) int {
+		return cmp.Compare(a.Name+"@"+a.Fingerprint, b.Name+"@"+b.Fingerprint)
+	})
+	dropped := map[state.VersionKey]bool{}
+	retainedTables := map[state.VersionKey]warehouse.Table{}
+	for _, k := range keys {
+		s := in.Candidates[k]
+		vk := state.VersionKey{Name: s.Name, Version: s.Version}
+		if !in.ServedSnaps[k] && !in.InFlightSnaps[k] && !retained[vk] {
+			out.DeadSnapshots = append(out.DeadSnapshots, k)
+		}
+		if retained[vk] && s.Model.Kind != model.KindExternal {
+			retainedTables[vk] = execute.PhysicalTable(s)
+		}
+		if !expired[vk] || dropped[vk] || s.Model.Kind == model.KindExternal {
+			continue
+		}
+		dropped[vk] = true
+		out.Drop = append(out.Drop, tableDrop{Key: vk, Kind: s.Model.Kind, Table: execute.PhysicalTable(s)})
+	}
+	for _, r := range keep {
+		if t, ok := retainedTables[r.Key]; ok {
+			out.Retain = append(out.Retain, tableRetained{Retained: r, Table: t})
+		}
+	}
 	return out
 }

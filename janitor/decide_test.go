@@ -2,12 +2,16 @@ package janitor
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/apply"
+	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -140,4 +144,78 @@ func TestSameGenerations(t *testing.T) {
 	require.False(t, sameGenerations(a, []*state.Environment{{Name: "dev", Generation: 3}, {Name: "prod", Generation: 5}}))
 	require.False(t, sameGenerations(a, []*state.Environment{{Name: "qa", Generation: 2}, {Name: "prod", Generation: 5}}))
 	require.False(t, sameGenerations(a, a[:1]))
+}
+
+// snap is a snapshot of model name at version, of kind k; fp tells two
+// snapshots of one version apart.
+func snap(name, version, fp string, k model.Kind) *snapshot.Snapshot {
+	return &snapshot.Snapshot{Name: name, Version: version, Fingerprint: snapshot.Fingerprint{DataHash: version, MetadataHash: fp},
+		Model: &model.Model{Name: name, Kind: k}}
+}
+
+// Scenario: the candidates are five versions of demo models and one
+// EXTERNAL model's, with snapshot_ttl 1h at 12:00:
+//   - demo.served@v1 is served: kept, its snapshot too, and not reported
+//     retained;
+//   - demo.inflight@v1 is referenced by a plan in flight: kept likewise;
+//   - demo.recent@v1 stopped being served at 11:30: retained until 12:30,
+//     with its table;
+//   - demo.old@v1, two snapshots of one version, stopped being served at
+//     09:00: its table is dropped once, both snapshots are dead;
+//   - demo.removed@v1 belonged to an environment removed in this pass (at
+//     12:00, its recorded last-served time older): retained, unused since
+//     12:00;
+//   - ext.src@v1, EXTERNAL, unused for long: never a table to drop, but its
+//     snapshot is dead.
+func TestRetire(t *testing.T) {
+	t.Parallel()
+	exec := t0.Add(12 * time.Hour)
+	served, inflight := snap("demo.served", "v1", "a", model.KindFull), snap("demo.inflight", "v1", "a", model.KindFull)
+	recent := snap("demo.recent", "v1", "a", model.KindView)
+	old1, old2 := snap("demo.old", "v1", "a", model.KindFull), snap("demo.old", "v1", "b", model.KindFull)
+	removed, ext := snap("demo.removed", "v1", "a", model.KindFull), snap("ext.src", "v1", "a", model.KindExternal)
+	vk := func(s *snapshot.Snapshot) state.VersionKey { return state.VersionKey{Name: s.Name, Version: s.Version} }
+	candidates := map[state.SnapshotKey]*snapshot.Snapshot{}
+	for _, s := range []*snapshot.Snapshot{served, inflight, recent, old1, old2, removed, ext} {
+		candidates[state.KeyOf(s)] = s
+	}
+	got := retire(retireInput{
+		Candidates:       candidates,
+		ServedVersions:   map[state.VersionKey]bool{vk(served): true},
+		ServedSnaps:      map[state.SnapshotKey]bool{state.KeyOf(served): true},
+		InFlightVersions: map[state.VersionKey]bool{vk(inflight): true},
+		InFlightSnaps:    map[state.SnapshotKey]bool{state.KeyOf(inflight): true},
+		LastServed: map[state.VersionKey]time.Time{vk(recent): t0.Add(11*time.Hour + 30*time.Minute),
+			vk(old1): t0.Add(9 * time.Hour), vk(removed): t0.Add(time.Hour), vk(ext): t0},
+		RemovedNow:  map[state.VersionKey]bool{vk(removed): true},
+		SnapshotTTL: time.Hour,
+		Exec:        exec,
+	})
+	require.Equal(t, []tableDrop{{Key: vk(old1), Kind: model.KindFull, Table: execute.PhysicalTable(old1)}}, got.Drop)
+	wantDead := []state.SnapshotKey{state.KeyOf(old1), state.KeyOf(old2), state.KeyOf(ext)}
+	require.ElementsMatch(t, wantDead, got.DeadSnapshots)
+	require.Len(t, got.Retain, 2)
+	byName := map[string]tableRetained{}
+	for _, r := range got.Retain {
+		byName[r.Key.Name] = r
+	}
+	require.Equal(t, execute.PhysicalTable(recent), byName["demo.recent"].Table)
+	require.Equal(t, t0.Add(11*time.Hour+30*time.Minute), byName["demo.recent"].UnusedSince)
+	require.Equal(t, t0.Add(12*time.Hour+30*time.Minute), byName["demo.recent"].ExpiresAt)
+	require.Equal(t, exec, byName["demo.removed"].UnusedSince, "removed in this pass: unused since now")
+
+	// The same candidates with snapshot_ttl 0: everything unused goes,
+	// the removed environment's version included; served and in-flight
+	// versions stay.
+	none := retire(retireInput{Candidates: candidates, ServedVersions: map[state.VersionKey]bool{vk(served): true},
+		ServedSnaps: map[state.SnapshotKey]bool{state.KeyOf(served): true}, InFlightVersions: map[state.VersionKey]bool{vk(inflight): true},
+		InFlightSnaps: map[state.SnapshotKey]bool{state.KeyOf(inflight): true}, RemovedNow: map[state.VersionKey]bool{vk(removed): true},
+		Exec: exec})
+	var dropped []string
+	for _, d := range none.Drop {
+		dropped = append(dropped, d.Key.Name)
+	}
+	require.ElementsMatch(t, []string{"demo.recent", "demo.old", "demo.removed"}, dropped)
+	require.Empty(t, none.Retain)
+	require.Equal(t, model.KindView, none.Drop[slices.IndexFunc(none.Drop, func(d tableDrop) bool { return d.Key.Name == "demo.recent" })].Kind)
 }

@@ -346,39 +346,14 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 		}
 	}
 
-	// snapshot_ttl: of the candidates nothing serves and no plan in flight
-	// references, those last used within the TTL are kept.
-	candidates := map[state.VersionKey]bool{}
-	for _, s := range retired {
-		candidates[state.VersionKey{Name: s.Name, Version: s.Version}] = true
-	}
-	candidateKeys := make([]state.VersionKey, 0, len(candidates))
-	for k := range candidates {
-		candidateKeys = append(candidateKeys, k)
-	}
-	state.SortVersionKeys(candidateKeys)
-	lastServed, err := b.Store.LastServed(ctx, candidateKeys)
+	// The candidates' last-served times: the last read the decision needs.
+	lastServed, err := b.Store.LastServed(ctx, candidateVersions(retired))
 	if err != nil {
 		return nil, fmt.Errorf("janitor: reading when versions were last served: %w", err)
 	}
-	uses := make([]state.VersionUse, 0, len(candidateKeys))
-	for _, k := range candidateKeys {
-		u := state.VersionUse{Key: k, Served: servedVersions[k], InFlight: protectedVersions[k],
-			LastServed: lastServed[k], LastPlanned: lastPlanned[k]}
-		if removedVersions[k] && exec.After(u.LastServed) {
-			u.LastServed = exec // removed now (a dry run has not recorded it)
-		}
-		uses = append(uses, u)
-	}
-	drop, keep := state.RetainUnserved(uses, opts.SnapshotTTL, exec)
-	expired := make(map[state.VersionKey]bool, len(drop))
-	for _, k := range drop {
-		expired[k] = true
-	}
-	retainedVersions := make(map[state.VersionKey]bool, len(keep))
-	for _, r := range keep {
-		retainedVersions[r.Key] = true
-	}
+	dec := retire(retireInput{Candidates: retired, ServedVersions: servedVersions, ServedSnaps: servedSnaps,
+		InFlightVersions: protectedVersions, InFlightSnaps: protectedSnaps, LastServed: lastServed,
+		LastPlanned: lastPlanned, RemovedNow: removedVersions, SnapshotTTL: opts.SnapshotTTL, Exec: exec})
 
 	// Pin: if any environment moved since the read above, drop nothing.
 	again, err := b.Store.ListEnvironments(ctx)
@@ -394,62 +369,36 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 		return rep, nil
 	}
 
-	var deadSnaps []state.SnapshotKey
-	dropped := map[state.VersionKey]bool{}
+	deadSnaps := dec.DeadSnapshots
 	physical := map[string][]string{} // physical schema -> tables dropped from it
-	keys := make([]state.SnapshotKey, 0, len(retired))
-	for k := range retired {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b state.SnapshotKey) int {
-		return cmp.Compare(a.Name+"@"+a.Fingerprint, b.Name+"@"+b.Fingerprint)
-	})
-	retainedTables := map[state.VersionKey]warehouse.Table{}
-	for _, k := range keys {
-		s := retired[k]
-		vk := state.VersionKey{Name: s.Name, Version: s.Version}
-		if !servedSnaps[k] && !protectedSnaps[k] && !retainedVersions[vk] {
-			deadSnaps = append(deadSnaps, k)
-		}
-		if retainedVersions[vk] && s.Model.Kind != model.KindExternal {
-			retainedTables[vk] = execute.PhysicalTable(s)
-		}
-		if !expired[vk] || dropped[vk] || s.Model.Kind == model.KindExternal {
-			continue
-		}
-		t := execute.PhysicalTable(s)
-		exists, err := b.Engine.TableExists(ctx, t)
+	for _, d := range dec.Drop {
+		exists, err := b.Engine.TableExists(ctx, d.Table)
 		if err != nil {
-			return nil, fmt.Errorf("janitor: looking for %s: %w", t, err)
+			return nil, fmt.Errorf("janitor: looking for %s: %w", d.Table, err)
 		}
-		dropped[vk] = true
 		if !exists {
 			continue // an earlier pass removed it
 		}
 		if !opts.DryRun {
 			drop := b.Engine.DropTable
-			if s.Model.Kind == model.KindView {
+			if d.Kind == model.KindView {
 				drop = b.Engine.DropView
 			}
-			if err := drop(ctx, t); err != nil {
-				return nil, fmt.Errorf("janitor: dropping %s (model %s, version %s): %w", t, s.Name, s.Version, err)
+			if err := drop(ctx, d.Table); err != nil {
+				return nil, fmt.Errorf("janitor: dropping %s (model %s, version %s): %w", d.Table, d.Key.Name, d.Key.Version, err)
 			}
 		}
-		physical[t.Schema] = append(physical[t.Schema], t.Name)
-		rep.Tables = append(rep.Tables, t.String())
-		rep.Versions = append(rep.Versions, vk)
+		physical[d.Table.Schema] = append(physical[d.Table.Schema], d.Table.Name)
+		rep.Tables = append(rep.Tables, d.Table.String())
+		rep.Versions = append(rep.Versions, d.Key)
 	}
-	for _, r := range keep {
-		t, ok := retainedTables[r.Key]
-		if !ok {
-			continue // an EXTERNAL model: no table of gapless's
-		}
-		exists, err := b.Engine.TableExists(ctx, t)
+	for _, r := range dec.Retain {
+		exists, err := b.Engine.TableExists(ctx, r.Table)
 		if err != nil {
-			return nil, fmt.Errorf("janitor: looking for %s: %w", t, err)
+			return nil, fmt.Errorf("janitor: looking for %s: %w", r.Table, err)
 		}
 		if exists {
-			rep.Retained = append(rep.Retained, RetainedVersion{Name: r.Key.Name, Version: r.Key.Version, Table: t.String(),
+			rep.Retained = append(rep.Retained, RetainedVersion{Name: r.Key.Name, Version: r.Key.Version, Table: r.Table.String(),
 				UnusedSince: r.UnusedSince, ExpiresAt: r.ExpiresAt})
 		}
 	}
