@@ -17,7 +17,6 @@ import (
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/config"
-	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -436,56 +435,3 @@ func TestPostgresDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	require.NotContains(t, environmentsByName(t, dir), "dev")
 }
 
-// Scenario: dev expires holding an open freshness debt (a trailing gap a
-// policy accepted on its new demo.daily_revenue version). The janitor
-// removes dev and, with --snapshot-ttl 0, deletes that version's intervals,
-// so nothing could ever repair the debt: the removal supersedes it, at the
-// janitor's execution time, with its gap_superseded event (Reason
-// state.ReasonRemoved), in the transaction that deletes dev's row.
-func TestJanitorSupersedesTheOpenDebtsOfAnExpiredEnvironment(t *testing.T) {
-	t.Parallel()
-	dir := initProject(t)
-	mustRun(t, dir, "plan", "--auto-apply", "--execution-time", t0)
-	editModel(t, dir, "daily_revenue.sql", "sum(e.amount) AS revenue", "sum(e.amount) AS revenue,\n  max(e.amount) AS biggest")
-	mustRun(t, dir, "plan", "dev", "--auto-apply", "--execution-time", t0)
-	version := statusOf(t, dir, "dev", "--execution-time", t0)["demo.daily_revenue"].Version
-
-	ctx := context.Background()
-	cfg, err := config.Load(dir)
-	require.NoError(t, err)
-	b, err := backend.Open(ctx, cfg, backend.Options{})
-	require.NoError(t, err)
-	dev, err := b.Store.GetEnvironment(ctx, "dev")
-	require.NoError(t, err)
-	gap := interval.Range{Start: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), End: time.Date(2030, 1, 2, 0, 0, 0, 0, time.UTC)}
-	_, err = b.Store.Promote(ctx, state.PromoteParams{Environment: "dev", ExpectedPlanID: dev.PlanID, PlanID: dev.PlanID,
-		Snapshots: dev.Snapshots, ExpiresAt: dev.ExpiresAt, Now: clock0,
-		Check: func(context.Context, state.Reader) (state.CheckResult, error) {
-			return state.CheckResult{Debts: []state.Debt{{Model: "demo.daily_revenue", Version: version, Range: gap,
-				Policy: "trailing-gap", Bound: 1, Advances: 1}}}, nil
-		}})
-	require.NoError(t, err)
-	open, err := b.Store.ListDebts(ctx, state.DebtFilter{Environment: "dev", OpenOnly: true})
-	require.NoError(t, err)
-	require.Len(t, open, 1)
-	require.NoError(t, b.Close())
-
-	after := clock0.Add(2 * week)
-	rep := janitorAt(t, dir, after, "--snapshot-ttl", "0")
-	require.Equal(t, []string{"dev"}, rep.Environments)
-	require.Contains(t, rep.Versions, state.VersionKey{Name: "demo.daily_revenue", Version: version})
-
-	b, err = backend.Open(ctx, cfg, backend.Options{})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, b.Close()) }()
-	debts, err := b.Store.ListDebts(ctx, state.DebtFilter{Environment: "dev"})
-	require.NoError(t, err)
-	require.Len(t, debts, 1)
-	require.False(t, debts[0].Open(), "the removed environment's debt is not left open")
-	require.Equal(t, after, debts[0].SupersededAt)
-	evs, err := b.Store.ListEvents(ctx, state.EventFilter{Kinds: []string{state.EventGapSuperseded}})
-	require.NoError(t, err)
-	require.Len(t, evs, 1)
-	require.Equal(t, "dev", evs[0].Environment)
-	require.Equal(t, state.ReasonRemoved, evs[0].Reason)
-}
