@@ -434,4 +434,3 @@ func TestPostgresDevEnvironmentExpiresAfterTTL(t *testing.T) {
 	require.Equal(t, dailyRows, count(t, dir, "shop.daily"))
 	require.NotContains(t, environmentsByName(t, dir), "dev")
 }
-
