@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -224,86 +222,6 @@ func TestJanitorRemovesInvalidatedEnvAndKeepsASchemaHoldingUserTables(t *testing
 	require.False(t, tableExists(t, dir, "demo__dev", "daily_revenue"), "dev's view is gone")
 	require.NotContains(t, environmentsByName(t, dir), "dev")
 	require.Equal(t, float64(5), count(t, dir, "demo.daily_revenue"))
-}
-
-// Scenario: dev is re-promoted between the janitor's read of it (expired)
-// and its delete. The delete, pinned to the generation read, fails; the
-// janitor leaves dev, its views, its view schema and its tables alone and
-// reports it skipped.
-func TestJanitorLeavesAnEnvironmentPromotedMeanwhile(t *testing.T) {
-	t.Parallel()
-	dir := initProject(t)
-	mustRun(t, dir, "plan", "--auto-apply", "--execution-time", t0)
-	editModel(t, dir, "daily_revenue.sql", "sum(e.amount) AS revenue", "sum(e.amount) AS revenue,\n  max(e.amount) AS biggest")
-	mustRun(t, dir, "plan", "dev", "--auto-apply", "--execution-time", t0)
-	dev := statusOf(t, dir, "dev", "--execution-time", t0)
-
-	ctx := context.Background()
-	cfg, err := config.Load(dir)
-	require.NoError(t, err)
-	b, err := backend.Open(ctx, cfg, backend.Options{})
-	require.NoError(t, err)
-	g := &globals{log: slog.New(slog.DiscardHandler)}
-	after := clock0.Add(2 * week)
-	rep, err := g.janitor(ctx, b, after, janitorOptions{Grace: DefaultJanitorGrace,
-		BeforeRemove: func(ctx context.Context, e *state.Environment) error {
-			// Another deploy re-promotes dev (the same plan content, a
-			// new plan id), extending its expiry.
-			_, err := b.Store.Promote(ctx, state.PromoteParams{Environment: e.Name, ExpectedPlanID: e.PlanID,
-				PlanID: e.PlanID, Snapshots: e.Snapshots, ExpiresAt: after.Add(week), Now: after})
-			return err
-		}})
-	require.NoError(t, err)
-	require.NoError(t, b.Close())
-	require.Empty(t, rep.Environments)
-	require.Empty(t, rep.Views)
-	require.Empty(t, rep.Schemas)
-	require.Contains(t, rep.Skipped, "dev")
-	require.NotContains(t, rep.Tables, "gapless__demo.demo__daily_revenue__"+dev["demo.daily_revenue"].Version)
-
-	envs := environmentsByName(t, dir)
-	require.Equal(t, int64(2), envs["dev"].Generation)
-	require.Equal(t, after.Add(week), envs["dev"].ExpiresAt)
-	require.Equal(t, 9.0, queryRows(t, dir, "SELECT max(biggest)::DOUBLE FROM demo__dev.daily_revenue").Rows[0][0])
-}
-
-// Scenario: the janitor stops half-way through removing an expired dev (it
-// is killed after dev's row was deleted, before dev's views were dropped).
-// The next janitor finds the removal it left unfinished, drops dev's views
-// and view schema, and says so; the one after that has nothing left to do.
-func TestJanitorFinishesARemovalLeftHalfDone(t *testing.T) {
-	t.Parallel()
-	dir := initProject(t)
-	mustRun(t, dir, "plan", "--auto-apply", "--execution-time", t0)
-	editModel(t, dir, "daily_revenue.sql", "sum(e.amount) AS revenue", "sum(e.amount) AS revenue,\n  max(e.amount) AS biggest")
-	mustRun(t, dir, "plan", "dev", "--auto-apply", "--execution-time", t0)
-	require.True(t, tableExists(t, dir, "demo__dev", "daily_revenue"))
-
-	ctx := context.Background()
-	cfg, err := config.Load(dir)
-	require.NoError(t, err)
-	b, err := backend.Open(ctx, cfg, backend.Options{})
-	require.NoError(t, err)
-	g := &globals{log: slog.New(slog.DiscardHandler)}
-	after := clock0.Add(2 * week)
-	killed := errors.New("killed")
-	_, err = g.janitor(ctx, b, after, janitorOptions{Grace: DefaultJanitorGrace,
-		AfterRemove: func(context.Context, *state.Environment) error { return killed }})
-	require.ErrorIs(t, err, killed)
-	require.NoError(t, b.Close())
-	require.NotContains(t, environmentsByName(t, dir), "dev", "dev's row is gone")
-	require.True(t, tableExists(t, dir, "demo__dev", "daily_revenue"), "its views are still there")
-
-	rep := janitorAt(t, dir, after.Add(time.Hour))
-	require.Equal(t, []string{"dev"}, rep.Resumed)
-	require.Contains(t, rep.Views, "demo__dev.daily_revenue")
-	require.Contains(t, rep.Schemas, "demo__dev")
-	require.False(t, tableExists(t, dir, "demo__dev", "daily_revenue"))
-	require.Equal(t, float64(5), count(t, dir, "demo.daily_revenue"), "prod untouched")
-
-	again := janitorAt(t, dir, after.Add(2*time.Hour))
-	require.Empty(t, again.Resumed)
-	require.Empty(t, again.Views)
 }
 
 // Scenario: a breaking change moved prod's demo.daily_revenue from v1 to
