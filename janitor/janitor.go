@@ -5,10 +5,11 @@
 //
 // It is split as a reconcile from its apply: decide.go holds the pure
 // decisions (which environment is expired, which removals an earlier pass
-// left half-done, whether a saved plan is still in flight, which versions
-// are in use), plain functions over plain data tested without a store;
-// janitor.go is the executor that reads state once, asks them, and carries
-// out what they decide.
+// left half-done, whether a saved plan is still in flight, what the live
+// environments use, and, in retire, which versions are dropped, retained by
+// snapshot_ttl or dead), plain functions over plain data tested without a
+// store; janitor.go is the executor that reads state, asks them, and
+// carries out what they decide.
 package janitor
 
 import (
@@ -544,13 +545,10 @@ type planUse struct {
 	last time.Time
 }
 
-// readPlan decodes saved plan sp and reads its application history. The
-// application may still be running (active) if it is not over and its last
-// activity is within grace of exec. It is over once its finalize stage
-// finished or a stage recorded it ended (apply.StatusEnded: the plan was
-// refused), unless a stage started after that (the plan was applied
-// again). A plan that cannot be decoded is skipped (nil): its snapshots
-// are neither candidates nor protected.
+// readPlan decodes saved plan sp and reads its application history; whether
+// the application may still be running is planActivity's decision. A plan
+// that cannot be decoded is skipped (nil): its snapshots are neither
+// candidates nor protected.
 func (g *executor) readPlan(ctx context.Context, store state.Store, sp *state.Plan, exec time.Time, grace time.Duration) (*planUse, error) {
 	var pl plan.Plan
 	if err := json.Unmarshal(sp.Payload, &pl); err != nil {
