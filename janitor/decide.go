@@ -31,6 +31,23 @@ func expired(e *state.Environment, exec time.Time) bool {
 	return e.Invalidated || pastExpiry
 }
 
+// removal is what removing environment e takes down, given served, the
+// snapshots it serves by model name (each of e.Snapshots present): its
+// views, in e's snapshot order (by name), none for an EXTERNAL model
+// (gapless made no view of it), and the snapshots that stop being served.
+func removal(e *state.Environment, served map[string]*snapshot.Snapshot) (removedEnv, []*snapshot.Snapshot) {
+	r := removedEnv{name: e.Name}
+	retiring := make([]*snapshot.Snapshot, 0, len(e.Snapshots))
+	for _, ref := range e.Snapshots {
+		s := served[ref.Name]
+		retiring = append(retiring, s)
+		if s.Model.Kind != model.KindExternal {
+			r.views = append(r.views, execute.ViewTable(s, e.Name))
+		}
+	}
+	return r, retiring
+}
+
 // openRemovals returns the janitor's removals whose views were never
 // dropped (an earlier janitor stopped between deleting the environment's
 // row and dropping its views), oldest first: among evs (in id order), the

@@ -219,3 +219,20 @@ func TestRetire(t *testing.T) {
 	require.Empty(t, none.Retain)
 	require.Equal(t, model.KindView, none.Drop[slices.IndexFunc(none.Drop, func(d tableDrop) bool { return d.Key.Name == "demo.recent" })].Kind)
 }
+
+// Scenario: dev serves demo.a, demo.b and the EXTERNAL ext.src. Removing
+// it takes down dev's views of demo.a and demo.b, in name order, in dev's
+// view schema demo__dev, and no view of ext.src; all three snapshots stop
+// being served.
+func TestRemoval(t *testing.T) {
+	t.Parallel()
+	a, bb, ext := snap("demo.a", "v1", "a", model.KindFull), snap("demo.b", "v2", "a", model.KindView),
+		snap("ext.src", "v1", "a", model.KindExternal)
+	e := &state.Environment{Name: "dev", Snapshots: []state.SnapshotRef{
+		{Name: "demo.a", Version: "v1"}, {Name: "demo.b", Version: "v2"}, {Name: "ext.src", Version: "v1"}}}
+	r, retiring := removal(e, map[string]*snapshot.Snapshot{"demo.a": a, "demo.b": bb, "ext.src": ext})
+	require.Equal(t, "dev", r.name)
+	require.Equal(t, []warehouse.Table{{Schema: "demo__dev", Name: "a"}, {Schema: "demo__dev", Name: "b"}}, r.views)
+	require.Zero(t, r.removing)
+	require.Equal(t, []*snapshot.Snapshot{a, bb, ext}, retiring)
+}

@@ -5,11 +5,11 @@
 //
 // It is split as a reconcile from its apply: decide.go holds the pure
 // decisions (which environment is expired, which removals an earlier pass
-// left half-done, whether a saved plan is still in flight, what the live
-// environments use, and, in retire, which versions are dropped, retained by
-// snapshot_ttl or dead), plain functions over plain data tested without a
-// store; janitor.go is the executor that reads state, asks them, and
-// carries out what they decide.
+// left half-done, what removing an environment takes down, whether a saved
+// plan is still in flight, what the live environments use, and, in retire,
+// which versions are dropped, retained by snapshot_ttl or dead), plain
+// functions over plain data tested without a store; janitor.go is the
+// executor that reads state, asks them, and carries out what they decide.
 package janitor
 
 import (
@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/backend"
-	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/snapshot"
@@ -239,15 +238,7 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 		if err != nil {
 			return nil, fmt.Errorf("janitor: %w", err)
 		}
-		r := removedEnv{name: e.Name}
-		var retiring []*snapshot.Snapshot
-		for _, ref := range e.Snapshots { // sorted by name
-			s := snaps[ref.Name]
-			retiring = append(retiring, s)
-			if s.Model.Kind != model.KindExternal {
-				r.views = append(r.views, execute.ViewTable(s, e.Name))
-			}
-		}
+		r, retiring := removal(e, snaps)
 		if opts.BeforeRemove != nil {
 			if err := opts.BeforeRemove(ctx, e); err != nil {
 				return nil, fmt.Errorf("janitor: before deleting %s: %w", e.Name, err)
