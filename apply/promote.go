@@ -38,10 +38,10 @@ func (a *applier) promote(ctx context.Context, res *Result) error {
 		return err
 	}
 	pol := a.policy()
-	if pol.Name == policy.Lock && a.Plan.Options.NoGaps {
+	if pol.Name == policy.Lock && a.Plan.Options.Checks() {
 		return a.promoteLocked(ctx, res, cur, incumbents, pol)
 	}
-	catchUp := pol.Name == policy.CatchUp && a.Plan.Options.NoGaps
+	catchUp := pol.Name == policy.CatchUp && a.Plan.Options.Checks()
 	for round := 1; ; round++ {
 		if catchUp {
 			if err := a.catchUp(ctx, res, incumbents, round); err != nil {
@@ -92,7 +92,7 @@ func (a *applier) promoteOnce(ctx context.Context, res *Result, cur *state.Envir
 	env := a.Plan.Environment
 	var verdicts []policy.Verdict
 	var check func(context.Context, state.Reader) (state.CheckResult, error)
-	if a.Plan.Options.NoGaps {
+	if a.Plan.Options.Checks() {
 		check = func(ctx context.Context, r state.Reader) (state.CheckResult, error) {
 			var out state.CheckResult
 			var err error

@@ -134,6 +134,9 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	if err != nil {
 		return err
 	}
+	if err := plan.CheckOptions(env, opts); err != nil {
+		return usagef("--no-gaps=false: %w", err)
+	}
 	pr, cfg, parser, err := g.openProjectWithParser(ctx)
 	if err != nil {
 		return err
@@ -142,7 +145,7 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	if opts.Policy, err = pol.on(cfg.Environment(env).Policy()); err != nil {
 		return err
 	}
-	for _, w := range pol.warnings(opts.Policy, opts.NoGaps) {
+	for _, w := range pol.warnings(opts.Policy, opts.Checks()) {
 		g.log.Warn(w)
 	}
 	if err := checkModels(pr, "--select-model", f.selectModels); err != nil {
@@ -248,7 +251,7 @@ func (g *globals) checkPlan(ctx context.Context, cfg *config.Config, parser *sql
 // planOptions parses the flags into plan.Options.
 func planOptions(f planFlags) (plan.Options, error) {
 	o := plan.Options{
-		ForwardOnly: f.forwardOnly, SkipBackfill: f.skipBackfill, NoGaps: f.noGaps,
+		ForwardOnly: f.forwardOnly, SkipBackfill: f.skipBackfill, AllowGaps: !f.noGaps,
 		Restate: f.restate, Select: f.selectModels,
 	}
 	var err error
@@ -402,7 +405,7 @@ type reuseRow struct {
 func summarize(pl *plan.Plan) planSummary {
 	s := planSummary{ID: pl.ID, Environment: pl.Environment, ExecutionTime: pl.ExecutionTime, Expected: pl.Expected,
 		Added: []string{}, Removed: []string{}, Direct: []string{}, Indirect: []string{},
-		Changes: pl.Changes, Backfills: []backfillRow{}, Reuses: []reuseRow{}, Policy: summarizePolicy(pl.Options.Policy, pl.Options.NoGaps)}
+		Changes: pl.Changes, Backfills: []backfillRow{}, Reuses: []reuseRow{}, Policy: summarizePolicy(pl.Options.Policy, pl.Options.Checks())}
 	for _, r := range pl.Reuses {
 		row := reuseRow{Name: r.Name, Version: r.Version, Covered: rangeStrings(r.Covered), Complete: r.Complete, BuiltBy: r.BuiltBy}
 		if row.BuiltBy == nil {

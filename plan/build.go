@@ -62,9 +62,13 @@ type BuildParams struct {
 // environments serve it. Apply re-reads state and computes only what is
 // still missing within the backfills, never more (invariant 5).
 //
+// Options that p.Environment may not have are refused (CheckOptions).
 // Options.Categories are the operator's category choices; an unsafe one
 // fails the build with a *snapshot.ChoiceError.
 func Build(ctx context.Context, p BuildParams) (*Plan, error) {
+	if err := CheckOptions(p.Environment, p.Options); err != nil {
+		return nil, err
+	}
 	changes, err := snapshot.Categorize(p.Base, p.Next, p.Graph, p.Additive,
 		snapshot.Options{ForwardOnly: p.Options.ForwardOnly, Choices: p.Options.Categories})
 	if err != nil {
