@@ -110,17 +110,11 @@ gapless.yaml, strict when unset; --on-incumbent-advance,
 	return cmd
 }
 
-// checkEnvName refuses names that cannot be served: environment E lives in
-// schemas named schema__E.
+// checkEnvName refuses, as a usage error, names that cannot be served
+// (snapshot.CheckEnvironmentName).
 func checkEnvName(name string) error {
-	ok := name != "" && name[0] >= 'a' && name[0] <= 'z' && !strings.Contains(name, "__")
-	for _, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			ok = false
-		}
-	}
-	if !ok {
-		return usagef("bad environment name %q: use lower-case letters, digits and single underscores, starting with a letter", name)
+	if err := snapshot.CheckEnvironmentName(name); err != nil {
+		return &UsageError{Err: err}
 	}
 	return nil
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/gapless-dev/gapless/state"
 )
 
-// Prod is the production environment's name.
-const Prod = "prod"
+// Prod is the production environment's name (snapshot.Prod).
+const Prod = snapshot.Prod
 
 // BuildParams is what a plan is built from.
 type BuildParams struct {
