@@ -102,7 +102,7 @@ gapless.yaml, strict when unset; --on-incumbent-advance,
 	fl.StringArrayVar(&f.categories, "category", nil, "MODEL=CATEGORY: choose a directly modified model's category: breaking, non-breaking or forward-only (repeatable)")
 	fl.BoolVar(&f.skipBackfill, "skip-backfill", false, "do not backfill")
 	fl.BoolVar(&f.forwardOnly, "forward-only", false, "reuse the existing physical tables: changes apply from now on")
-	fl.BoolVar(&f.noGaps, "no-gaps", false, "the strict check: never promote a table with a gap (default on for prod)")
+	fl.BoolVar(&f.noGaps, "no-gaps", false, "the strict check: never promote a table with a gap (always on for prod)")
 	fl.StringVar(&f.out, "out", "", "write the plan as JSON to FILE and apply nothing")
 	fl.BoolVar(&f.autoApply, "auto-apply", false, "apply without asking")
 	fl.BoolVar(&f.asJSON, "json", false, "print a machine-readable summary")
