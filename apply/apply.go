@@ -66,6 +66,10 @@ type Hooks struct {
 	Locked func(ctx context.Context) error
 }
 
+// ErrNoReplanner: the replan policy was asked for without Params.Replan,
+// which would otherwise fail as strict does, silently.
+var ErrNoReplanner = errors.New("the replan policy needs a replanner (Params.Replan), and none was given")
+
 // Params are what Apply needs.
 type Params struct {
 	Plan   *plan.Plan
@@ -90,8 +94,8 @@ type Params struct {
 	Policy *policy.Policy
 	// Replan builds a fresh plan for the same project source and operator
 	// choices as prev, against the environment as it is at the given time
-	// (see plan.Rebuild). The replan policy needs it; without it replan
-	// fails as strict does.
+	// (see plan.Rebuild). The replan policy needs it: Apply refuses a
+	// checked plan under replan without it (ErrNoReplanner).
 	Replan func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error)
 	// Lease is how the lock policy takes and keeps its leases (TTL, wait
 	// bound, clock); the owner is set per plan.
@@ -178,19 +182,25 @@ func Apply(ctx context.Context, prm Params) (*Result, error) {
 	if prm.Workers <= 0 {
 		prm.Workers = DefaultWorkers
 	}
+	if err := plan.CheckOptions(prm.Plan.Environment, prm.Plan.Options); err != nil {
+		return nil, fmt.Errorf("apply %s: %w", prm.Plan.ID, err)
+	}
 	a := newApplier(prm)
 	pol := a.policy()
 	if err := pol.Validate(); err != nil {
 		return nil, fmt.Errorf("apply %s: %w", prm.Plan.ID, err)
 	}
+	if pol.Name == policy.Replan && prm.Plan.Options.Checks() && prm.Replan == nil {
+		return nil, fmt.Errorf("apply %s: %w", prm.Plan.ID, ErrNoReplanner)
+	}
 	res, err := a.run(ctx)
-	if pol.Name != policy.Replan || !prm.Plan.Options.NoGaps {
+	if pol.Name != policy.Replan || !prm.Plan.Options.Checks() {
 		return res, err
 	}
 	res.Attempts = []Attempt{{PlanID: prm.Plan.ID, Models: res.Models}}
 	for n := 1; ; n++ {
 		var perr *policy.Error
-		if err == nil || !errors.As(err, &perr) || !perr.OnlyAdvanced() || prm.Replan == nil {
+		if err == nil || !errors.As(err, &perr) || !perr.OnlyAdvanced() {
 			if err != nil {
 				res.Attempts[len(res.Attempts)-1].Err = err.Error()
 			}
@@ -222,7 +232,7 @@ func Apply(ctx context.Context, prm Params) (*Result, error) {
 // attempts_exhausted, which says so.
 func (a *applier) replans(err error) bool {
 	var perr *policy.Error
-	return a.policy().Name == policy.Replan && a.Plan.Options.NoGaps && a.Replan != nil &&
+	return a.policy().Name == policy.Replan && a.Plan.Options.Checks() &&
 		errors.As(err, &perr) && perr.OnlyAdvanced()
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
@@ -129,7 +128,7 @@ func (a *applier) catchUpWork(ctx context.Context, incumbents map[string]*snapsh
 		reused := served[s.Name].Version == s.Version
 		switch {
 		case above.IsEmpty() || reused:
-		case execute.IsIncremental(s.Model.Kind):
+		case s.Model.Kind.IsIncremental():
 			spec, err := schedule.ForModel(s.Model)
 			if err != nil {
 				return nil, fmt.Errorf("the schedule of %s: %w", s.Name, err)

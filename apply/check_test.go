@@ -32,7 +32,7 @@ func tryPlan(b *executetest.Bundle) (*plan.Plan, error) {
 	return plan.Build(b.Ctx, plan.BuildParams{
 		ID: "p1", Environment: plan.Prod, Next: pr.Snapshots, Graph: pr.Graph, Intervals: b.Store,
 		Additive: project.Additive(b.Ctx, b.Parser), ExecutionTime: at(2024, 1, 3, 0), Now: at(2024, 1, 3, 0),
-		Options: plan.Options{NoGaps: true},
+		Options: plan.Options{},
 	})
 }
 

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/schedule"
@@ -38,10 +37,10 @@ func (a *applier) promote(ctx context.Context, res *Result) error {
 		return err
 	}
 	pol := a.policy()
-	if pol.Name == policy.Lock && a.Plan.Options.NoGaps {
+	if pol.Name == policy.Lock && a.Plan.Options.Checks() {
 		return a.promoteLocked(ctx, res, cur, incumbents, pol)
 	}
-	catchUp := pol.Name == policy.CatchUp && a.Plan.Options.NoGaps
+	catchUp := pol.Name == policy.CatchUp && a.Plan.Options.Checks()
 	for round := 1; ; round++ {
 		if catchUp {
 			if err := a.catchUp(ctx, res, incumbents, round); err != nil {
@@ -92,7 +91,7 @@ func (a *applier) promoteOnce(ctx context.Context, res *Result, cur *state.Envir
 	env := a.Plan.Environment
 	var verdicts []policy.Verdict
 	var check func(context.Context, state.Reader) (state.CheckResult, error)
-	if a.Plan.Options.NoGaps {
+	if a.Plan.Options.Checks() {
 		check = func(ctx context.Context, r state.Reader) (state.CheckResult, error) {
 			var out state.CheckResult
 			var err error
@@ -184,7 +183,7 @@ func (a *applier) scope(incumbents map[string]*snapshot.Snapshot) []candidate {
 		repl, ok := next[inc.Name]
 		old := incumbents[inc.Name]
 		inScope := ok && old != nil && repl.Version != inc.Snapshot.Version &&
-			execute.IsIncremental(old.Model.Kind) && execute.IsIncremental(repl.Model.Kind)
+			old.Model.Kind.IsIncremental() && repl.Model.Kind.IsIncremental()
 		if inScope {
 			out = append(out, candidate{inc: inc, old: old, repl: repl})
 		}
@@ -278,7 +277,7 @@ func (a *applier) check(ctx context.Context, r state.Reader, incumbents map[stri
 			Incumbent: incSpec, Replacement: replSpec, FrontierAtPlan: c.inc.Frontier, FrontierNow: frontierNow,
 			Covered: covered[keyOf(c.repl)]}
 		for _, d := range down[c.repl.Name] {
-			if !execute.IsIncremental(d.Model.Kind) {
+			if !d.Model.Kind.IsIncremental() {
 				continue // built whole, from the parents as they are then
 			}
 			reused := served[d.Name].Version == d.Version

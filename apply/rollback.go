@@ -152,7 +152,7 @@ func RollbackPlan(ctx context.Context, p RollbackParams) (*Rollback, error) {
 	pl := &plan.Plan{
 		ID: p.ID, Environment: env, ExecutionTime: p.ExecutionTime.UTC(), CreatedAt: p.Now.UTC(),
 		Expected:  plan.Expected{PlanID: cur.PlanID, Generation: cur.Generation},
-		Options:   plan.Options{NoGaps: true, Policy: policy.Default},
+		Options:   plan.Options{Policy: policy.Default},
 		Snapshots: prev.Snapshots,
 	}
 	rb := &Rollback{Plan: pl, From: cur.PlanID, To: prev.ID}

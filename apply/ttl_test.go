@@ -21,7 +21,7 @@ func TestPromotionRecordsExpiry(t *testing.T) {
 	ttl := 7 * 24 * time.Hour
 	apply1 := func(id, env string, now time.Time, ttl time.Duration) {
 		t.Helper()
-		p := b.Plan(t, id, env, at(2024, 1, 3, 0), plan.Options{})
+		p := b.Plan(t, id, env, at(2024, 1, 3, 0), plan.Options{AllowGaps: env != plan.Prod})
 		_, err := apply.Apply(b.Ctx, apply.Params{Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
 			ProjectDir: b.Dir, Now: func() time.Time { return now }, Logger: quiet, EnvironmentTTL: ttl})
 		require.NoError(t, err)

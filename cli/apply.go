@@ -59,7 +59,7 @@ policy acted and what it accepted, caught up or replanned.`,
 				if err != nil {
 					return err
 				}
-				for _, w := range override.warnings(p, pl.Options.NoGaps) {
+				for _, w := range override.warnings(p, pl.Options.Checks()) {
 					g.log.Warn(w)
 				}
 				pol = &p

@@ -102,7 +102,7 @@ gapless.yaml, strict when unset; --on-incumbent-advance,
 	fl.StringArrayVar(&f.categories, "category", nil, "MODEL=CATEGORY: choose a directly modified model's category: breaking, non-breaking or forward-only (repeatable)")
 	fl.BoolVar(&f.skipBackfill, "skip-backfill", false, "do not backfill")
 	fl.BoolVar(&f.forwardOnly, "forward-only", false, "reuse the existing physical tables: changes apply from now on")
-	fl.BoolVar(&f.noGaps, "no-gaps", false, "the strict check: never promote a table with a gap (default on for prod)")
+	fl.BoolVar(&f.noGaps, "no-gaps", false, "the strict check: never promote a table with a gap (always on for prod)")
 	fl.StringVar(&f.out, "out", "", "write the plan as JSON to FILE and apply nothing")
 	fl.BoolVar(&f.autoApply, "auto-apply", false, "apply without asking")
 	fl.BoolVar(&f.asJSON, "json", false, "print a machine-readable summary")
@@ -110,17 +110,11 @@ gapless.yaml, strict when unset; --on-incumbent-advance,
 	return cmd
 }
 
-// checkEnvName refuses names that cannot be served: environment E lives in
-// schemas named schema__E.
+// checkEnvName refuses, as a usage error, names that cannot be served
+// (snapshot.CheckEnvironmentName).
 func checkEnvName(name string) error {
-	ok := name != "" && name[0] >= 'a' && name[0] <= 'z' && !strings.Contains(name, "__")
-	for _, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_') {
-			ok = false
-		}
-	}
-	if !ok {
-		return usagef("bad environment name %q: use lower-case letters, digits and single underscores, starting with a letter", name)
+	if err := snapshot.CheckEnvironmentName(name); err != nil {
+		return &UsageError{Err: err}
 	}
 	return nil
 }
@@ -134,6 +128,9 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	if err != nil {
 		return err
 	}
+	if err := plan.CheckOptions(env, opts); err != nil {
+		return usagef("--no-gaps=false: %w", err)
+	}
 	pr, cfg, parser, err := g.openProjectWithParser(ctx)
 	if err != nil {
 		return err
@@ -142,7 +139,7 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	if opts.Policy, err = pol.on(cfg.Environment(env).Policy()); err != nil {
 		return err
 	}
-	for _, w := range pol.warnings(opts.Policy, opts.NoGaps) {
+	for _, w := range pol.warnings(opts.Policy, opts.Checks()) {
 		g.log.Warn(w)
 	}
 	if err := checkModels(pr, "--select-model", f.selectModels); err != nil {
@@ -248,7 +245,7 @@ func (g *globals) checkPlan(ctx context.Context, cfg *config.Config, parser *sql
 // planOptions parses the flags into plan.Options.
 func planOptions(f planFlags) (plan.Options, error) {
 	o := plan.Options{
-		ForwardOnly: f.forwardOnly, SkipBackfill: f.skipBackfill, NoGaps: f.noGaps,
+		ForwardOnly: f.forwardOnly, SkipBackfill: f.skipBackfill, AllowGaps: !f.noGaps,
 		Restate: f.restate, Select: f.selectModels,
 	}
 	var err error
@@ -402,7 +399,7 @@ type reuseRow struct {
 func summarize(pl *plan.Plan) planSummary {
 	s := planSummary{ID: pl.ID, Environment: pl.Environment, ExecutionTime: pl.ExecutionTime, Expected: pl.Expected,
 		Added: []string{}, Removed: []string{}, Direct: []string{}, Indirect: []string{},
-		Changes: pl.Changes, Backfills: []backfillRow{}, Reuses: []reuseRow{}, Policy: summarizePolicy(pl.Options.Policy, pl.Options.NoGaps)}
+		Changes: pl.Changes, Backfills: []backfillRow{}, Reuses: []reuseRow{}, Policy: summarizePolicy(pl.Options.Policy, pl.Options.Checks())}
 	for _, r := range pl.Reuses {
 		row := reuseRow{Name: r.Name, Version: r.Version, Covered: rangeStrings(r.Covered), Complete: r.Complete, BuiltBy: r.BuiltBy}
 		if row.BuiltBy == nil {

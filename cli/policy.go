@@ -164,7 +164,7 @@ func summarizePolicy(p policy.Policy, checked bool) policySummary {
 
 // policyLine is the promotion policy of a plan as `plan` prints it.
 func policyLine(pl *plan.Plan) string {
-	if !pl.Options.NoGaps {
+	if !pl.Options.Checks() {
 		return fmt.Sprintf("none: no no-gap check at promotion (--no-gaps is off for %s)", pl.Environment)
 	}
 	return pl.Options.Policy.OrDefault().String()

@@ -361,6 +361,7 @@ func TestPolicyFlagsUsageErrors(t *testing.T) {
 		{[]string{"debt", "prod", "--all"}, "--all"},
 		{[]string{"debt", "a", "b"}, "takes 0 to 1 arguments"},
 		{[]string{"debt", "Bad__Env"}, "bad environment name"},
+		{[]string{"plan", "--no-gaps=false"}, "--no-gaps=false: plan for prod allows gaps: prod always runs the no-gap check at promotion"},
 	} {
 		r := runAt(t, dir, storyDeploy, tc.args...)
 		require.Equal(t, ExitUsage, r.code, "%v: %s", tc.args, r.stderr)

@@ -114,7 +114,7 @@ func (g *globals) render(ctx context.Context, name, env string, r interval.Range
 // defaultRange is the newest interval due at exec (the whole history for
 // kinds built whole).
 func defaultRange(m *model.Model, exec time.Time) (interval.Range, error) {
-	if !execute.IsIncremental(m.Kind) {
+	if !m.Kind.IsIncremental() {
 		if r, ok := execute.WholeRange(m, exec); ok {
 			return r, nil
 		}

@@ -184,7 +184,7 @@ func printOutcome(out io.Writer, pl *plan.Plan, res *apply.Result) {
 		fmt.Fprintf(out, "\nPlan %s was already promoted by an earlier apply; this one finished the later stages.\n", res.Environment.PlanID)
 		return
 	}
-	if !pl.Options.NoGaps {
+	if !pl.Options.Checks() {
 		return // no promotion check: no policy acted
 	}
 	pol := res.Policy

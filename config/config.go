@@ -44,6 +44,7 @@ import (
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/model/suggest"
 	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/snapshot"
 )
 
 // FileName is the project configuration file, at the project's root.
@@ -113,8 +114,8 @@ func (c *Config) TTL(env string) time.Duration {
 	return c.EnvironmentTTL
 }
 
-// ProdEnvironment is the environment that never expires.
-const ProdEnvironment = "prod"
+// ProdEnvironment is the environment that never expires (snapshot.Prod).
+const ProdEnvironment = snapshot.Prod
 
 // PromotionPolicy is what promotion does when the environment's incumbent
 // moved after the plan was built (see DESIGN.md and package policy).
@@ -539,9 +540,10 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 
 func (l *loader) environment(name string, raw fileEnvironment) (Environment, error) {
 	key := "environments." + name
-	if !validEnvName(name) {
-		return Environment{}, l.errAt(key, l.keyPos[key], nil,
-			"bad environment name %q: use lower-case letters, digits and single underscores, starting with a letter", name)
+	if err := snapshot.CheckEnvironmentName(name); err != nil {
+		e := l.errAt(key, l.keyPos[key], nil, "%v", err)
+		e.Err = err
+		return Environment{}, e
 	}
 	env := DefaultEnvironment
 	if raw.OnIncumbentAdvance != "" {
@@ -682,21 +684,6 @@ func (l *loader) count(key string, raw *int, def int) (int, error) {
 		return 0, l.valueErr(key, nil, "%s must not be negative, got %d", key, *raw)
 	}
 	return *raw, nil
-}
-
-// validEnvName: [a-z][a-z0-9_]* without "__", because environment E is
-// served from schemas named schema__E.
-func validEnvName(s string) bool {
-	if s == "" || s[0] < 'a' || s[0] > 'z' || strings.Contains(s, "__") {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
-			return false
-		}
-	}
-	return true
 }
 
 // ErrUnknownPolicy is wrapped by ParsePolicy's error.

@@ -206,7 +206,7 @@ func (c *checker) derive(ctx context.Context, s *snapshot.Snapshot) ([]warehouse
 		}
 		standIns = append(standIns, warehouse.CreateTableParams{Table: table, Columns: pcols})
 	}
-	madeFromDeclared := IsIncremental(m.Kind) && len(m.Columns) > 0
+	madeFromDeclared := m.Kind.IsIncremental() && len(m.Columns) > 0
 	if madeFromDeclared {
 		// A model that reads itself finds its table made from its declared
 		// columns, as Prepare makes it.

@@ -105,11 +105,6 @@ func (x *Executor) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// IsIncremental reports whether k is computed per interval.
-func IsIncremental(k model.Kind) bool {
-	return k == model.KindIncrementalByTimeRange || k == model.KindIncrementalByUniqueKey
-}
-
 // WholeRange is the range a kind built whole records when it is built at
 // exec: [Unit.Floor(model start), schedule Bound(exec)). Recording a range
 // makes "due" uniform across kinds: the scheduler rebuilds the table when
@@ -189,7 +184,7 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 		}
 		return created()
 	}
-	if cols := s.Model.Columns; len(cols) > 0 && IsIncremental(s.Model.Kind) {
+	if cols := s.Model.Columns; len(cols) > 0 && s.Model.Kind.IsIncremental() {
 		// Declared columns make the table, so that a model that reads
 		// itself finds it before its first query.
 		wcols := make([]warehouse.Column, len(cols))
@@ -299,7 +294,7 @@ func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
 		}
 		covered = got[key]
 	}
-	if w.Whole || !IsIncremental(s.Model.Kind) {
+	if w.Whole || !s.Model.Kind.IsIncremental() {
 		return x.buildWhole(ctx, w, covered)
 	}
 	todo := w.Ranges

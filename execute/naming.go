@@ -18,8 +18,9 @@ import (
 	"github.com/gapless-dev/gapless/warehouse"
 )
 
-// ProdEnvironment is the environment served by views named <schema>.<table>.
-const ProdEnvironment = "prod"
+// ProdEnvironment is the environment served by views named <schema>.<table>
+// (snapshot.Prod).
+const ProdEnvironment = snapshot.Prod
 
 // Every name built here fits in snapshot.MaxIdentBytes (63) bytes on every
 // engine, so PostgreSQL never truncates one and DuckDB and PostgreSQL
@@ -38,14 +39,9 @@ func PhysicalTable(s *snapshot.Snapshot) warehouse.Table {
 }
 
 // ViewSchema is the schema holding environment env's views of models in
-// schema: the schema itself for prod, <schema>__<env> otherwise, through
-// snapshot.FitIdent (shortened with a hash past 63 bytes).
-func ViewSchema(schema, env string) string {
-	if env == ProdEnvironment || env == "" {
-		return schema
-	}
-	return snapshot.FitIdent(schema + "__" + env)
-}
+// schema: snapshot.EnvironmentSchema, beside the environment-name rule
+// that keeps it unambiguous.
+func ViewSchema(schema, env string) string { return snapshot.EnvironmentSchema(schema, env) }
 
 // ViewTable is the view through which environment env serves s:
 // <schema>.<table> in prod, <schema>__<env>.<table> elsewhere.

@@ -24,6 +24,12 @@ const (
 	KindExternal               Kind = "EXTERNAL"
 )
 
+// IsIncremental reports whether k is computed per interval; every other
+// kind is built whole.
+func (k Kind) IsIncremental() bool {
+	return k == KindIncrementalByTimeRange || k == KindIncrementalByUniqueKey
+}
+
 // Dialect is the SQL dialect a model's query is written in.
 type Dialect string
 

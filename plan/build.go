@@ -17,8 +17,8 @@ import (
 	"github.com/gapless-dev/gapless/state"
 )
 
-// Prod is the production environment's name.
-const Prod = "prod"
+// Prod is the production environment's name (snapshot.Prod).
+const Prod = snapshot.Prod
 
 // BuildParams is what a plan is built from.
 type BuildParams struct {
@@ -62,9 +62,13 @@ type BuildParams struct {
 // environments serve it. Apply re-reads state and computes only what is
 // still missing within the backfills, never more (invariant 5).
 //
+// Options that p.Environment may not have are refused (CheckOptions).
 // Options.Categories are the operator's category choices; an unsafe one
 // fails the build with a *snapshot.ChoiceError.
 func Build(ctx context.Context, p BuildParams) (*Plan, error) {
+	if err := CheckOptions(p.Environment, p.Options); err != nil {
+		return nil, err
+	}
 	changes, err := snapshot.Categorize(p.Base, p.Next, p.Graph, p.Additive,
 		snapshot.Options{ForwardOnly: p.Options.ForwardOnly, Choices: p.Options.Categories})
 	if err != nil {

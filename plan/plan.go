@@ -87,20 +87,81 @@ type Expected struct {
 }
 
 // Options are the operator's choices, kept so that a replan can repeat them.
+//
+// The zero value is the safe path: promotion runs the no-gap check.
+// Skipping it takes an explicit AllowGaps, which the plan records and which
+// is refused for prod (CheckOptions).
 type Options struct {
-	Start        time.Time `json:"start,omitzero"`
-	End          time.Time `json:"end,omitzero"`
-	ForwardOnly  bool      `json:"forward_only,omitempty"`
-	SkipBackfill bool      `json:"skip_backfill,omitempty"`
-	NoGaps       bool      `json:"no_gaps,omitempty"`
-	Restate      []string  `json:"restate,omitempty"`
-	Select       []string  `json:"select,omitempty"`
+	Start        time.Time
+	End          time.Time
+	ForwardOnly  bool
+	SkipBackfill bool
+	// AllowGaps skips the no-gap check at promotion: the environment may
+	// be promoted with a gap. Never allowed for prod.
+	AllowGaps bool
+	Restate   []string
+	Select    []string
 	// Policy is what promotion does when the incumbent advanced after the
 	// plan was built, with its bounds; apply may override it.
-	Policy policy.Policy `json:"policy,omitzero"`
+	Policy policy.Policy
 	// Categories are the operator's category choices by model name
 	// (--category): kept so that a replan makes the same ones.
-	Categories map[string]snapshot.Choice `json:"categories,omitempty"`
+	Categories map[string]snapshot.Choice
+}
+
+// Checks reports whether promotion runs the no-gap check: always, unless
+// the plan allows gaps.
+func (o Options) Checks() bool { return !o.AllowGaps }
+
+// optionsFile is Options as plan files hold them, in every format: the
+// check is recorded as "no_gaps": true and a plan that allows gaps records
+// none. Options stays its own wire type so that the Go zero value (check)
+// and the file's absent key (no check, as every plan file has meant) can
+// differ, and a decoded file re-encodes to its own bytes (its checksum).
+type optionsFile struct {
+	Start        time.Time                  `json:"start,omitzero"`
+	End          time.Time                  `json:"end,omitzero"`
+	ForwardOnly  bool                       `json:"forward_only,omitempty"`
+	SkipBackfill bool                       `json:"skip_backfill,omitempty"`
+	NoGaps       bool                       `json:"no_gaps,omitempty"`
+	Restate      []string                   `json:"restate,omitempty"`
+	Select       []string                   `json:"select,omitempty"`
+	Policy       policy.Policy              `json:"policy,omitzero"`
+	Categories   map[string]snapshot.Choice `json:"categories,omitempty"`
+}
+
+// MarshalJSON writes o as plan files hold it (optionsFile).
+func (o Options) MarshalJSON() ([]byte, error) {
+	return json.Marshal(optionsFile{Start: o.Start, End: o.End, ForwardOnly: o.ForwardOnly, SkipBackfill: o.SkipBackfill,
+		NoGaps: !o.AllowGaps, Restate: o.Restate, Select: o.Select, Policy: o.Policy, Categories: o.Categories})
+}
+
+// UnmarshalJSON reads o from a plan file (optionsFile): a file without
+// "no_gaps": true allows gaps, as it always has. Unknown keys are refused,
+// as everywhere in a plan file.
+func (o *Options) UnmarshalJSON(b []byte) error {
+	var f optionsFile
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return fmt.Errorf("options: %w", err)
+	}
+	*o = Options{Start: f.Start, End: f.End, ForwardOnly: f.ForwardOnly, SkipBackfill: f.SkipBackfill,
+		AllowGaps: !f.NoGaps, Restate: f.Restate, Select: f.Select, Policy: f.Policy, Categories: f.Categories}
+	return nil
+}
+
+// ErrGapsInProd is wrapped by CheckOptions when a prod plan allows gaps.
+var ErrGapsInProd = errors.New("prod always runs the no-gap check at promotion")
+
+// CheckOptions refuses options an environment may not have: allowing gaps
+// (Options.AllowGaps) in prod. Build and apply both call it, so no prod
+// plan is built or promoted without the no-gap check.
+func CheckOptions(env string, o Options) error {
+	if env == Prod && o.AllowGaps {
+		return fmt.Errorf("plan for %s allows gaps: %w", env, ErrGapsInProd)
+	}
+	return nil
 }
 
 // Change is one model's categorised change.

@@ -25,7 +25,7 @@ func samplePlan() *Plan {
 	return &Plan{
 		ID: "plan-1", Environment: "prod", ExecutionTime: hour(11), CreatedAt: hour(11),
 		Expected:  Expected{PlanID: "plan-0", Generation: 3},
-		Options:   Options{NoGaps: true},
+		Options:   Options{},
 		Snapshots: []*snapshot.Snapshot{s},
 		Changes:   []Change{{Name: m.Name, Category: snapshot.Breaking, PreviousVersion: "v1", Version: "v2"}},
 		Backfills: []Backfill{{Name: m.Name, Version: "v2",
@@ -101,6 +101,7 @@ func TestDecodeReadsFormat1(t *testing.T) {
 	require.Empty(t, p.Options.Categories)
 	require.Empty(t, p.Reuses)
 	require.Len(t, p.Backfills, 3)
+	require.True(t, p.Options.AllowGaps, "a dev plan that recorded no no_gaps allows gaps, as it did")
 
 	again, err := Encode(p)
 	require.NoError(t, err)
@@ -108,4 +109,42 @@ func TestDecodeReadsFormat1(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, FormatVersion, got.Format)
 	require.Equal(t, p.Changes, got.Changes)
+}
+
+// Scenario: plan files keep their meaning while the Go zero value became
+// the safe one. Zero Options run the no-gap check and are written as
+// "no_gaps": true, as a checked plan always was; AllowGaps is written as
+// no no_gaps key, which every older plan file means too. Both read back
+// as written, and unknown option keys are refused.
+func TestOptionsKeepTheirMeaningInPlanFiles(t *testing.T) {
+	t.Parallel()
+	require.True(t, Options{}.Checks(), "the zero value checks")
+	require.False(t, Options{AllowGaps: true}.Checks())
+
+	p := samplePlan()
+	b, err := Encode(p)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"no_gaps": true`)
+	got, err := Decode(b)
+	require.NoError(t, err)
+	require.True(t, got.Options.Checks())
+
+	p.Environment = "dev"
+	p.Options.AllowGaps = true
+	b, err = Encode(p)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "no_gaps")
+	got, err = Decode(b)
+	require.NoError(t, err)
+	require.True(t, got.Options.AllowGaps)
+
+	require.Contains(t, string(b), `"options": {}`)
+	bad := bytes.Replace(b, []byte(`"options": {}`), []byte(`"options": {"allow_gapz": true}`), 1)
+	_, err = Decode(bad)
+	require.ErrorIs(t, err, ErrInvalidPlan)
+	require.ErrorContains(t, err, `unknown field "allow_gapz"`)
+
+	require.ErrorIs(t, CheckOptions(Prod, Options{AllowGaps: true}), ErrGapsInProd)
+	require.NoError(t, CheckOptions(Prod, Options{}))
+	require.NoError(t, CheckOptions("dev", Options{AllowGaps: true}))
 }

@@ -346,7 +346,7 @@ type Due struct {
 func DueWork(s *snapshot.Snapshot, spec schedule.Spec, set map[string]*snapshot.Snapshot, covered map[state.VersionKey]interval.Set, exec time.Time) Due {
 	due := spec.Missing(covered[state.VersionKey{Name: s.Name, Version: s.Version}], exec)
 	d := Due{Missing: due.Missing, Work: due.Work}
-	if d.Missing.IsEmpty() || !execute.IsIncremental(s.Model.Kind) {
+	if d.Missing.IsEmpty() || !s.Model.Kind.IsIncremental() {
 		return d
 	}
 	ready := due.Work
@@ -443,7 +443,7 @@ func runModel(ctx context.Context, p Params, x *execute.Executor, s *snapshot.Sn
 		return nil, err
 	}
 	// InOrder: a run computes what an environment serves.
-	r, err := x.Execute(ctx, execute.Work{Template: t, Ranges: due.Work, Whole: !execute.IsIncremental(s.Model.Kind), Execution: p.ExecutionTime, Fence: fence, Stop: p.Stop, InOrder: true})
+	r, err := x.Execute(ctx, execute.Work{Template: t, Ranges: due.Work, Whole: !s.Model.Kind.IsIncremental(), Execution: p.ExecutionTime, Fence: fence, Stop: p.Stop, InOrder: true})
 	if err != nil {
 		return nil, err
 	}

@@ -265,7 +265,7 @@ func (r *runner) plan(ctx context.Context, id string, exec time.Time) (*plan.Pla
 	p, err := plan.Build(ctx, plan.BuildParams{
 		ID: id, Environment: plan.Prod, Current: cur, Base: base, Next: proj.Snapshots, Graph: proj.Graph,
 		Intervals: r.store, Additive: gproject.Additive(ctx, r.parser), ExecutionTime: exec, Now: exec,
-		Options: plan.Options{NoGaps: true, Policy: r.pol},
+		Options: plan.Options{Policy: r.pol},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("planning %s: %w", id, err)

@@ -3,6 +3,8 @@ package snapshot
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/gapless-dev/gapless/model"
@@ -44,4 +46,42 @@ func FitIdent(name string) string {
 		n--
 	}
 	return name[:n] + suffix
+}
+
+// Prod is the production environment: its views are named <schema>.<table>,
+// and it never expires.
+const Prod = "prod"
+
+// EnvironmentSchema is the schema holding environment env's views of
+// models in schema: the schema itself for prod (or ""), <schema>__<env>
+// otherwise, through FitIdent (shortened with a hash past MaxIdentBytes).
+// CheckEnvironmentName keeps this naming unambiguous.
+func EnvironmentSchema(schema, env string) string {
+	if env == Prod || env == "" {
+		return schema
+	}
+	return FitIdent(schema + "__" + env)
+}
+
+// EnvironmentNameError is a name CheckEnvironmentName refuses.
+type EnvironmentNameError struct{ Name string }
+
+func (e *EnvironmentNameError) Error() string {
+	return fmt.Sprintf("bad environment name %q: use lower-case letters, digits and single underscores, starting with a letter", e.Name)
+}
+
+// CheckEnvironmentName refuses, with an *EnvironmentNameError, a name that
+// cannot be served: [a-z][a-z0-9_]* without "__", because environment E is
+// served from schemas named <schema>__E (EnvironmentSchema) and a model
+// schema never contains "__" (model.ParseFile refuses it).
+func CheckEnvironmentName(name string) error {
+	ok := name != "" && name[0] >= 'a' && name[0] <= 'z' && !strings.Contains(name, "__")
+	for i := 0; ok && i < len(name); i++ {
+		c := name[i]
+		ok = c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_'
+	}
+	if !ok {
+		return &EnvironmentNameError{Name: name}
+	}
+	return nil
 }

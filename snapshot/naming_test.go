@@ -116,3 +116,25 @@ func TestPhysicalNamesFit(t *testing.T) {
 	require.Equal(t, "gapless__demo", short.PhysicalSchema())
 	require.Equal(t, "demo__events__0a75ef46a1b2c3d4", short.PhysicalTable())
 }
+
+// The environment-name rule, beside the naming it protects: a valid name
+// gives a view schema no model schema or other environment can produce,
+// and every other name is refused with an *EnvironmentNameError.
+func TestEnvironmentNames(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"prod", "dev", "dev_2", "a", "feature_x1"} {
+		require.NoError(t, snapshot.CheckEnvironmentName(ok), ok)
+	}
+	for _, bad := range []string{"", "Prod", "2dev", "_dev", "dev__x", "dev-x", "dév"} {
+		err := snapshot.CheckEnvironmentName(bad)
+		var ne *snapshot.EnvironmentNameError
+		require.ErrorAs(t, err, &ne, "%q", bad)
+		require.Equal(t, bad, ne.Name)
+		require.EqualError(t, err, `bad environment name "`+bad+`": use lower-case letters, digits and single underscores, starting with a letter`)
+	}
+	require.Equal(t, "demo", snapshot.EnvironmentSchema("demo", snapshot.Prod))
+	require.Equal(t, "demo", snapshot.EnvironmentSchema("demo", ""))
+	require.Equal(t, "demo__dev", snapshot.EnvironmentSchema("demo", "dev"))
+	long := strings.Repeat("e", 70)
+	require.Equal(t, snapshot.FitIdent("demo__"+long), snapshot.EnvironmentSchema("demo", long))
+}

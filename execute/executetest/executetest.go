@@ -167,16 +167,13 @@ func (b *Bundle) Served(t testing.TB, env string) (map[string]*snapshot.Snapshot
 
 // Plan loads the project and builds a plan with id for env at exec, the
 // way the CLI does: a new development environment starts from prod.
-// NoGaps defaults to on for prod.
+// opts are the plan's as given: the zero value runs the no-gap check.
 func (b *Bundle) Plan(t testing.TB, id, env string, exec time.Time, opts plan.Options) *plan.Plan {
 	t.Helper()
 	pr := b.Load(t)
 	base, cur := b.Served(t, env)
 	if cur == nil && env != plan.Prod {
 		base, _ = b.Served(t, plan.Prod)
-	}
-	if env == plan.Prod {
-		opts.NoGaps = true
 	}
 	p, err := plan.Build(b.Ctx, plan.BuildParams{
 		ID: id, Environment: env, Current: cur, Base: base, Next: pr.Snapshots, Graph: pr.Graph,
