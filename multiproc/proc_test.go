@@ -111,7 +111,7 @@ type proc struct {
 func (p *project) start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	args = append(args, "--log-format", "json", "--log-level", "debug")
-	cmd := exec.Command(requireBinary(t), args...)
+	cmd := binaryCommand(t, args...)
 	cmd.Dir = p.dir
 	pr := &proc{name: name, cmd: cmd, changed: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stdout = &pr.out
