@@ -52,13 +52,24 @@ func TestMain(m *testing.M) {
 }
 
 // binaryCommand is the command that runs gapless with args as an OS
-// process (this test binary as gapless), or fails the test.
+// process (this test binary as gapless), or fails the test; under -short
+// it skips the test.
 func binaryCommand(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
+	skipShort(t)
 	if binary == "" {
 		t.Fatalf("the path of the test binary, to run it as gapless, is unknown: %v", binaryErr)
 	}
 	cmd := exec.Command(binary, args...)
 	cmd.Env = append(os.Environ(), asBinaryEnv+"=1")
 	return cmd
+}
+
+// skipShort skips t under -short (make test-short, the inner loop): it
+// runs gapless as an OS process, which the full suite covers.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: starts gapless as an OS process; make test runs it")
+	}
 }
