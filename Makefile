@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: build install services test bench bench-smoke demo fuzz
+.PHONY: build install services test test-short bench bench-smoke demo fuzz
 
 # The first build on a machine compiles every dependency, DuckDB's cgo
 # bindings and the pure-Go SQLite among them; later builds take seconds.
@@ -24,6 +24,11 @@ services:
 # The test command the README gives and CI runs; needs `make services` first.
 test:
 	$(GO) test -race -count=1 ./...
+
+# The inner loop (DEVELOPERS.md): fewer rapid checks, no test that starts
+# gapless as an OS process. CI runs `make test`.
+test-short:
+	$(GO) test -race -count=1 -short ./...
 
 # Every benchmark once, so CI notices a broken one; figures come from `make bench`.
 bench-smoke:

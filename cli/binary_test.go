@@ -12,10 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// runBinary runs the built gapless in dir and returns its exit code.
+// runBinary runs gapless as a process (binaryCommand) in dir and returns its exit code.
 func runBinary(t *testing.T, dir string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(requireBinary(t), args...)
+	cmd := binaryCommand(t, args...)
 	cmd.Dir = dir
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

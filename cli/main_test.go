@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -20,29 +19,28 @@ import (
 // locked-warehouse tests.
 const holdEnv = "GAPLESS_CLI_TEST_HOLD"
 
-// binary is the gapless command built once for the tests that run it as a
-// process; "" when the build failed (buildErr says why).
+// asBinaryEnv, when "1", turns this test binary into gapless itself: it
+// runs Main, exactly what cmd/gapless runs, and exits with its code. The
+// tests that need gapless as an OS process (exit codes, signals) start
+// this binary so, instead of building cmd/gapless a second time.
+const asBinaryEnv = "GAPLESS_TEST_AS_BINARY"
+
+// binary is this test binary's path, to start it as gapless; "" when it
+// is unknown (binaryErr says why).
 var (
-	binary   string
-	buildErr error
+	binary    string
+	binaryErr error
 )
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(holdEnv); path != "" {
 		os.Exit(hold(path))
 	}
-	dir, err := os.MkdirTemp("", "gapless-cli-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	if os.Getenv(asBinaryEnv) == "1" {
+		os.Exit(Main())
 	}
-	binary = filepath.Join(dir, "gapless")
-	out, err := exec.Command("go", "build", "-o", binary, "../cmd/gapless").CombinedOutput()
-	if err != nil {
-		binary, buildErr = "", fmt.Errorf("go build: %w: %s", err, out)
-	}
+	binary, binaryErr = os.Executable()
 	code := m.Run()
-	_ = os.RemoveAll(dir)
 	// Every command closes what it opened: no goroutine outlives the tests.
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -98,11 +96,25 @@ func startHolder(t *testing.T, path string) (release func()) {
 	return release
 }
 
-// requireBinary returns the built gapless binary or fails the test.
-func requireBinary(t *testing.T) string {
+// binaryCommand is the command that runs gapless with args as an OS
+// process (this test binary as gapless), or fails the test; under -short
+// it skips the test.
+func binaryCommand(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
+	skipShort(t)
 	if binary == "" {
-		t.Fatalf("the gapless binary was not built: %v", buildErr)
+		t.Fatalf("the path of the test binary, to run it as gapless, is unknown: %v", binaryErr)
 	}
-	return binary
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), asBinaryEnv+"=1")
+	return cmd
+}
+
+// skipShort skips t under -short (make test-short, the inner loop): it
+// runs gapless as an OS process, which the full suite covers.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: starts gapless as an OS process; make test runs it")
+	}
 }

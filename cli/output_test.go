@@ -285,7 +285,7 @@ func TestWaitingForTheWarehouseSaysSo(t *testing.T) {
 
 // Scenario: `gapless --version` and `gapless version` print the version
 // (from the build, or the -ldflags variable), the Go version and the
-// DuckDB library's, and exit 0; so does the built binary.
+// DuckDB library's, and exit 0; so does gapless run as a process.
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	for _, args := range [][]string{{"--version"}, {"version"}} {

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -71,7 +70,7 @@ func TestSchedulerDaemonProcess(t *testing.T) {
 	r := runBinary(t, dir, "plan", "--auto-apply", "--log-level", "warn")
 	require.Equal(t, 0, r.code, r.stderr)
 
-	cmd := exec.Command(requireBinary(t), "scheduler", "--listen", "127.0.0.1:0", "--tick", "1h", "--log-format", "json")
+	cmd := binaryCommand(t, "scheduler", "--listen", "127.0.0.1:0", "--tick", "1h", "--log-format", "json")
 	cmd.Dir = dir
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout

@@ -1,4 +1,5 @@
-// Package multiproc holds gapless's multi-process tests: the real binary,
+// Package multiproc holds gapless's multi-process tests: gapless (this
+// package's test binary re-executed as cli.Main, what cmd/gapless runs)
 // started as OS processes (scheduler daemons, deploys), sharing one
 // PostgreSQL database as both state store and warehouse. They check what
 // only separate processes can break: leases between daemons and deploys,
@@ -15,32 +16,32 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/gapless-dev/gapless/cli"
 )
 
-// binary is the gapless command built once for the package; "" when the
-// build failed (buildErr says why).
+// asBinaryEnv, when "1", turns this test binary into gapless itself: it
+// runs cli.Main, exactly what cmd/gapless runs, and exits with its code, so
+// the tests start this binary as their gapless processes instead of
+// building cmd/gapless a second time.
+const asBinaryEnv = "GAPLESS_TEST_AS_BINARY"
+
+// binary is this test binary's path, to start it as gapless; "" when it is
+// unknown (binaryErr says why).
 var (
-	binary   string
-	buildErr error
+	binary    string
+	binaryErr error
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gapless-multiproc-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	if os.Getenv(asBinaryEnv) == "1" {
+		os.Exit(cli.Main())
 	}
-	binary = filepath.Join(dir, "gapless")
-	out, err := exec.Command("go", "build", "-o", binary, "../cmd/gapless").CombinedOutput()
-	if err != nil {
-		binary, buildErr = "", fmt.Errorf("go build: %w: %s", err, out)
-	}
+	binary, binaryErr = os.Executable()
 	code := m.Run()
-	_ = os.RemoveAll(dir)
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -50,11 +51,25 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// requireBinary returns the built gapless binary or fails the test.
-func requireBinary(t *testing.T) string {
+// binaryCommand is the command that runs gapless with args as an OS
+// process (this test binary as gapless), or fails the test; under -short
+// it skips the test.
+func binaryCommand(t *testing.T, args ...string) *exec.Cmd {
 	t.Helper()
+	skipShort(t)
 	if binary == "" {
-		t.Fatalf("the gapless binary was not built: %v", buildErr)
+		t.Fatalf("the path of the test binary, to run it as gapless, is unknown: %v", binaryErr)
 	}
-	return binary
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), asBinaryEnv+"=1")
+	return cmd
+}
+
+// skipShort skips t under -short (make test-short, the inner loop): it
+// runs gapless as an OS process, which the full suite covers.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: starts gapless as an OS process; make test runs it")
+	}
 }

@@ -39,8 +39,12 @@ type project struct {
 	store *postgres.Store
 }
 
+// newProject copies the fixture into a temporary folder, on a fresh
+// database as both warehouse and state. Under -short (make test-short) it
+// skips the test: every test here starts real processes.
 func newProject(t *testing.T, fixture string, start time.Time) *project {
 	t.Helper()
+	skipShort(t)
 	url := pgtest.NewDatabase(t)
 	dir := t.TempDir()
 	require.NoError(t, os.CopyFS(dir, os.DirFS(filepath.Join("testdata", fixture))))
@@ -111,7 +115,7 @@ type proc struct {
 func (p *project) start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
 	args = append(args, "--log-format", "json", "--log-level", "debug")
-	cmd := exec.Command(requireBinary(t), args...)
+	cmd := binaryCommand(t, args...)
 	cmd.Dir = p.dir
 	pr := &proc{name: name, cmd: cmd, changed: make(chan struct{}), done: make(chan struct{})}
 	cmd.Stdout = &pr.out

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // funcKind says what calling a function in a select list can do to the
@@ -28,8 +29,32 @@ const (
 )
 
 // funcCatalog maps a lower-cased function name to its kind. It is built
-// once in Open from DuckDB's duckdb_functions() and never modified after.
+// from DuckDB's duckdb_functions() and never modified after.
 type funcCatalog map[string]funcKind
+
+var (
+	catalogMu sync.Mutex
+	catalog   funcCatalog // nil until loaded once
+)
+
+// processFuncCatalog returns the function catalog, read through db (a
+// fresh in-memory DuckDB) by the first Open that succeeds and shared by
+// every Parser of the process after that: a fresh database of the linked
+// DuckDB library always lists the same built-ins, and reading them costs
+// more than the rest of Open. A failed read is not cached.
+func processFuncCatalog(ctx context.Context, db *sql.DB) (funcCatalog, error) {
+	catalogMu.Lock()
+	defer catalogMu.Unlock()
+	if catalog != nil {
+		return catalog, nil
+	}
+	cat, err := loadFuncCatalog(ctx, db)
+	if err != nil {
+		return nil, err
+	}
+	catalog = cat
+	return cat, nil
+}
 
 // loadFuncCatalog reads DuckDB's built-in functions. Macros are classified
 // by the functions their bodies call, iterated to a fixpoint because macros

@@ -1,6 +1,7 @@
 package sqlparse
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -111,4 +112,19 @@ func TestRenderCanonicalFallback(t *testing.T) {
 	canon, err := p.renderCanonical(ctx, q.shape.tree, stmt)
 	require.NoError(t, err)
 	require.Equal(t, q.Canonical, canon)
+}
+
+// The function catalog is read once per process: a second Parser shares
+// the first one's (the same map), and it knows the built-ins.
+func TestOpenSharesTheFunctionCatalog(t *testing.T) {
+	t.Parallel()
+	a, err := Open()
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, a.Close()) })
+	b, err := Open()
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, b.Close()) })
+	require.Equal(t, reflect.ValueOf(a.funcs).UnsafePointer(), reflect.ValueOf(b.funcs).UnsafePointer())
+	require.Equal(t, kindAggregate, a.funcs["sum"])
+	require.Equal(t, kindSetReturning, a.funcs["unnest"])
 }

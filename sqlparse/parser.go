@@ -287,7 +287,7 @@ func Open() (*Parser, error) {
 	if p.render, err = db.PrepareContext(ctx, renderQuery); err != nil {
 		return nil, errors.Join(fmt.Errorf("sqlparse: prepare render statement: %w", err), p.Close())
 	}
-	if p.funcs, err = loadFuncCatalog(ctx, db); err != nil {
+	if p.funcs, err = processFuncCatalog(ctx, db); err != nil {
 		return nil, errors.Join(err, p.Close())
 	}
 	return p, nil

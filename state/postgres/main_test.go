@@ -35,8 +35,24 @@ type bundle struct {
 // database dropped) when t ends.
 func setup(t testing.TB) bundle {
 	t.Helper()
-	u := pgtest.NewDatabase(t)
+	u := migratedDatabase(t)
 	return bundle{store: open(t, u), url: u}
+}
+
+// migratedDatabase is a fresh database already at the newest schema
+// version: a copy of a template that Open migrated once (pgtest names it
+// after the embedded migrations' hash), which is several times faster than
+// migrating each test's database. Tests of migrating itself use
+// pgtest.NewDatabase.
+func migratedDatabase(t testing.TB) string {
+	t.Helper()
+	return pgtest.NewDatabaseFrom(t, "state_"+postgres.MigrationsDigest(), func(ctx context.Context, u string) error {
+		s, err := postgres.Open(ctx, u)
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	})
 }
 
 // open opens another store on url, closed when t ends.
