@@ -40,7 +40,7 @@ FROM generate_series(@start_ts, @end_ts, INTERVAL '1 hour') AS g(ts)`, name, add
 // deploy plans the project for env and applies it at exec.
 func deploy(t *testing.T, b *executetest.Bundle, id, env string, exec time.Time) {
 	t.Helper()
-	p := b.Plan(t, id, env, exec, plan.Options{})
+	p := b.Plan(t, id, env, exec, plan.Options{AllowGaps: env != plan.Prod}) // as the CLI: only prod is checked
 	_, err := apply.Apply(b.Ctx, apply.Params{Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
 		ProjectDir: b.Dir, Now: func() time.Time { return exec }, Logger: quiet})
 	require.NoError(t, err)
