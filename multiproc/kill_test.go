@@ -11,6 +11,7 @@ import (
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/postgres"
 )
 
 // Scenario: a daemon is killed with SIGKILL in the middle of a batch and
@@ -29,16 +30,8 @@ import (
 func TestDaemonKilledMidBatch(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	hour := time.Now().UTC().Truncate(time.Hour)
-	start, deployed := hour.Add(-2*time.Hour), hour.Add(-time.Hour)
-	p := newProject(t, "slow", start)
-	first := p.run(t, "first-deploy", "plan", "--auto-apply", "--execution-time", deployed.Format(time.RFC3339))
-	st := p.openStore(t)
-	wh := p.warehouse(t)
-	env, err := st.GetEnvironment(ctx, "prod")
-	require.NoError(t, err)
-	slow := refOf(t, env, "shop.slow").VersionKey()
-	slowLease := lease.VersionKey(slow)
+	d := deploySlowBehind(t)
+	p, st, wh, env, first, start, deployed, slow, slowLease := d.p, d.st, d.wh, d.env, d.first, d.start, d.deployed, d.slow, d.slowLease
 
 	a := p.start(t, "daemon-a", "scheduler", "prod", "--tick", "200ms", "--lease-ttl", "30s")
 	began := a.waitLog(t, "batch started for shop.slow", func(r record) bool {
@@ -99,16 +92,8 @@ func TestDaemonKilledMidBatch(t *testing.T) {
 func TestRunKilledMidBatchNextRunTakesOver(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	hour := time.Now().UTC().Truncate(time.Hour)
-	start, deployed := hour.Add(-2*time.Hour), hour.Add(-time.Hour)
-	p := newProject(t, "slow", start)
-	first := p.run(t, "first-deploy", "plan", "--auto-apply", "--execution-time", deployed.Format(time.RFC3339))
-	st := p.openStore(t)
-	wh := p.warehouse(t)
-	env, err := st.GetEnvironment(ctx, "prod")
-	require.NoError(t, err)
-	slow := refOf(t, env, "shop.slow").VersionKey()
-	slowLease := lease.VersionKey(slow)
+	d := deploySlowBehind(t)
+	p, st, wh, env, first, hour, start, deployed, slow, slowLease := d.p, d.st, d.wh, d.env, d.first, d.hour, d.start, d.deployed, d.slow, d.slowLease
 	exec := hour.Format(time.RFC3339)
 
 	a := p.start(t, "run-a", "run", "--execution-time", exec)
@@ -278,4 +263,38 @@ func rowsIn(ctx context.Context, t *testing.T, wh *pgxpool.Pool, r interval.Rang
 	var n int64
 	require.NoError(t, wh.QueryRow(ctx, "SELECT count(*) FROM shop.slow WHERE event_ts >= $1 AND event_ts < $2", r.Start, r.End).Scan(&n))
 	return n
+}
+
+// slowDeployment is prod of the "slow" fixture deployed an hour behind the
+// clock: what the kill scenarios start from.
+type slowDeployment struct {
+	p           *project
+	st          *postgres.Store
+	wh          *pgxpool.Pool
+	env         *state.Environment
+	first       *proc
+	hour, start time.Time
+	deployed    time.Time
+	slow        state.VersionKey
+	slowLease   string
+}
+
+// deploySlowBehind deploys the "slow" fixture's prod through the hour before
+// the current one (two hours of history), and names shop.slow's version and
+// its lease.
+func deploySlowBehind(t *testing.T) slowDeployment {
+	t.Helper()
+	d := slowDeployment{hour: time.Now().UTC().Truncate(time.Hour)}
+	d.start = d.hour.Add(-2 * time.Hour)
+	d.deployed = d.hour.Add(-time.Hour)
+	d.p = newProject(t, "slow", d.start)
+	d.first = d.p.run(t, "first-deploy", "plan", "--auto-apply", "--execution-time", d.deployed.Format(time.RFC3339))
+	d.st = d.p.openStore(t)
+	d.wh = d.p.warehouse(t)
+	var err error
+	d.env, err = d.st.GetEnvironment(t.Context(), "prod")
+	require.NoError(t, err)
+	d.slow = refOf(t, d.env, "shop.slow").VersionKey()
+	d.slowLease = lease.VersionKey(d.slow)
+	return d
 }
