@@ -2,7 +2,6 @@ package apply
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -23,9 +22,12 @@ import (
 //     a changed grandparent);
 //   - each model's intervals are re-read right before it starts, and only
 //     the part of the plan's ranges not yet covered is computed;
-//   - the first failure cancels every other model (an in-flight batch is
-//     rolled back and not recorded) and is the error returned; models
-//     downstream of it never start;
+//   - the first failure is the error returned and stops the rest: no model
+//     starts after it and no further batch of a running model starts, while
+//     a batch already in flight finishes and is recorded (it is not
+//     interrupted, so every batch is committed and recorded or not started);
+//     models downstream of the failure never start. Cancelling ctx still
+//     interrupts in-flight batches, which then roll back unrecorded;
 //   - a version the plan reuses instead of backfilling must still be built
 //     (checkReuses), or nothing is computed and the apply fails.
 func (a *applier) backfill(ctx context.Context, res *Result) error {
@@ -55,8 +57,14 @@ func (a *applier) runWork(ctx context.Context, backfills []plan.Backfill, exec t
 		return nil, err
 	}
 
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	// stop keeps work from starting after the first failure. It is not a
+	// cancellation of ctx: interrupting another model's in-flight statement
+	// would roll back work that is about to commit, and an interrupted
+	// DuckDB statement can keep its database instance alive after Close, so
+	// that reopening the file in the same process spins forever
+	// (duckdb/duckdb#25965).
+	stop := make(chan struct{})
+	var stopOnce sync.Once
 	done := map[string]chan struct{}{}
 	for name := range work {
 		done[name] = make(chan struct{})
@@ -74,7 +82,7 @@ func (a *applier) runWork(ctx context.Context, backfills []plan.Backfill, exec t
 			firstErr = err
 		}
 		mu.Unlock()
-		cancel(err)
+		stopOnce.Do(func() { close(stop) })
 	}
 	for _, s := range a.Plan.Snapshots {
 		b, ok := work[s.Name]
@@ -86,22 +94,32 @@ func (a *applier) runWork(ctx context.Context, backfills []plan.Backfill, exec t
 			for _, d := range deps[s.Name] {
 				select {
 				case <-done[d]:
+				case <-stop:
+					return
 				case <-ctx.Done():
 					return
 				}
 			}
 			select {
 			case sem <- struct{}{}:
+			case <-stop:
+				return
 			case <-ctx.Done():
 				return
 			}
 			defer func() { <-sem }()
+			select {
+			case <-stop:
+				return
+			default:
+			}
 			if ctx.Err() != nil {
 				return
 			}
-			r, err := a.backfillModel(ctx, b, exec, skipCovered, served[state.VersionKey{Name: b.Name, Version: b.Version}])
+			r, err := a.backfillModel(ctx, b, exec, skipCovered, served[state.VersionKey{Name: b.Name, Version: b.Version}], stop)
 			if err != nil {
 				fail(err)
+				a.emit(ctx, ModelFailed{Model: b.Name, Version: b.Version, Err: err})
 				return
 			}
 			mu.Lock()
@@ -119,9 +137,6 @@ func (a *applier) runWork(ctx context.Context, backfills []plan.Backfill, exec t
 	if firstErr != nil {
 		return out, firstErr
 	}
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return out, err
-	}
 	return out, ctx.Err()
 }
 
@@ -129,7 +144,7 @@ func (a *applier) runWork(ctx context.Context, backfills []plan.Backfill, exec t
 //
 // A version some environment serves computes its batches in order (see
 // execute.Work.InOrder); others may run them concurrently.
-func (a *applier) backfillModel(ctx context.Context, b plan.Backfill, exec time.Time, skipCovered, served bool) (ModelResult, error) {
+func (a *applier) backfillModel(ctx context.Context, b plan.Backfill, exec time.Time, skipCovered, served bool, stop <-chan struct{}) (ModelResult, error) {
 	if a.Hooks.BeforeModel != nil {
 		if err := a.Hooks.BeforeModel(ctx, b.Name); err != nil {
 			return ModelResult{}, fmt.Errorf("before-model hook for %s: %w", b.Name, err)
@@ -144,7 +159,7 @@ func (a *applier) backfillModel(ctx context.Context, b plan.Backfill, exec time.
 	}
 	a.emit(ctx, ModelStarted{Model: b.Name, Version: b.Version, Ranges: b.Ranges, Whole: b.Whole})
 	r, err := a.x.Execute(ctx, execute.Work{Template: t, Ranges: b.Ranges, Whole: b.Whole,
-		Execution: exec, SkipCovered: skipCovered, InOrder: served})
+		Execution: exec, SkipCovered: skipCovered, InOrder: served, Stop: stop})
 	if err != nil {
 		return ModelResult{}, err
 	}

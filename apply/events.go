@@ -102,6 +102,14 @@ type ModelFinished struct {
 	Skipped        interval.Set
 }
 
+// ModelFailed: a model's backfill ended with Err before it completed. Its
+// batches that committed before are recorded. Err wraps execute.ErrStopped
+// when the model stopped because another model failed first.
+type ModelFailed struct {
+	Model, Version string
+	Err            error
+}
+
 // PromotionAccepted: the environment now serves the plan at Generation,
 // under Policy, with Debts the accepted gaps (trailing-gap).
 type PromotionAccepted struct {
@@ -124,6 +132,7 @@ func (StageFailed) isEvent()       {}
 func (ModelStarted) isEvent()      {}
 func (BatchCommitted) isEvent()    {}
 func (ModelFinished) isEvent()     {}
+func (ModelFailed) isEvent()       {}
 func (PromotionAccepted) isEvent() {}
 func (PromotionRejected) isEvent() {}
 
@@ -166,6 +175,15 @@ func (e BatchCommitted) log(ctx context.Context, l *slog.Logger) {
 func (e ModelFinished) log(ctx context.Context, l *slog.Logger) {
 	l.InfoContext(ctx, "backfill finished", slog.String("model", e.Model), slog.String("version", e.Version),
 		slog.Int("batches", e.Batches), slog.Int64("rows", e.Rows), slog.String("skipped", e.Skipped.String()))
+}
+
+func (e ModelFailed) log(ctx context.Context, l *slog.Logger) {
+	msg := "backfill failed"
+	if errors.Is(e.Err, execute.ErrStopped) {
+		msg = "backfill stopped"
+	}
+	// The apply's error is returned to its caller, which reports it.
+	l.InfoContext(ctx, msg, slog.String("model", e.Model), slog.String("version", e.Version), slog.Any("error", e.Err))
 }
 
 func (e PromotionAccepted) log(ctx context.Context, l *slog.Logger) {
