@@ -32,7 +32,10 @@ import (
 	"sort"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/model"
@@ -81,8 +84,9 @@ type Params struct {
 	// Workers bounds how many models backfill at once; 0 means
 	// DefaultWorkers.
 	Workers int
-	// Now stamps state writes. Nil means time.Now.
-	Now func() time.Time
+	// Clock stamps state writes. Nil means the real clock
+	// (clockwork.NewRealClock).
+	Clock clockwork.Clock
 	// Logger receives every event; nil means slog.Default().
 	Logger *slog.Logger
 	// OnEvent, when set, receives every event, in order per model. It is
@@ -215,7 +219,7 @@ func Apply(ctx context.Context, prm Params) (*Result, error) {
 			return res, fmt.Errorf("replanning after plan %s was refused: %w (the refusal: %v)", a.Plan.ID, rerr, err)
 		}
 		a.log.InfoContext(ctx, "the scheduler advanced the incumbent; applying a fresh plan",
-			slog.String("policy", pol.String()), slog.Int("attempt", n+1), slog.String("next_plan_id", next.ID))
+			slog.String(logkey.Policy, pol.String()), slog.Int(logkey.Attempt, n+1), slog.String(logkey.NextPlan, next.ID))
 		a.appendEvents(ctx, []state.Event{{At: a.now(), Kind: state.EventReplan, Environment: a.Plan.Environment, PlanID: a.Plan.ID,
 			Reason: string(policy.IncumbentAdvanced), Data: mustJSON(map[string]any{"next_plan_id": next.ID, "attempt": n + 1})}})
 		attempts := res.Attempts
@@ -241,8 +245,8 @@ func newApplier(prm Params) *applier {
 	if base == nil {
 		base = slog.Default()
 	}
-	a := &applier{Params: prm, log: base.With(slog.String("env", prm.Plan.Environment), slog.String("plan_id", prm.Plan.ID))}
-	a.x = &execute.Executor{Engine: prm.Engine, Store: prm.Store, ProjectDir: prm.ProjectDir, Now: a.now, Logger: a.log,
+	a := &applier{Params: prm, log: base.With(slog.String(logkey.Environment, prm.Plan.Environment), slog.String(logkey.Plan, prm.Plan.ID))}
+	a.x = &execute.Executor{Engine: prm.Engine, Store: prm.Store, ProjectDir: prm.ProjectDir, Clock: a.clock(), Logger: a.log,
 		OnBatch: func(b execute.Batch) { a.emit(context.Background(), BatchCommitted{Batch: b}) }}
 	return a
 }
@@ -278,12 +282,16 @@ func (a *applier) run(ctx context.Context) (*Result, error) {
 	return res, nil
 }
 
-func (a *applier) now() time.Time {
-	if a.Now != nil {
-		return a.Now().UTC()
+// clock is Params.Clock, or the real clock when it is nil: the one place
+// an apply decides its time source; its executor gets the same clock.
+func (a *applier) clock() clockwork.Clock {
+	if a.Clock != nil {
+		return a.Clock
 	}
-	return time.Now().UTC()
+	return clockwork.NewRealClock()
 }
+
+func (a *applier) now() time.Time { return a.clock().Now().UTC() }
 
 func (a *applier) emit(ctx context.Context, e Event) {
 	e.log(ctx, a.log)
@@ -315,12 +323,12 @@ func (a *applier) runStage(ctx context.Context, stage Stage, run func(context.Co
 			// context still gets its failure recorded.
 			detail := map[string]string{"error": err.Error()}
 			if rerr := a.record(context.WithoutCancel(ctx), stage, StatusFailed, detail); rerr != nil {
-				a.log.ErrorContext(ctx, "recording a failed stage", slog.String("stage", string(stage)), slog.Any("error", rerr))
+				a.log.ErrorContext(ctx, "recording a failed stage", slog.String(logkey.Stage, string(stage)), slog.Any(logkey.Error, rerr))
 			}
 			if reason, ok := Refused(err); ok {
 				detail["reason"] = reason
 				if rerr := a.record(context.WithoutCancel(ctx), stage, StatusEnded, detail); rerr != nil {
-					a.log.ErrorContext(ctx, "recording a refused plan as ended", slog.String("stage", string(stage)), slog.Any("error", rerr))
+					a.log.ErrorContext(ctx, "recording a refused plan as ended", slog.String(logkey.Stage, string(stage)), slog.Any(logkey.Error, rerr))
 				}
 			}
 		}
@@ -373,7 +381,7 @@ func (a *applier) recordSnapshots(ctx context.Context) error {
 // no trace.
 func (a *applier) checkModels(ctx context.Context) error {
 	if err := Check(ctx, a.Plan, a.Engine, a.Parser, a.ProjectDir); err != nil {
-		a.log.DebugContext(ctx, "plan refused before its first stage", slog.Any("error", err))
+		a.log.DebugContext(ctx, "plan refused before its first stage", slog.Any(logkey.Error, err))
 		return err
 	}
 	return nil

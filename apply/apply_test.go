@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -33,13 +34,13 @@ var quiet = slog.New(slog.DiscardHandler)
 func doApply(b *executetest.Bundle, p *plan.Plan, now time.Time, hooks apply.Hooks, onEvent func(apply.Event)) (*apply.Result, error) {
 	return apply.Apply(b.Ctx, apply.Params{
 		Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser, ProjectDir: b.Dir,
-		Now: func() time.Time { return now }, Logger: quiet, Hooks: hooks, OnEvent: onEvent,
+		Clock: clockwork.NewFakeClockAt(now), Logger: quiet, Hooks: hooks, OnEvent: onEvent,
 	})
 }
 
 func runOnce(ctx context.Context, b *executetest.Bundle, env string, exec time.Time, hooks run.Hooks) (*run.Result, error) {
 	return run.Once(ctx, run.Params{Env: env, ExecutionTime: exec, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
-		ProjectDir: b.Dir, Now: func() time.Time { return exec }, Logger: quiet, Hooks: hooks})
+		ProjectDir: b.Dir, Clock: clockwork.NewFakeClockAt(exec), Logger: quiet, Hooks: hooks})
 }
 
 // firstApply applies the quickstart to prod at 2024-01-03 00:00 as plan p1.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/state"
@@ -274,7 +275,7 @@ func (a *applier) clearRestated(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("clearing restated intervals of %s: %w", b.Name, err)
 		}
-		a.log.InfoContext(ctx, "restating", slog.String("model", b.Name), slog.String("version", b.Version), slog.String("interval", ranges.String()))
+		a.log.InfoContext(ctx, "restating", slog.String(logkey.Model, b.Name), slog.String(logkey.Version, b.Version), slog.String(logkey.Interval, ranges.String()))
 	}
 	return a.record(ctx, StageBackfill, StatusRestateCleared, nil)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
@@ -44,7 +45,7 @@ func (a *applier) catchUp(ctx context.Context, res *Result, incumbents map[strin
 		return nil
 	}
 	exec := a.now()
-	a.log.InfoContext(ctx, "catching up", slog.Int("round", round), slog.Int("models", len(work)))
+	a.log.InfoContext(ctx, "catching up", slog.Int(logkey.Round, round), slog.Int(logkey.Models, len(work)))
 	if err := a.record(ctx, StageCatchUp, StatusStarted, map[string]any{"round": round, "work": work}); err != nil {
 		return err
 	}
@@ -52,7 +53,7 @@ func (a *applier) catchUp(ctx context.Context, res *Result, incumbents map[strin
 	res.CatchUp = append(res.CatchUp, CatchUpRound{Round: round, Models: models})
 	if err != nil {
 		if rerr := a.record(context.WithoutCancel(ctx), StageCatchUp, StatusFailed, map[string]any{"round": round, "error": err.Error()}); rerr != nil {
-			a.log.ErrorContext(ctx, "recording a failed catch-up", slog.Any("error", rerr))
+			a.log.ErrorContext(ctx, "recording a failed catch-up", slog.Any(logkey.Error, rerr))
 		}
 		return fmt.Errorf("catch-up round %d: %w", round, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/apply"
@@ -34,7 +35,7 @@ func TestBatchConcurrencyOnlyForVersionsNobodyServes(t *testing.T) {
 	defer cancel()
 	applyAt := func(p *plan.Plan, now time.Time) *apply.Result {
 		res, err := apply.Apply(ctx, apply.Params{Plan: p, Store: b.Store, Engine: g, Parser: b.Parser, ProjectDir: b.Dir,
-			Now: func() time.Time { return now }, Logger: quiet})
+			Clock: clockwork.NewFakeClockAt(now), Logger: quiet})
 		require.NoError(t, err)
 		return res
 	}
@@ -52,7 +53,7 @@ func TestBatchConcurrencyOnlyForVersionsNobodyServes(t *testing.T) {
 	g.SetWant(1)
 	exec := at(2024, 1, 2, 12)
 	rr, err := run.Once(ctx, run.Params{Env: plan.Prod, ExecutionTime: exec, Store: b.Store, Engine: g, Parser: b.Parser,
-		ProjectDir: b.Dir, Now: func() time.Time { return exec }, Logger: quiet})
+		ProjectDir: b.Dir, Clock: clockwork.NewFakeClockAt(exec), Logger: quiet})
 	require.NoError(t, err)
 	require.Len(t, rr.Models, 1)
 	require.Equal(t, 6, rr.Models[0].Batches)

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -51,6 +52,24 @@ const (
 	// and built nothing more. Applying the plan again starts a new
 	// application, recorded after it. See Refused.
 	StatusEnded = "ended"
+)
+
+// The messages an apply logs for its events (StageFailed and ModelFailed
+// have more than one). Tests and tools that read the log match these, not
+// copies of the text.
+const (
+	MsgStageStarted          = "stage started"
+	MsgStageFinished         = "stage finished"
+	MsgStageInterrupted      = "stage interrupted"
+	MsgStageFailedReplanning = "stage failed; the replan policy applies a fresh plan"
+	MsgStageFailed           = "stage failed"
+	MsgBackfillStarted       = "backfill started"
+	MsgBatchCommitted        = "batch committed"
+	MsgBackfillFinished      = "backfill finished"
+	MsgBackfillFailed        = "backfill failed"
+	MsgBackfillStopped       = "backfill stopped"
+	MsgPromotionAccepted     = "promotion accepted"
+	MsgPromotionRejected     = "promotion rejected"
 )
 
 // Event is one thing an apply reports. The set is closed (the types below,
@@ -137,61 +156,63 @@ func (PromotionAccepted) isEvent() {}
 func (PromotionRejected) isEvent() {}
 
 func (e StageStarted) log(ctx context.Context, l *slog.Logger) {
-	l.InfoContext(ctx, "stage started", slog.String("stage", string(e.Stage)))
+	l.InfoContext(ctx, MsgStageStarted, slog.String(logkey.Stage, string(e.Stage)))
 }
 
 func (e StageFinished) log(ctx context.Context, l *slog.Logger) {
-	l.InfoContext(ctx, "stage finished", slog.String("stage", string(e.Stage)))
+	l.InfoContext(ctx, MsgStageFinished, slog.String(logkey.Stage, string(e.Stage)))
 }
 
 func (e StageFailed) log(ctx context.Context, l *slog.Logger) {
 	if errors.Is(e.Err, context.Canceled) || errors.Is(e.Err, context.DeadlineExceeded) {
 		// Interrupted (Ctrl-C, SIGTERM): not a failure to report with its
 		// SQL; the command says what was kept and how to resume.
-		l.InfoContext(ctx, "stage interrupted", slog.String("stage", string(e.Stage)), slog.String("error", e.Err.Error()))
+		l.InfoContext(ctx, MsgStageInterrupted, slog.String(logkey.Stage, string(e.Stage)), slog.String(logkey.Error, e.Err.Error()))
 		return
 	}
 	if e.Replanning {
-		l.WarnContext(ctx, "stage failed; the replan policy applies a fresh plan", slog.String("stage", string(e.Stage)), slog.Any("error", e.Err))
+		l.WarnContext(ctx, MsgStageFailedReplanning, slog.String(logkey.Stage, string(e.Stage)), slog.Any(logkey.Error, e.Err))
 		return
 	}
 	// The failure is returned to Apply's caller, which reports it (the
 	// command line prints it as its one error message); the record is for
 	// the log's history, so it does not say the same thing twice at the
 	// default level.
-	l.InfoContext(ctx, "stage failed", slog.String("stage", string(e.Stage)), slog.Any("error", e.Err))
+	l.InfoContext(ctx, MsgStageFailed, slog.String(logkey.Stage, string(e.Stage)), slog.Any(logkey.Error, e.Err))
 }
 
 func (e ModelStarted) log(ctx context.Context, l *slog.Logger) {
-	l.InfoContext(ctx, "backfill started", slog.String("model", e.Model), slog.String("version", e.Version),
-		slog.String("interval", e.Ranges.String()), slog.Bool("whole", e.Whole))
+	l.InfoContext(ctx, MsgBackfillStarted, slog.String(logkey.Model, e.Model), slog.String(logkey.Version, e.Version),
+		slog.String(logkey.Interval, e.Ranges.String()), slog.Bool(logkey.Whole, e.Whole))
 }
 
 func (e BatchCommitted) log(ctx context.Context, l *slog.Logger) {
-	l.DebugContext(ctx, "batch committed", slog.String("model", e.Batch.Model), slog.String("version", e.Batch.Version),
-		slog.String("interval", e.Batch.Interval.String()), slog.Int64("rows", e.Batch.Rows))
+	l.DebugContext(ctx, MsgBatchCommitted, slog.String(logkey.Model, e.Batch.Model), slog.String(logkey.Version, e.Batch.Version),
+		slog.String(logkey.Interval, e.Batch.Interval.String()), slog.Int64(logkey.Rows, e.Batch.Rows))
 }
 
 func (e ModelFinished) log(ctx context.Context, l *slog.Logger) {
-	l.InfoContext(ctx, "backfill finished", slog.String("model", e.Model), slog.String("version", e.Version),
-		slog.Int("batches", e.Batches), slog.Int64("rows", e.Rows), slog.String("skipped", e.Skipped.String()))
+	l.InfoContext(ctx, MsgBackfillFinished, slog.String(logkey.Model, e.Model), slog.String(logkey.Version, e.Version),
+		slog.Int(logkey.Batches, e.Batches), slog.Int64(logkey.Rows, e.Rows), slog.String(logkey.Skipped, e.Skipped.String()))
 }
 
 func (e ModelFailed) log(ctx context.Context, l *slog.Logger) {
-	msg := "backfill failed"
+	msg := MsgBackfillFailed
 	if errors.Is(e.Err, execute.ErrStopped) {
-		msg = "backfill stopped"
+		msg = MsgBackfillStopped
 	}
 	// The apply's error is returned to its caller, which reports it.
-	l.InfoContext(ctx, msg, slog.String("model", e.Model), slog.String("version", e.Version), slog.Any("error", e.Err))
+	l.InfoContext(ctx, msg, slog.String(logkey.Model, e.Model), slog.String(logkey.Version, e.Version), slog.Any(logkey.Error, e.Err))
 }
 
+// The apply's logger carries the environment (and the plan), so the
+// promotion's records do not repeat it.
 func (e PromotionAccepted) log(ctx context.Context, l *slog.Logger) {
-	l.InfoContext(ctx, "promotion accepted", slog.String("env", e.Environment), slog.Int64("generation", e.Generation),
-		slog.String("policy", e.Policy), slog.Int("debts", len(e.Debts)))
+	l.InfoContext(ctx, MsgPromotionAccepted, slog.Int64(logkey.Generation, e.Generation),
+		slog.String(logkey.Policy, e.Policy), slog.Int(logkey.Debts, len(e.Debts)))
 }
 
 func (e PromotionRejected) log(ctx context.Context, l *slog.Logger) {
 	// Returned to the caller as a *policy.Error too, which reports it.
-	l.InfoContext(ctx, "promotion rejected", slog.String("env", e.Environment), slog.Any("error", e.Err))
+	l.InfoContext(ctx, MsgPromotionRejected, slog.Any(logkey.Error, e.Err))
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/snapshot"
@@ -40,10 +41,10 @@ func (a *applier) promoteLocked(ctx context.Context, res *Result, cur *state.Env
 	held.Keep(ctx)
 	defer func() {
 		if err := held.Release(context.WithoutCancel(ctx)); err != nil {
-			a.log.ErrorContext(ctx, "releasing the deploy's leases", slog.Any("error", err))
+			a.log.ErrorContext(ctx, "releasing the deploy's leases", slog.Any(logkey.Error, err))
 		}
 	}()
-	a.log.InfoContext(ctx, "lock policy: leases taken", slog.Int("leases", len(keys)))
+	a.log.InfoContext(ctx, "lock policy: leases taken", slog.Int(logkey.Leases, len(keys)))
 	if err := a.record(ctx, StageLock, StatusFinished, map[string]any{"leases": keys}); err != nil {
 		return err
 	}

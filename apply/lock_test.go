@@ -24,7 +24,7 @@ import (
 // and `gapless run` do. Leases and state writes read one clock, clk.
 func leasedRun(ctx context.Context, b *executetest.Bundle, exec time.Time, clk clockwork.Clock) (*run.Result, error) {
 	return run.Once(ctx, run.Params{Env: plan.Prod, ExecutionTime: exec, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
-		ProjectDir: b.Dir, Now: clk.Now, Logger: quiet,
+		ProjectDir: b.Dir, Clock: clk, Logger: quiet,
 		Leases: &lease.Options{Owner: "scheduler", Clock: clk}})
 }
 
@@ -37,7 +37,7 @@ func ownedBy(owner string) string {
 func lockApply(b *executetest.Bundle, p *plan.Plan, now time.Time, opts lease.Options, hooks apply.Hooks) (*apply.Result, error) {
 	return apply.Apply(b.Ctx, apply.Params{
 		Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser, ProjectDir: b.Dir,
-		Now: func() time.Time { return now }, Logger: quiet, Hooks: hooks, Lease: opts,
+		Clock: clockwork.NewFakeClockAt(now), Logger: quiet, Hooks: hooks, Lease: opts,
 	})
 }
 
@@ -250,7 +250,7 @@ func TestPolicyLockReleasesItsLeasesOnCancellation(t *testing.T) {
 	var held []string
 	_, err := apply.Apply(ctx, apply.Params{
 		Plan: p2, Store: b.Store, Engine: b.Engine, Parser: b.Parser, ProjectDir: b.Dir,
-		Now: func() time.Time { return at(2024, 1, 1, 11) }, Logger: quiet, Lease: lease.Options{Clock: clk, TTL: time.Hour},
+		Clock: clockwork.NewFakeClockAt(at(2024, 1, 1, 11)), Logger: quiet, Lease: lease.Options{Clock: clk, TTL: time.Hour},
 		Hooks: apply.Hooks{Locked: func(ctx context.Context) error {
 			for _, s := range p2.Snapshots {
 				k := lease.VersionKey(state.VersionKey{Name: s.Name, Version: s.Version})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/apply"
@@ -79,7 +80,7 @@ func policyApplyEvents(b *executetest.Bundle, p *plan.Plan, now time.Time, pol *
 	n := 0
 	return apply.Apply(b.Ctx, apply.Params{
 		Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser, ProjectDir: b.Dir,
-		Now: func() time.Time { return now }, Logger: quiet, Hooks: hooks, Policy: pol, OnEvent: onEvent,
+		Clock: clockwork.NewFakeClockAt(now), Logger: quiet, Hooks: hooks, Policy: pol, OnEvent: onEvent,
 		Replan: func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
 			n++
 			return plan.Rebuild(ctx, plan.RebuildParams{Prev: prev, ID: fmt.Sprintf("%s-r%d", p.ID, n), Store: b.Store,

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/apply"
@@ -52,7 +52,7 @@ func TestBackfillPoolHandsOutEachBatchOnce(t *testing.T) {
 			)
 			_, err := apply.Apply(b.Ctx, apply.Params{
 				Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser, ProjectDir: b.Dir, Workers: workers,
-				Logger: quiet, Now: func() time.Time { return at(2024, 1, 3, 0) },
+				Logger: quiet, Clock: clockwork.NewFakeClockAt(at(2024, 1, 3, 0)),
 				Hooks: apply.Hooks{BeforeModel: func(_ context.Context, model string) error {
 					mu.Lock()
 					defer mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/schedule"
@@ -29,7 +30,7 @@ func (a *applier) promote(ctx context.Context, res *Result) error {
 	}
 	if cur != nil && !cur.Invalidated && cur.PlanID == a.Plan.ID {
 		res.Environment, res.AlreadyPromoted = cur, true
-		a.log.InfoContext(ctx, "plan already promoted; resuming after promotion", slog.Int64("generation", cur.Generation))
+		a.log.InfoContext(ctx, "plan already promoted; resuming after promotion", slog.Int64(logkey.Generation, cur.Generation))
 		return nil
 	}
 	incumbents, err := a.incumbentSnapshots(ctx)
@@ -56,7 +57,7 @@ func (a *applier) promote(ctx context.Context, res *Result) error {
 			return a.exhausted(ctx, perr, round)
 		}
 		a.log.InfoContext(ctx, "the scheduler advanced the incumbent again; catching up once more",
-			slog.String("policy", pol.String()), slog.Int("round", round))
+			slog.String(logkey.Policy, pol.String()), slog.Int(logkey.Round, round))
 	}
 }
 
@@ -114,7 +115,7 @@ func (a *applier) promoteOnce(ctx context.Context, res *Result, cur *state.Envir
 			a.recordVerdicts(ctx, []policy.Verdict{v})
 			// Another plan won after the check stage: say which, as the
 			// check stage does. The store's error is logged, not shown.
-			a.log.DebugContext(ctx, "promotion compare-and-swap failed", slog.Any("error", err))
+			a.log.DebugContext(ctx, "promotion compare-and-swap failed", slog.Any(logkey.Error, err))
 			now, rerr := a.Store.GetEnvironment(ctx, env)
 			if rerr != nil && !errors.Is(rerr, state.ErrNotFound) {
 				return fmt.Errorf("%s: %w (and re-reading %s failed: %v)", v.Explain(), err, env, rerr)
@@ -336,13 +337,13 @@ func (a *applier) recordVerdicts(ctx context.Context, vs []policy.Verdict) {
 // suffix, advances, bound (and child for downstream_covered).
 func logVerdict(ctx context.Context, l *slog.Logger, v policy.Verdict) {
 	attrs := []slog.Attr{
-		slog.String("model", v.Model), slog.String("policy", v.Policy), slog.String("reason", string(v.Reason)),
-		slog.Bool("accepted", v.Accepted),
-		slog.Time("frontier_at_plan", v.FrontierAtPlan), slog.Time("frontier_now", v.FrontierNow),
-		slog.String("suffix", rangeText(v)), slog.Int("advances", v.Advances), slog.Int("bound", v.Bound),
+		slog.String(logkey.Model, v.Model), slog.String(logkey.Policy, v.Policy), slog.String(logkey.Reason, string(v.Reason)),
+		slog.Bool(logkey.Accepted, v.Accepted),
+		slog.Time(logkey.FrontierAtPlan, v.FrontierAtPlan), slog.Time(logkey.FrontierNow, v.FrontierNow),
+		slog.String(logkey.Suffix, rangeText(v)), slog.Int(logkey.Advances, v.Advances), slog.Int(logkey.Bound, v.Bound),
 	}
 	if v.Child != "" {
-		attrs = append(attrs, slog.String("child", v.Child))
+		attrs = append(attrs, slog.String(logkey.Child, v.Child))
 	}
 	// Info either way: a rejection is returned to the caller (in a
 	// *policy.Error), which reports it.
@@ -399,7 +400,7 @@ func (a *applier) appendEvents(ctx context.Context, evs []state.Event) {
 		return
 	}
 	if _, err := a.Store.AppendEvents(context.WithoutCancel(ctx), evs...); err != nil {
-		a.log.ErrorContext(ctx, "recording promotion events", slog.Any("error", err))
+		a.log.ErrorContext(ctx, "recording promotion events", slog.Any(logkey.Error, err))
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/state"
@@ -148,7 +149,7 @@ func (a *applier) staleError(ctx context.Context, cur *state.Environment) *Stale
 	evs, err := a.Store.ListEvents(ctx, state.EventFilter{Kinds: []string{state.EventPromotionAccepted},
 		Environment: cur.Name, PlanID: cur.PlanID})
 	if err != nil {
-		a.log.WarnContext(ctx, "reading who promoted the current plan", slog.String("current_plan_id", cur.PlanID), slog.Any("error", err))
+		a.log.WarnContext(ctx, "reading who promoted the current plan", slog.String(logkey.CurrentPlan, cur.PlanID), slog.Any(logkey.Error, err))
 		return e
 	}
 	for _, ev := range evs {

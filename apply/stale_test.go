@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/apply"
@@ -26,7 +27,7 @@ func actorApply(b *executetest.Bundle, p *plan.Plan, now time.Time, actor string
 		hooks.BeforeModel = func(_ context.Context, m string) error { return errors.New("backfill of " + m + " started") }
 	}
 	_, err := apply.Apply(b.Ctx, apply.Params{Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser, ProjectDir: b.Dir,
-		Now: func() time.Time { return now }, Logger: quiet, OnEvent: c.onEvent, Hooks: hooks, Actor: actor})
+		Clock: clockwork.NewFakeClockAt(now), Logger: quiet, OnEvent: c.onEvent, Hooks: hooks, Actor: actor})
 	return &c, err
 }
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/apply"
@@ -70,7 +70,7 @@ func TestFirstFailureLetsInFlightBatchesFinishAndStartsNoMore(t *testing.T) {
 	)
 	_, err := apply.Apply(b.Ctx, apply.Params{
 		Plan: p, Store: b.Store, Engine: g, Parser: b.Parser, ProjectDir: b.Dir, Workers: 2,
-		Now: func() time.Time { return exec }, Logger: quiet,
+		Clock: clockwork.NewFakeClockAt(exec), Logger: quiet,
 		OnEvent: func(e apply.Event) {
 			mf, ok := e.(apply.ModelFailed)
 			if !ok {

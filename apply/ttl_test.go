@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/apply"
@@ -23,7 +24,7 @@ func TestPromotionRecordsExpiry(t *testing.T) {
 		t.Helper()
 		p := b.Plan(t, id, env, at(2024, 1, 3, 0), plan.Options{AllowGaps: env != plan.Prod})
 		_, err := apply.Apply(b.Ctx, apply.Params{Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
-			ProjectDir: b.Dir, Now: func() time.Time { return now }, Logger: quiet, EnvironmentTTL: ttl})
+			ProjectDir: b.Dir, Clock: clockwork.NewFakeClockAt(now), Logger: quiet, EnvironmentTTL: ttl})
 		require.NoError(t, err)
 	}
 	apply1("p1", plan.Prod, at(2024, 1, 3, 0), ttl)

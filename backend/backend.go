@@ -18,7 +18,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/gapless-dev/gapless/config"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/state"
 	pgstate "github.com/gapless-dev/gapless/state/postgres"
 	"github.com/gapless-dev/gapless/state/sqlite"
@@ -29,8 +32,8 @@ import (
 
 // ErrLocked is wrapped by Open's error when another process holds the DuckDB
 // warehouse file for longer than Options.LockWait. It is the same sentinel
-// as duckdb.ErrLocked, so either may be tested with errors.Is.
-var ErrLocked = duckdb.ErrLocked
+// as warehouse.ErrLocked, so either may be tested with errors.Is.
+var ErrLocked = warehouse.ErrLocked
 
 // ErrUnsupported is wrapped by Open's error when a connection names a driver
 // that cannot play the role asked of it (a SQLite warehouse, a DuckDB state
@@ -44,7 +47,7 @@ type Options struct {
 	// means fail at once.
 	LockWait time.Duration
 	// Clock paces the lock wait (nil: the real clock). Tests inject one.
-	Clock duckdb.Clock
+	Clock clockwork.Clock
 	// OnLockWait, when set, is called once when opening a DuckDB warehouse
 	// has waited duckdb.WaitNotice for another process holding the file.
 	OnLockWait func(path string, waited time.Duration)
@@ -75,7 +78,7 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Backend, erro
 	if err != nil {
 		return nil, err
 	}
-	log.Debug("state store opened", "state", cfg.State.String())
+	log.Debug("state store opened", logkey.State, cfg.State.String())
 	b := &Backend{Store: store, Config: cfg}
 	if opts.StateOnly {
 		return b, nil
@@ -83,11 +86,11 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Backend, erro
 	engine, err := OpenEngine(ctx, cfg.Warehouse, opts)
 	if err != nil {
 		if cerr := store.Close(); cerr != nil {
-			log.Warn("closing the state store after a failed open", "state", cfg.State.String(), "error", cerr)
+			log.Warn("closing the state store after a failed open", logkey.State, cfg.State.String(), logkey.Error, cerr)
 		}
 		return nil, err
 	}
-	log.Debug("warehouse opened", "warehouse", cfg.Warehouse.String())
+	log.Debug("warehouse opened", logkey.Warehouse, cfg.Warehouse.String())
 	b.Engine = engine
 	return b, nil
 }
@@ -124,7 +127,7 @@ func OpenEngine(ctx context.Context, conn config.Conn, opts Options) (warehouse.
 			}
 		}
 		e, err := duckdb.Open(ctx, conn.Path, duckdb.Options{LockWait: opts.LockWait, Clock: opts.Clock, OnWait: opts.OnLockWait})
-		if errors.Is(err, duckdb.ErrLocked) {
+		if errors.Is(err, warehouse.ErrLocked) {
 			return nil, &LockedError{Path: conn.Path, Err: err}
 		}
 		if err != nil {

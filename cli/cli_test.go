@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 )
 
@@ -23,7 +24,7 @@ func run(t *testing.T, wd string, args ...string) result {
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), args, Env{
 		Stdout: &out, Stderr: &errb,
-		Now:   func() time.Time { return time.Date(2024, 3, 1, 10, 30, 0, 0, time.UTC) },
+		Clock: clockwork.NewFakeClockAt(time.Date(2024, 3, 1, 10, 30, 0, 0, time.UTC)),
 		Getwd: func() (string, error) { return wd, nil },
 	})
 	return result{code, out.String(), errb.String()}

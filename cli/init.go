@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gapless-dev/gapless/examples"
+	"github.com/gapless-dev/gapless/internal/logkey"
 )
 
 func newInitCmd(g *globals) *cobra.Command {
@@ -43,7 +44,7 @@ and names the file. Then, in DIR:
 			if err != nil {
 				return err
 			}
-			g.log.Debug("project written", "project", dir, "files", n)
+			g.log.Debug("project written", logkey.Project, dir, logkey.Files, n)
 			fmt.Fprintf(g.env.Stdout, "Wrote the example project to %s (%d files).\n\nNext:\n  cd %s\n  gapless plan --auto-apply\n  gapless run\n  gapless status\n",
 				dir, n, dir)
 			return nil

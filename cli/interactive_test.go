@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,7 +21,7 @@ func runTerminal(t *testing.T, wd, stdin string, args ...string) result {
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), args, Env{
 		Stdout: &out, Stderr: &errb, Stdin: strings.NewReader(stdin),
-		Now:         func() time.Time { return time.Date(2024, 3, 1, 10, 30, 0, 0, time.UTC) },
+		Clock:       clockwork.NewFakeClockAt(time.Date(2024, 3, 1, 10, 30, 0, 0, time.UTC)),
 		Getwd:       func() (string, error) { return wd, nil },
 		Interactive: true, StderrTerminal: true,
 	})

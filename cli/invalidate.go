@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -40,7 +41,7 @@ func newInvalidateCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("invalidating %s: %w", env, err)
 			}
-			g.log.Info("environment invalidated", "environment", env)
+			g.log.Info("environment invalidated", logkey.Environment, env)
 			fmt.Fprintf(g.env.Stdout, "Invalidated %s; run gapless janitor to remove its views and tables.\n", env)
 			return nil
 		},

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/mattn/go-isatty"
 )
@@ -23,7 +22,6 @@ func Main() int {
 		Stdout:         os.Stdout,
 		Stderr:         os.Stderr,
 		Stdin:          os.Stdin,
-		Now:            time.Now,
 		Getwd:          os.Getwd,
 		Interactive:    terminal(os.Stdin) && terminal(os.Stdout),
 		StderrTerminal: terminal(os.Stderr),

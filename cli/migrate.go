@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gapless-dev/gapless/internal/logkey"
 )
 
 func newMigrateCmd(g *globals) *cobra.Command {
@@ -26,7 +28,7 @@ newer gapless is refused and left untouched.`,
 			if err != nil {
 				return fmt.Errorf("reading the schema version: %w", err)
 			}
-			g.log.Info("state store migrated", "state", cfg.State.String(), "schema_version", v)
+			g.log.Info("state store migrated", logkey.State, cfg.State.String(), logkey.SchemaVersion, v)
 			fmt.Fprintf(g.env.Stdout, "State store %s is at schema version %d.\n", cfg.State.String(), v)
 			return nil
 		},

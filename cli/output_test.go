@@ -12,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/execute"
 )
 
 // lines splits output into its lines, without the empty last one.
@@ -52,7 +55,7 @@ func TestFirstDeployStderrHasNoPerBatchLines(t *testing.T) {
 	dir := initProject(t)
 	r := run(t, dir, "plan", "--auto-apply")
 	require.Equal(t, ExitOK, r.code, r.stderr)
-	require.NotContains(t, r.stderr, "batch committed")
+	require.NotContains(t, r.stderr, execute.MsgBatchCommitted)
 	require.LessOrEqual(t, len(lines(r.stderr)), 2, "stderr:\n%s", r.stderr)
 
 	done := backfilled(t, r.stdout)
@@ -72,7 +75,7 @@ func TestFirstDeployStderrHasNoPerBatchLines(t *testing.T) {
 	for _, flag := range []string{"--log-level=info", "-v"} {
 		r := run(t, initProject(t), "plan", "--auto-apply", flag)
 		require.Equal(t, ExitOK, r.code, r.stderr)
-		require.Equal(t, int(batches), strings.Count(r.stderr, `msg="batch committed"`), flag)
+		require.Equal(t, int(batches), strings.Count(r.stderr, `msg="`+execute.MsgBatchCommitted+`"`), flag)
 	}
 }
 
@@ -107,7 +110,7 @@ func (c *cancelAt) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := string(p)
-	if strings.Contains(s, `msg="batch started"`) && strings.Contains(s, "model="+c.model+" ") {
+	if strings.Contains(s, `msg="`+execute.MsgBatchStarted+`"`) && strings.Contains(s, "model="+c.model+" ") {
 		if c.seen++; c.seen == c.n {
 			c.cancel()
 		}
@@ -131,7 +134,7 @@ func interruptAt(t *testing.T, dir string, args ...string) (int, string, string)
 	stderr := &cancelAt{model: "demo.events", n: 4, cancel: cancel}
 	var stdout bytes.Buffer
 	code := Run(ctx, append(args, "--log-level", "debug"), Env{
-		Stdout: &stdout, Stderr: stderr, Now: func() time.Time { return testNow },
+		Stdout: &stdout, Stderr: stderr, Clock: clockwork.NewFakeClockAt(testNow),
 		Getwd: func() (string, error) { return dir, nil },
 	})
 	return code, stdout.String(), stderr.String()
@@ -151,7 +154,7 @@ func TestCtrlCDuringBackfillSaysHowToResume(t *testing.T) {
 		require.Equal(t, ExitFailure, code, out)
 		require.NotContains(t, stdout, "failed")
 		require.NotContains(t, out, "level=WARN", "an interruption is not a failure, not even of one model")
-		committed := strings.Count(out, `level=INFO msg="batch committed"`) // execute's, once per batch
+		committed := strings.Count(out, `level=INFO msg="`+execute.MsgBatchCommitted+`"`) // execute's, once per batch
 		require.GreaterOrEqual(t, committed, 3)
 		last := lines(out)[len(lines(out))-1]
 		require.Equal(t, "gapless: interrupted: "+strconv.Itoa(committed)+" batches committed and kept; run the same command again to resume", last)
@@ -236,19 +239,20 @@ func TestStatusFits120Columns(t *testing.T) {
 }
 
 // waitClock is a lock-wait clock that advances only when the command
-// sleeps, and calls onSleep with the time waited after each sleep.
+// sleeps (a clockwork fake whose timers fire as soon as they are made,
+// having advanced the clock), and calls onSleep with the time waited after
+// each sleep.
 type waitClock struct {
-	now     time.Time
+	*clockwork.FakeClock
 	start   time.Time
 	onSleep func(waited time.Duration)
 }
 
-func (c *waitClock) Now() time.Time { return c.now }
-
-func (c *waitClock) Sleep(ctx context.Context, d time.Duration) error {
-	c.now = c.now.Add(d)
-	c.onSleep(c.now.Sub(c.start))
-	return ctx.Err()
+func (c *waitClock) NewTimer(d time.Duration) clockwork.Timer {
+	t := c.FakeClock.NewTimer(d)
+	c.Advance(d)
+	c.onSleep(c.Now().Sub(c.start))
+	return t
 }
 
 // Scenario: `gapless query` starts while another process holds the
@@ -264,14 +268,14 @@ func TestWaitingForTheWarehouseSaysSo(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	var saidAfter time.Duration
-	clock := &waitClock{now: start, start: start, onSleep: func(waited time.Duration) {
+	clock := &waitClock{FakeClock: clockwork.NewFakeClockAt(start), start: start, onSleep: func(waited time.Duration) {
 		if saidAfter == 0 && strings.Contains(stderr.String(), "waiting for the warehouse") {
 			saidAfter = waited
 			release() // the other process finishes
 		}
 	}}
 	code := Run(context.Background(), []string{"query", "SELECT count(*) AS n FROM demo.customers"}, Env{
-		Stdout: &stdout, Stderr: &stderr, Now: func() time.Time { return testNow },
+		Stdout: &stdout, Stderr: &stderr, Clock: clockwork.NewFakeClockAt(testNow),
 		Getwd: func() (string, error) { return dir, nil }, WaitClock: clock,
 	})
 	require.Equal(t, ExitOK, code, stderr.String())

@@ -19,6 +19,7 @@ import (
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/config"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/project"
@@ -163,7 +164,7 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	if err := g.checkPlan(ctx, cfg, parser, pr.Dir, pl); err != nil {
 		return err
 	}
-	g.log.Debug("plan built", "plan", pl.ID, "environment", env, "changes", len(pl.Changes), "backfills", len(pl.Backfills))
+	g.log.Debug("plan built", logkey.Plan, pl.ID, logkey.Environment, env, logkey.Changes, len(pl.Changes), logkey.Backfills, len(pl.Backfills))
 
 	if f.out != "" {
 		data, err := plan.Encode(pl)

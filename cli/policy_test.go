@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/internal/pgtest"
@@ -36,7 +37,7 @@ func runAt(t *testing.T, wd, now string, args ...string) result {
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), append(append([]string(nil), args...), "--execution-time", now), Env{
 		Stdout: &out, Stderr: &errb,
-		Now:   func() time.Time { return clock },
+		Clock: clockwork.NewFakeClockAt(clock),
 		Getwd: func() (string, error) { return wd, nil },
 	})
 	return result{code, out.String(), errb.String()}

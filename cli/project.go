@@ -9,8 +9,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/config"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/project"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/warehouse"
@@ -58,7 +61,7 @@ func (g *globals) openProjectWithParser(ctx context.Context) (*project.Project, 
 		p.Close()
 		return nil, nil, nil, err
 	}
-	g.log.Debug("project loaded", "project", root, "models", len(pr.Models))
+	g.log.Debug("project loaded", logkey.Project, root, logkey.Models, len(pr.Models))
 	return pr, cfg, p, nil
 }
 
@@ -96,7 +99,7 @@ func (g *globals) openBackend(ctx context.Context, cfg *config.Config, stateOnly
 	if err != nil {
 		return nil, err
 	}
-	g.log.Debug("backend opened", "state", cfg.State.String(), "warehouse", cfg.Warehouse.String())
+	g.log.Debug("backend opened", logkey.State, cfg.State.String(), logkey.Warehouse, cfg.Warehouse.String())
 	return b, nil
 }
 
@@ -106,7 +109,7 @@ func (g *globals) openEngine(ctx context.Context, cfg *config.Config) (warehouse
 	if err != nil {
 		return nil, err
 	}
-	g.log.Debug("warehouse opened", "warehouse", cfg.Warehouse.String())
+	g.log.Debug("warehouse opened", logkey.Warehouse, cfg.Warehouse.String())
 	return e, nil
 }
 
@@ -116,7 +119,7 @@ func (g *globals) backendOptions(stateOnly bool) backend.Options {
 	return backend.Options{LockWait: g.duckdbLockWait(), Clock: g.env.WaitClock, Log: g.log, StateOnly: stateOnly,
 		OnLockWait: func(path string, _ time.Duration) {
 			g.say(fmt.Sprintf("waiting for the warehouse, held by another process: %s (up to --lock-wait %s)", path, g.lockWait),
-				"path", path, "lock_wait", g.lockWait)
+				logkey.Path, path, logkey.LockWaitMS, g.lockWait.Milliseconds())
 		}}
 }
 
@@ -144,7 +147,7 @@ func (g *globals) duckdbLockWait() time.Duration {
 // command that succeeded still fails when its state could not be closed.
 func (g *globals) closeBackend(b *backend.Backend, errp *error) {
 	if err := b.Close(); err != nil {
-		g.log.Warn("closing the backend", "error", err)
+		g.log.Warn("closing the backend", logkey.Error, err)
 		*errp = errors.Join(*errp, err)
 	}
 }
@@ -162,9 +165,18 @@ func (g *globals) path(name string) (string, error) {
 	return filepath.Join(wd, name), nil
 }
 
+// clock is Env.Clock, or the real clock when it is nil: the one place the
+// command line decides its time source.
+func (g *globals) clock() clockwork.Clock {
+	if g.env.Clock != nil {
+		return g.env.Clock
+	}
+	return clockwork.NewRealClock()
+}
+
 // now is the wall clock for records (created_at, promoted_at); the
 // execution time is execTime.
-func (g *globals) now() time.Time { return g.env.Now().UTC() }
+func (g *globals) now() time.Time { return g.clock().Now().UTC() }
 
 // open reads the project's config and opens the backends it names (only the
 // state store when stateOnly): the first step of every command that touches

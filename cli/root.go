@@ -15,13 +15,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/spf13/cobra"
 
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/model/suggest"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
-	"github.com/gapless-dev/gapless/warehouse/duckdb"
 )
 
 // Exit codes.
@@ -38,7 +38,9 @@ type Env struct {
 	Stderr io.Writer
 	// Stdin answers the plan's confirmation prompt; nil reads nothing.
 	Stdin io.Reader
-	Now   func() time.Time
+	// Clock is the wall clock for records (created_at, promoted_at) and the
+	// default execution time; nil is the real clock (see globals.clock).
+	Clock clockwork.Clock
 	Getwd func() (string, error)
 	// Interactive says that stdin and stdout are a terminal: plan then asks
 	// before applying. Tests leave it false.
@@ -49,7 +51,7 @@ type Env struct {
 	// WaitClock paces waiting for a DuckDB warehouse file another process
 	// holds (--lock-wait); nil is the real clock. Tests inject one so that
 	// they wait without sleeping.
-	WaitClock duckdb.Clock
+	WaitClock clockwork.Clock
 }
 
 // UsageError is a mistake in how a command was called (unknown flag, bad
@@ -80,7 +82,7 @@ type globals struct {
 // Every command takes it so that time is injectable.
 func (g *globals) execTime() (time.Time, error) {
 	if g.executionTime == "" {
-		return g.env.Now().UTC(), nil
+		return g.now(), nil
 	}
 	t, err := model.ParseTime(g.executionTime)
 	if err != nil {

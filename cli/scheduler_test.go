@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/scheduler"
 )
 
 // Scenario: prod is deployed at t0. `scheduler --once` at t1 runs the five
@@ -98,10 +100,10 @@ func TestSchedulerDaemonProcess(t *testing.T) {
 		case rec, ok := <-records:
 			require.True(t, ok, "the daemon exited early")
 			switch rec["msg"] {
-			case "serving /healthz and /metrics":
+			case scheduler.MsgServing:
 				addr, _ = rec["addr"].(string)
-			case "scheduler tick":
-				require.Equal(t, "prod", rec["env"])
+			case scheduler.MsgTick:
+				require.Equal(t, "prod", rec["environment"])
 				require.NotContains(t, rec, "error")
 				ticked = true
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
@@ -55,7 +56,7 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 	var committed atomic.Int64
 	res, err := apply.Apply(ctx, apply.Params{
 		Plan: pl, Store: b.Store, Engine: b.Engine, Parser: parser, ProjectDir: projectDir,
-		Now: g.now, Logger: g.progressLogger(bars),
+		Clock: g.clock(), Logger: g.progressLogger(bars),
 		OnEvent: func(e apply.Event) {
 			if _, ok := e.(apply.BatchCommitted); ok {
 				committed.Add(1)
@@ -90,7 +91,7 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 	}
 	printOutcome(out, pl, res)
 	if res.Environment != nil {
-		g.log.Info("plan applied", "plan", res.Environment.PlanID, "environment", pl.Environment, "generation", res.Environment.Generation)
+		g.log.Info("plan applied", logkey.Plan, res.Environment.PlanID, logkey.Environment, pl.Environment, logkey.Generation, res.Environment.Generation)
 	}
 	return res, nil
 }
@@ -302,7 +303,7 @@ func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projec
 	res, err := runner.Once(ctx, runner.Params{
 		Env: env, ExecutionTime: exec, Select: selected,
 		Store: b.Store, Engine: b.Engine, Parser: parser, ProjectDir: projectDir,
-		Now: g.now, Logger: g.log,
+		Clock: g.clock(), Logger: g.log,
 		OnBatch: func(execute.Batch) { committed.Add(1) },
 		// Take each version's lease as a scheduler daemon does: a version a
 		// deploy (lock policy) or a daemon holds is deferred, not raced.

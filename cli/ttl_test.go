@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/apply"
@@ -20,7 +21,7 @@ import (
 )
 
 // Wall-clock times of the TTL stories: promotions are stamped with the
-// clock (Env.Now), the janitor acts at --execution-time.
+// clock (Env.Clock), the janitor acts at --execution-time.
 var (
 	clock0 = time.Date(2024, 3, 1, 10, 30, 0, 0, time.UTC) // run's fixed clock
 	clock1 = time.Date(2024, 3, 3, 9, 0, 0, 0, time.UTC)
@@ -33,7 +34,7 @@ func runClock(t *testing.T, now time.Time, wd string, args ...string) result {
 	var out, errb bytes.Buffer
 	code := Run(context.Background(), args, Env{
 		Stdout: &out, Stderr: &errb,
-		Now:   func() time.Time { return now },
+		Clock: clockwork.NewFakeClockAt(now),
 		Getwd: func() (string, error) { return wd, nil },
 	})
 	return result{code, out.String(), errb.String()}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/execute"
@@ -113,7 +114,7 @@ func measureBackfill(b *testing.B, bu *executetest.Bundle, eng warehouse.Engine,
 	require.NoError(b, err)
 	tpl := tpls["bench.hourly"]
 	exec := at(2024, 1, 1, 0)
-	x := &execute.Executor{Engine: eng, Store: bu.Store, Now: func() time.Time { return exec },
+	x := &execute.Executor{Engine: eng, Store: bu.Store, Clock: clockwork.NewFakeClockAt(exec),
 		Logger: slog.New(slog.DiscardHandler)}
 	key := state.VersionKey{Name: "bench.hourly", Version: tpl.Snapshot.Version}
 	want := int64(hours * perHour)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/execute"
@@ -93,7 +94,7 @@ func TestConcurrentBatches(t *testing.T) {
 			var inside, overlapped atomic.Int32
 			var batches []execute.Batch
 			x := &execute.Executor{Engine: g, Store: b.Store, ProjectDir: b.Dir, Logger: quiet,
-				Now: func() time.Time { return exec },
+				Clock: clockwork.NewFakeClockAt(exec),
 				OnBatch: func(bt execute.Batch) {
 					if inside.Add(1) > 1 {
 						overlapped.Add(1)
@@ -194,7 +195,7 @@ SELECT @start_ts AS ts, (SELECT count(*) FROM demo.running) AS seen`})
 	require.True(t, tpl.ReadsItself)
 	exec := at(2024, 1, 1, 8)
 	g := executetest.NewGate(b.Engine, 1)
-	x := &execute.Executor{Engine: g, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Now: func() time.Time { return exec }}
+	x := &execute.Executor{Engine: g, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Clock: clockwork.NewFakeClockAt(exec)}
 	// Prepare makes the table from the declared columns, so the first
 	// batch can read it.
 	require.NoError(t, x.Prepare(b.Ctx, tpl, exec))

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/schedule"
@@ -27,8 +29,9 @@ type Executor struct {
 	// ProjectDir is the project folder; SEED paths are relative to the
 	// model file's folder inside it.
 	ProjectDir string
-	// Now stamps interval writes. Nil means time.Now.
-	Now func() time.Time
+	// Clock stamps interval writes and times batches. Nil means the real
+	// clock (clockwork.NewRealClock).
+	Clock clockwork.Clock
 	// Logger receives one record per batch. Nil means slog.Default().
 	Logger *slog.Logger
 	// OnBatch, when set, is called after each batch has committed and been
@@ -91,12 +94,16 @@ type Result struct {
 	Skipped  interval.Set // ranges of the work found already covered
 }
 
-func (x *Executor) now() time.Time {
-	if x.Now != nil {
-		return x.Now().UTC()
+// clock is x.Clock, or the real clock when it is nil: the one place the
+// executor decides its time source.
+func (x *Executor) clock() clockwork.Clock {
+	if x.Clock != nil {
+		return x.Clock
 	}
-	return time.Now().UTC()
+	return clockwork.NewRealClock()
 }
+
+func (x *Executor) now() time.Time { return x.clock().Now().UTC() }
 
 func (x *Executor) logger() *slog.Logger {
 	if x.Logger != nil {
@@ -156,8 +163,7 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 	first := spec.Unit.Floor(spec.Start)
 	firstRange := interval.NewRange(first, spec.Unit.Add(first, 1))
 	created := func() error {
-		x.logger().InfoContext(ctx, "created physical table", slog.String("model", s.Name), slog.String("version", s.Version),
-			slog.String("table", t.Table.String()))
+		x.emit(ctx, TableCreated{Model: s.Name, Version: s.Version, Table: t.Table})
 		return nil
 	}
 	switch s.Model.Kind {
@@ -318,11 +324,9 @@ func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
 	if s.Model.Kind == model.KindIncrementalByTimeRange && s.Model.BatchConcurrency > 1 && len(batches) > 1 {
 		switch {
 		case w.InOrder:
-			x.logger().DebugContext(ctx, "batches run in order: the version is served",
-				slog.String("model", s.Name), slog.String("version", s.Version))
+			x.emit(ctx, BatchesInOrder{Model: s.Name, Version: s.Version})
 		case t.ReadsItself:
-			x.logger().WarnContext(ctx, "batch_concurrency ignored: the model reads itself, so its batches run in order",
-				slog.String("model", s.Name), slog.String("version", s.Version))
+			x.emit(ctx, BatchesInOrder{Model: s.Name, Version: s.Version, ReadsItself: true})
 		default:
 			slots = min(s.Model.BatchConcurrency, len(batches))
 		}
@@ -440,8 +444,7 @@ func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r
 		return Batch{}, err
 	}
 	began := x.now()
-	x.logger().DebugContext(ctx, "batch started", slog.String("model", s.Name), slog.String("version", s.Version),
-		slog.String("interval", r.String()))
+	x.emit(ctx, BatchStarted{Model: s.Name, Version: s.Version, Interval: r.String()})
 	sql, err := t.Render(r, w.Execution)
 	if err != nil {
 		return Batch{}, &BatchError{Model: s.Name, Version: s.Version, Interval: r, Err: err}
@@ -460,12 +463,10 @@ func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r
 	}
 	if err != nil {
 		if ierr := interrupted(ctx); ierr != nil {
-			x.logger().InfoContext(ctx, "batch interrupted", slog.String("model", s.Name), slog.String("version", s.Version),
-				slog.String("interval", r.String()))
+			x.emit(ctx, BatchEnded{Model: s.Name, Version: s.Version, Interval: r.String(), Interrupted: true, Err: ierr})
 			return Batch{}, &BatchError{Model: s.Name, Version: s.Version, Interval: r, Err: ierr}
 		}
-		x.logger().ErrorContext(ctx, "batch failed", slog.String("model", s.Name), slog.String("version", s.Version),
-			slog.String("interval", r.String()), slog.Any("error", err))
+		x.emit(ctx, BatchEnded{Model: s.Name, Version: s.Version, Interval: r.String(), Err: err})
 		return Batch{}, &BatchError{Model: s.Name, Version: s.Version, Interval: r, SQL: sql, Err: err}
 	}
 	if err := x.record(ctx, key, interval.NewSet(r), w.Fence); err != nil {
@@ -488,8 +489,7 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 		return res, err
 	}
 	began := x.now()
-	x.logger().DebugContext(ctx, "batch started", slog.String("model", s.Name), slog.String("version", s.Version),
-		slog.String("interval", whole.String()))
+	x.emit(ctx, BatchStarted{Model: s.Name, Version: s.Version, Interval: whole.String()})
 	var (
 		rows int64
 		sql  string
@@ -509,11 +509,10 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 	}
 	if err != nil {
 		if ierr := interrupted(ctx); ierr != nil {
-			x.logger().InfoContext(ctx, "build interrupted", slog.String("model", s.Name), slog.String("version", s.Version))
+			x.emit(ctx, BatchEnded{Model: s.Name, Version: s.Version, Whole: true, Interrupted: true, Err: ierr})
 			return res, &BatchError{Model: s.Name, Version: s.Version, Err: ierr}
 		}
-		x.logger().ErrorContext(ctx, "build failed", slog.String("model", s.Name), slog.String("version", s.Version),
-			slog.Any("error", err))
+		x.emit(ctx, BatchEnded{Model: s.Name, Version: s.Version, Whole: true, Err: err})
 		return res, &BatchError{Model: s.Name, Version: s.Version, SQL: sql, Err: err}
 	}
 	// Report the rows the table or view holds: a FULL table's and a view's
@@ -580,8 +579,7 @@ func (x *Executor) checkFence(ctx context.Context, key state.VersionKey, r inter
 	}
 	if err := x.Store.CheckFence(ctx, *fence, x.now()); err != nil {
 		if errors.Is(err, state.ErrFenced) {
-			x.logger().WarnContext(ctx, "batch fenced before it started", slog.String("model", key.Name),
-				slog.String("version", key.Version), slog.String("interval", r.String()))
+			x.emit(ctx, WriteFenced{Model: key.Name, Version: key.Version, Interval: r.String(), BeforeStart: true})
 		}
 		return fmt.Errorf("starting %s %s for %s: %w", key.Name, r, key.Version, err)
 	}
@@ -592,8 +590,7 @@ func (x *Executor) record(ctx context.Context, key state.VersionKey, ranges inte
 	err := x.Store.AddIntervals(ctx, state.IntervalsParams{Key: key, Ranges: ranges, Fence: fence, Now: x.now()})
 	if err != nil {
 		if errors.Is(err, state.ErrFenced) {
-			x.logger().WarnContext(ctx, "interval write fenced", slog.String("model", key.Name),
-				slog.String("version", key.Version), slog.String("interval", ranges.String()))
+			x.emit(ctx, WriteFenced{Model: key.Name, Version: key.Version, Interval: ranges.String()})
 		}
 		return fmt.Errorf("recording %s %s for %s: %w", key.Name, ranges, key.Version, err)
 	}
@@ -601,8 +598,7 @@ func (x *Executor) record(ctx context.Context, key state.VersionKey, ranges inte
 }
 
 func (x *Executor) report(ctx context.Context, b Batch) {
-	x.logger().InfoContext(ctx, "batch committed", slog.String("model", b.Model), slog.String("version", b.Version),
-		slog.String("interval", b.Interval.String()), slog.Int64("rows", b.Rows), slog.Duration("duration", b.Duration))
+	x.emit(ctx, BatchCommitted{Batch: b})
 	if x.OnBatch != nil {
 		x.OnBatch(b)
 	}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -64,7 +64,7 @@ func TestIncrementalBatchesAreRecordedAndIdempotent(t *testing.T) {
 	require.NoError(t, err)
 	var batches []execute.Batch
 	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet,
-		Now: func() time.Time { return at(2024, 1, 3, 0) }, OnBatch: func(bt execute.Batch) { batches = append(batches, bt) }}
+		Clock: clockwork.NewFakeClockAt(at(2024, 1, 3, 0)), OnBatch: func(bt execute.Batch) { batches = append(batches, bt) }}
 	tpl := tpls["demo.events"]
 	exec := at(2024, 1, 3, 0)
 	require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
@@ -105,7 +105,7 @@ SELECT @start_ts AS ts, (CASE WHEN @start_ds = '2024-01-03' THEN 'boom' ELSE '1'
 	pr := b.Load(t)
 	tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
 	require.NoError(t, err)
-	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Now: func() time.Time { return at(2024, 1, 6, 0) }}
+	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Clock: clockwork.NewFakeClockAt(at(2024, 1, 6, 0))}
 	tpl := tpls["demo.fragile"]
 	exec := at(2024, 1, 6, 0)
 	require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
@@ -131,7 +131,7 @@ func TestWholeKindsAndFences(t *testing.T) {
 	tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
 	require.NoError(t, err)
 	exec := at(2024, 1, 3, 5)
-	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Now: func() time.Time { return exec }}
+	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Clock: clockwork.NewFakeClockAt(exec)}
 	seed := tpls["demo.customers"]
 	require.NoError(t, x.Prepare(b.Ctx, seed, exec))
 	res, err := x.Execute(b.Ctx, execute.Work{Template: seed, Whole: true, Execution: exec, SkipCovered: true})
@@ -161,7 +161,7 @@ SELECT i AS id, @start_ts AS seen FROM range(3) AS r(i)`
 	tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
 	require.NoError(t, err)
 	exec := at(2024, 1, 4, 0)
-	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Now: func() time.Time { return exec }}
+	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Clock: clockwork.NewFakeClockAt(exec)}
 	tpl := tpls["demo.latest"]
 	require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
 	first := interval.NewSet(interval.NewRange(at(2024, 1, 1, 0), at(2024, 1, 3, 0)))
@@ -191,7 +191,7 @@ func TestStopKeepsTheNextBatchFromStarting(t *testing.T) {
 	require.NoError(t, err)
 	stop := make(chan struct{})
 	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet,
-		Now: func() time.Time { return at(2024, 1, 3, 0) }, OnBatch: func(execute.Batch) { close(stop) }}
+		Clock: clockwork.NewFakeClockAt(at(2024, 1, 3, 0)), OnBatch: func(execute.Batch) { close(stop) }}
 	tpl := tpls["demo.events"]
 	exec := at(2024, 1, 3, 0)
 	require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
@@ -280,7 +280,7 @@ func TestWholeKindsReportTheRowsTheyHold(t *testing.T) {
 			exec := at(2024, 1, 3, 0)
 			var reported []int64
 			x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet,
-				Now: func() time.Time { return exec }, OnBatch: func(bt execute.Batch) { reported = append(reported, bt.Rows) }}
+				Clock: clockwork.NewFakeClockAt(exec), OnBatch: func(bt execute.Batch) { reported = append(reported, bt.Rows) }}
 			for _, c := range []struct {
 				model string
 				rows  int64
@@ -338,7 +338,7 @@ SELECT @start_ts AS ts, 1 AS v`})
 			defer cancel()
 			var logs bytes.Buffer
 			x := &execute.Executor{Engine: &cancelAt{Engine: b.Engine, n: 3, cancel: cancel}, Store: b.Store, ProjectDir: b.Dir,
-				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Now: func() time.Time { return exec }}
+				Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Clock: clockwork.NewFakeClockAt(exec)}
 			require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
 			work := interval.NewSet(interval.NewRange(at(2024, 1, 1, 0), at(2024, 1, 6, 0)))
 			res, err := x.Execute(ctx, execute.Work{Template: tpl, Ranges: work, Execution: exec, SkipCovered: true})
@@ -349,7 +349,7 @@ SELECT @start_ts AS ts, 1 AS v`})
 			require.Empty(t, be.SQL, "an interruption is not reported with its SQL")
 			require.Equal(t, 2, res.Batches)
 			require.NotContains(t, logs.String(), "level=ERROR")
-			require.Contains(t, logs.String(), `msg="batch interrupted"`)
+			require.Contains(t, logs.String(), `msg="`+execute.MsgBatchInterrupted+`"`)
 			s := tpl.Snapshot
 			require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-03T00:00:00Z)}", b.Intervals(t, s.Name, s.Version))
 

@@ -3,8 +3,8 @@ package execute_test
 import (
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/execute"
@@ -91,7 +91,7 @@ GROUP BY 1`,
 	tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
 	require.NoError(t, err)
 	exec := at(2024, 1, 3, 0)
-	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Now: func() time.Time { return exec }}
+	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Clock: clockwork.NewFakeClockAt(exec)}
 	work := interval.NewSet(interval.NewRange(at(2024, 1, 1, 0), at(2024, 1, 3, 0)))
 
 	for _, name := range []string{schema + "." + events, schema + "." + daily} {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/backend"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/snapshot"
@@ -255,7 +256,7 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 			ev, err := b.Store.RemoveEnvironment(ctx, state.RemoveEnvironmentParams{Name: e.Name, Generation: e.Generation,
 				Now: exec, Data: data})
 			if errors.Is(err, state.ErrConflictingPlan) || errors.Is(err, state.ErrNotFound) {
-				g.log.Info("janitor: environment changed meanwhile, left alone", "environment", e.Name, "generation", e.Generation)
+				g.log.Info("janitor: environment changed meanwhile, left alone", logkey.Environment, e.Name, logkey.Generation, e.Generation)
 				rep.Skipped = append(rep.Skipped, e.Name)
 				continue
 			}
@@ -263,8 +264,8 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 				return nil, fmt.Errorf("janitor: removing environment %s: %w", e.Name, err)
 			}
 			r.removing = ev.ID
-			g.log.Info("janitor: environment removed", "environment", e.Name, "generation", e.Generation,
-				"expires_at", e.ExpiresAt, "invalidated", e.Invalidated)
+			g.log.Info("janitor: environment removed", logkey.Environment, e.Name, logkey.Generation, e.Generation,
+				logkey.ExpiresAt, e.ExpiresAt, logkey.Invalidated, e.Invalidated)
 			if opts.AfterRemove != nil {
 				if err := opts.AfterRemove(ctx, e); err != nil {
 					return nil, fmt.Errorf("janitor: after deleting %s: %w", e.Name, err)
@@ -420,15 +421,15 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 	// Physical schemas emptied by these drops, when nothing live uses them.
 	for _, schema := range sortedKeys(physical) {
 		if by, ok := usedSchemas[schema]; ok {
-			g.log.Debug("janitor: physical schema still used", "schema", schema, "by", by)
+			g.log.Debug("janitor: physical schema still used", logkey.Schema, schema, logkey.By, by)
 			continue
 		}
 		if err := g.dropEmptySchema(ctx, b.Engine, schema, physical[schema], opts.DryRun, rep); err != nil {
 			return nil, err
 		}
 	}
-	g.log.Info("janitor done", "dry_run", opts.DryRun, "environments", len(rep.Environments), "views", len(rep.Views),
-		"schemas", len(rep.Schemas), "tables", len(rep.Tables), "snapshots", rep.Snapshots)
+	g.log.Info("janitor done", logkey.DryRun, opts.DryRun, logkey.Environments, len(rep.Environments), logkey.Views, len(rep.Views),
+		logkey.Schemas, len(rep.Schemas), logkey.Tables, len(rep.Tables), logkey.Snapshots, rep.Snapshots)
 	return rep, nil
 }
 
@@ -441,7 +442,7 @@ func (g *executor) removeViews(ctx context.Context, b *backend.Backend, r remove
 	if !dry {
 		_, err := b.Store.GetEnvironment(ctx, r.name)
 		if err == nil {
-			g.log.Info("janitor: environment created again after its removal; its views left alone", "environment", r.name)
+			g.log.Info("janitor: environment created again after its removal; its views left alone", logkey.Environment, r.name)
 			rep.Skipped = append(rep.Skipped, r.name+" (views: created again meanwhile)")
 			return closeRemoval(ctx, b.Store, r, exec, "created again")
 		}
@@ -509,7 +510,7 @@ func (g *executor) dropEmptySchema(ctx context.Context, e warehouse.Engine, sche
 	}
 	if len(others) > 0 {
 		reason := fmt.Sprintf("it holds %d object(s) gapless did not create for what it removed: %s", len(others), strings.Join(others, ", "))
-		g.log.Info("janitor: schema kept", "schema", schema, "reason", reason)
+		g.log.Info("janitor: schema kept", logkey.Schema, schema, logkey.Reason, reason)
 		rep.KeptSchemas = append(rep.KeptSchemas, KeptSchema{Schema: schema, Reason: reason})
 		return nil
 	}
@@ -517,7 +518,7 @@ func (g *executor) dropEmptySchema(ctx context.Context, e warehouse.Engine, sche
 		if _, err := e.Query(ctx, "DROP SCHEMA "+e.QuoteIdent(schema)+" RESTRICT"); err != nil {
 			// Not empty after all (an object the catalog query does not
 			// list, or one created meanwhile): kept, and said so.
-			g.log.Warn("janitor: schema kept: the warehouse refused to drop it", "schema", schema, "error", err)
+			g.log.Warn("janitor: schema kept: the warehouse refused to drop it", logkey.Schema, schema, logkey.Error, err)
 			rep.KeptSchemas = append(rep.KeptSchemas, KeptSchema{Schema: schema, Reason: "the warehouse refused to drop it: " + err.Error()})
 			return nil
 		}
@@ -543,7 +544,7 @@ type planUse struct {
 func (g *executor) readPlan(ctx context.Context, store state.Store, sp *state.Plan, exec time.Time, grace time.Duration) (*planUse, error) {
 	var pl plan.Plan
 	if err := json.Unmarshal(sp.Payload, &pl); err != nil {
-		g.log.Warn("janitor: plan not decodable; its tables are left alone", "plan", sp.ID, "error", err)
+		g.log.Warn("janitor: plan not decodable; its tables are left alone", logkey.Plan, sp.ID, logkey.Error, err)
 		return nil, nil
 	}
 	apps, err := store.ListApplications(ctx, sp.ID)

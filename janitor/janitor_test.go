@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/apply"
@@ -42,7 +43,7 @@ func deploy(t *testing.T, b *executetest.Bundle, id, env string, exec time.Time)
 	t.Helper()
 	p := b.Plan(t, id, env, exec, plan.Options{AllowGaps: env != plan.Prod}) // as the CLI: only prod is checked
 	_, err := apply.Apply(b.Ctx, apply.Params{Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
-		ProjectDir: b.Dir, Now: func() time.Time { return exec }, Logger: quiet})
+		ProjectDir: b.Dir, Clock: clockwork.NewFakeClockAt(exec), Logger: quiet})
 	require.NoError(t, err)
 }
 

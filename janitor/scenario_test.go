@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/apply"
@@ -35,7 +36,7 @@ func deployExample(t *testing.T, b *executetest.Bundle, id, env string) {
 	t.Helper()
 	p := b.Plan(t, id, env, t0, plan.Options{AllowGaps: env != plan.Prod}) // as the CLI: only prod is checked
 	_, err := apply.Apply(b.Ctx, apply.Params{Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
-		ProjectDir: b.Dir, Now: func() time.Time { return clock0 }, Logger: quiet, EnvironmentTTL: config.DefaultEnvironmentTTL})
+		ProjectDir: b.Dir, Clock: clockwork.NewFakeClockAt(clock0), Logger: quiet, EnvironmentTTL: config.DefaultEnvironmentTTL})
 	require.NoError(t, err)
 }
 

@@ -38,6 +38,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/state"
 )
 
@@ -170,8 +171,8 @@ func acquireOnce(ctx context.Context, store state.Store, key string, opts Option
 			Owner: opts.Owner, Holder: opts.Holder, TTL: opts.TTL, Now: now})
 		if err == nil {
 			opts.Logger.WarnContext(ctx, "took over a lease whose holder no longer runs",
-				slog.String("lease", key), slog.String("holder", Describe(cur)), slog.String("holder_host", cur.Holder.Host),
-				slog.Int("holder_pid", cur.Holder.PID), slog.Time("holder_expires_at", cur.ExpiresAt.UTC()), slog.String("owner", opts.Owner))
+				slog.String(logkey.Lease, key), slog.String(logkey.Holder, Describe(cur)), slog.String(logkey.HolderHost, cur.Holder.Host),
+				slog.Int(logkey.HolderPID, cur.Holder.PID), slog.Time(logkey.HolderExpiresAt, cur.ExpiresAt.UTC()), slog.String(logkey.Owner, opts.Owner))
 			return l, nil
 		}
 		if !errors.Is(err, state.ErrLeaseLost) {
@@ -197,7 +198,7 @@ func AcquireAll(ctx context.Context, store state.Store, keys []string, opts Opti
 	release := func() {
 		for _, l := range held {
 			if err := store.ReleaseLease(context.WithoutCancel(ctx), state.ReleaseLeaseParams{Key: l.Key, Token: l.Token}); err != nil {
-				opts.Logger.WarnContext(ctx, "releasing a lease after a failed acquisition", slog.String("lease", l.Key), slog.Any("error", err))
+				opts.Logger.WarnContext(ctx, "releasing a lease after a failed acquisition", slog.String(logkey.Lease, l.Key), slog.Any(logkey.Error, err))
 			}
 		}
 	}
@@ -330,11 +331,11 @@ func (s *Set) Renew(ctx context.Context) error {
 		if errors.Is(err, state.ErrLeaseLost) {
 			s.err = fmt.Errorf("lease %s held by %s: %w", l.Key, s.opts.Owner, err)
 			close(s.lost)
-			s.opts.Logger.ErrorContext(ctx, "lease lost", slog.String("lease", l.Key), slog.String("owner", s.opts.Owner))
+			s.opts.Logger.ErrorContext(ctx, "lease lost", slog.String(logkey.Lease, l.Key), slog.String(logkey.Owner, s.opts.Owner))
 			return s.err
 		}
 		if err != nil {
-			s.opts.Logger.WarnContext(ctx, "renewing a lease", slog.String("lease", l.Key), slog.Any("error", err))
+			s.opts.Logger.WarnContext(ctx, "renewing a lease", slog.String(logkey.Lease, l.Key), slog.Any(logkey.Error, err))
 			return fmt.Errorf("renewing lease %s: %w", l.Key, err)
 		}
 		s.held[i] = nl

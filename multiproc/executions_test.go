@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -70,10 +71,10 @@ func executions(t *testing.T, procs ...*proc) []execution {
 		for _, r := range pr.Records() {
 			var ends, committed bool
 			switch {
-			case r.msg == "batch started" && r.level == "DEBUG":
-			case r.msg == "batch committed" && r.level == "INFO": // apply also logs its event at DEBUG
+			case r.msg == execute.MsgBatchStarted && r.level == "DEBUG":
+			case r.msg == execute.MsgBatchCommitted && r.level == "INFO": // apply also logs its event at DEBUG
 				ends, committed = true, true
-			case r.msg == "batch failed", r.msg == "batch interrupted", r.msg == "interval write fenced":
+			case r.msg == execute.MsgBatchFailed, r.msg == execute.MsgBatchInterrupted, r.msg == execute.MsgIntervalWriteFenced:
 				ends = true
 			default:
 				continue

@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/state"
@@ -35,7 +37,7 @@ func TestDaemonKilledMidBatch(t *testing.T) {
 
 	a := p.start(t, "daemon-a", "scheduler", "prod", "--tick", "200ms", "--lease-ttl", "30s")
 	began := a.waitLog(t, "batch started for shop.slow", func(r record) bool {
-		return r.msg == "batch started" && r.str("model") == "shop.slow"
+		return r.msg == execute.MsgBatchStarted && r.str("model") == "shop.slow"
 	})
 	a.kill(t)
 	killed := parseRange(t, began.str("interval"))
@@ -98,7 +100,7 @@ func TestRunKilledMidBatchNextRunTakesOver(t *testing.T) {
 
 	a := p.start(t, "run-a", "run", "--execution-time", exec)
 	began := a.waitLog(t, "batch started for shop.slow", func(r record) bool {
-		return r.msg == "batch started" && r.str("model") == "shop.slow"
+		return r.msg == execute.MsgBatchStarted && r.str("model") == "shop.slow"
 	})
 	a.kill(t)
 	killed := parseRange(t, began.str("interval"))
@@ -158,7 +160,7 @@ func TestDeployKilledHoldingLocks(t *testing.T) {
 
 	deploy := p.start(t, "deploy", "apply", "p.json", "--on-incumbent-advance", "lock", "--lease-ttl", "30s", "--lease-wait", "20s")
 	locked := deploy.waitLog(t, "lock policy: leases taken", func(r record) bool { return r.msg == "lock policy: leases taken" })
-	owner := "deploy " + locked.str("plan_id")
+	owner := "deploy " + locked.str(logkey.Plan)
 	for _, k := range served {
 		l := requireHeldBy(ctx, t, st, lease.VersionKey(k), owner, deploy)
 		require.LessOrEqual(t, time.Until(l.ExpiresAt), 30*time.Second, "the deploy's leases live --lease-ttl")

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -98,7 +99,7 @@ func raceDeploy(t *testing.T, policy string, extra []string, late bool) {
 	if late {
 		last := interval.NewRange(planned.Add(-time.Hour), planned).String()
 		deploy.waitLog(t, "its last batch of shop.events", func(r record) bool {
-			return r.msg == "batch started" && r.str("model") == "shop.events" && r.str("interval") == last
+			return r.msg == execute.MsgBatchStarted && r.str("model") == "shop.events" && r.str("interval") == last
 		})
 		a, b = daemons()
 	}

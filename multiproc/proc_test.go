@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/internal/pgtest"
+	"github.com/gapless-dev/gapless/scheduler"
 	"github.com/gapless-dev/gapless/state/postgres"
 )
 
@@ -278,6 +279,6 @@ func (p *project) run(t *testing.T, name string, args ...string) *proc {
 func (p *project) daemon(t *testing.T, name string, leaseTTL time.Duration) *proc {
 	t.Helper()
 	d := p.start(t, name, "scheduler", "prod", "--tick", "200ms", "--lease-ttl", leaseTTL.String(), "--grace", "20s")
-	d.waitLog(t, "scheduler started", func(r record) bool { return r.msg == "scheduler started" })
+	d.waitLog(t, scheduler.MsgStarted, func(r record) bool { return r.msg == scheduler.MsgStarted })
 	return d
 }

@@ -26,8 +26,11 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/model"
@@ -84,8 +87,10 @@ type Params struct {
 	Engine     warehouse.Engine
 	Parser     *sqlparse.Parser
 	ProjectDir string
-	// Now stamps state writes. Nil means time.Now.
-	Now    func() time.Time
+	// Clock stamps state writes. Nil means the Leases' clock when it has
+	// one (lease expiry and fence checks then read one clock), else the
+	// real clock (clockwork.NewRealClock): see clock.
+	Clock  clockwork.Clock
 	Logger *slog.Logger
 	Hooks  Hooks
 	// Leases, when set, makes the run take each model version's lease
@@ -142,6 +147,19 @@ type Result struct {
 	Models      []ModelResult
 }
 
+// clock is the run's time source, decided here only: Params.Clock, else
+// the Leases' clock (lease expiry and fence checks read one clock), else the
+// real clock.
+func (p *Params) clock() clockwork.Clock {
+	switch {
+	case p.Clock != nil:
+		return p.Clock
+	case p.Leases != nil && p.Leases.Clock != nil:
+		return p.Leases.Clock
+	}
+	return clockwork.NewRealClock()
+}
+
 // Once runs every due interval of every model that p.Env serves, once.
 func Once(ctx context.Context, p Params) (*Result, error) {
 	base := p.Logger
@@ -149,20 +167,11 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 		base = slog.Default()
 	}
 	p.Logger = base
-	log := base.With(slog.String("env", p.Env))
+	log := base.With(slog.String(logkey.Environment, p.Env))
 	if p.Leases != nil && p.Leases.Logger == nil {
 		lo := *p.Leases // the lease records (a takeover) go where the run's go
 		lo.Logger = base
 		p.Leases = &lo
-	}
-	if p.Now == nil && p.Leases != nil && p.Leases.Clock != nil {
-		p.Now = p.Leases.Clock.Now // lease expiry and fence checks read one clock
-	}
-	now := func() time.Time {
-		if p.Now != nil {
-			return p.Now().UTC()
-		}
-		return time.Now().UTC()
 	}
 	env, err := p.Store.GetEnvironment(ctx, p.Env)
 	if err != nil {
@@ -172,7 +181,7 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 		return nil, fmt.Errorf("run %s: the environment is invalidated: %w", p.Env, state.ErrNotFound)
 	}
 	g := env.Generation
-	log = log.With(slog.Int64("generation", g), slog.String("plan_id", env.PlanID))
+	log = log.With(slog.Int64(logkey.Generation, g), slog.String(logkey.Plan, env.PlanID))
 	set, order, err := served(ctx, p.Store, env, p.Known)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", p.Env, err)
@@ -182,7 +191,7 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 			return nil, fmt.Errorf("run %s: --select-model %s: the environment serves no such model", p.Env, name)
 		}
 	}
-	x := &execute.Executor{Engine: p.Engine, Store: p.Store, ProjectDir: p.ProjectDir, Now: now, Logger: log, OnBatch: p.OnBatch}
+	x := &execute.Executor{Engine: p.Engine, Store: p.Store, ProjectDir: p.ProjectDir, Clock: p.clock(), Logger: log, OnBatch: p.OnBatch}
 	fence := &state.Fence{Environment: p.Env, Generation: g}
 	res := &Result{Environment: p.Env, Generation: g}
 	// blocked maps each model that failed, or descends from one, to the
@@ -197,7 +206,7 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 		if cause := blockedBy(s, blocked); cause != "" {
 			blocked[name] = cause
 			res.Models = append(res.Models, ModelResult{Model: name, Version: s.Version, BlockedBy: cause})
-			log.WarnContext(ctx, "not run: an upstream model failed", slog.String("model", name), slog.String("failed", cause))
+			ModelBlocked{Model: name, Failed: cause}.log(ctx, log)
 			continue
 		}
 		if p.Hooks.BeforeModel != nil {
@@ -209,7 +218,7 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 		if cur, err := currentGeneration(ctx, p.Store, p.Env); err != nil {
 			return res, fmt.Errorf("run %s: re-reading the environment before %s: %w", p.Env, name, err)
 		} else if cur != g {
-			log.WarnContext(ctx, "circuit breaker: generation changed, stopping", slog.String("model", name), slog.Int64("now", cur))
+			CircuitBroken{Model: name, Current: cur}.log(ctx, log)
 			return res, &StoppedError{Environment: p.Env, Model: name, Started: g, Now: cur, Err: ErrGenerationChanged}
 		}
 		if p.Hooks.AfterCheck != nil {
@@ -220,7 +229,7 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 		mr, err := runModel(ctx, p, x, s, set, fence)
 		if errors.Is(err, state.ErrFenced) {
 			cur, _ := currentGeneration(ctx, p.Store, p.Env)
-			log.WarnContext(ctx, "circuit breaker: write fenced, stopping", slog.String("model", name), slog.Int64("now", cur))
+			CircuitBroken{Model: name, Current: cur, Fenced: true}.log(ctx, log)
 			return res, &StoppedError{Environment: p.Env, Model: name, Started: g, Now: cur, Err: err}
 		}
 		if err != nil && ctx.Err() != nil {
@@ -239,8 +248,8 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 			return res, fmt.Errorf("run %s: %w", p.Env, err)
 		}
 		if mr != nil && mr.DeferredBy != "" {
-			log.InfoContext(ctx, "deferred: the version is leased", slog.String("model", name), slog.String("version", mr.Version),
-				slog.String("holder", mr.DeferredBy), slog.Time("until", mr.DeferredUntil), slog.String("interval", mr.Deferred.String()))
+			ModelDeferred{Model: name, Version: mr.Version, Holder: mr.DeferredBy, Until: mr.DeferredUntil,
+				Interval: mr.Deferred.String()}.log(ctx, log)
 		}
 		if mr != nil {
 			res.Models = append(res.Models, *mr)
@@ -417,7 +426,7 @@ func runModel(ctx context.Context, p Params, x *execute.Executor, s *snapshot.Sn
 		held.Keep(ctx)
 		defer func() {
 			if rerr := held.Release(context.WithoutCancel(ctx)); rerr != nil {
-				p.Logger.WarnContext(ctx, "releasing a version lease", slog.String("model", s.Name), slog.Any("error", rerr))
+				LeaseReleaseFailed{Model: s.Name, Err: rerr}.log(ctx, p.Logger)
 			}
 		}()
 		f := *fence

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -26,13 +27,13 @@ var quiet = slog.New(slog.DiscardHandler)
 
 func doApply(ctx context.Context, b *executetest.Bundle, p *plan.Plan, now time.Time) error {
 	_, err := apply.Apply(ctx, apply.Params{Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
-		ProjectDir: b.Dir, Now: func() time.Time { return now }, Logger: quiet})
+		ProjectDir: b.Dir, Clock: clockwork.NewFakeClockAt(now), Logger: quiet})
 	return err
 }
 
 func runOnce(ctx context.Context, b *executetest.Bundle, env string, exec time.Time, sel []string, hooks run.Hooks) (*run.Result, error) {
 	return run.Once(ctx, run.Params{Env: env, ExecutionTime: exec, Select: sel, Store: b.Store, Engine: b.Engine,
-		Parser: b.Parser, ProjectDir: b.Dir, Now: func() time.Time { return exec }, Logger: quiet, Hooks: hooks})
+		Parser: b.Parser, ProjectDir: b.Dir, Clock: clockwork.NewFakeClockAt(exec), Logger: quiet, Hooks: hooks})
 }
 
 func setupProd(t *testing.T) *executetest.Bundle {

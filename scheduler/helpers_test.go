@@ -63,7 +63,7 @@ func deploy(t *testing.T, b *executetest.Bundle, id string, exec time.Time) {
 	t.Helper()
 	p := b.Plan(t, id, plan.Prod, exec, plan.Options{})
 	_, err := apply.Apply(b.Ctx, apply.Params{Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
-		ProjectDir: b.Dir, Now: func() time.Time { return exec }, Logger: quiet})
+		ProjectDir: b.Dir, Clock: clockwork.NewFakeClockAt(exec), Logger: quiet})
 	require.NoError(t, err)
 }
 

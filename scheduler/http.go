@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"time"
@@ -70,7 +69,7 @@ func (s *Scheduler) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if err := json.NewEncoder(w).Encode(s.Health()); err != nil {
-			s.log.Warn("writing /healthz", slog.Any("error", err))
+			s.emit(HealthWriteFailed{Err: err})
 		}
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(s.gather, promhttp.HandlerOpts{}))
@@ -87,7 +86,7 @@ func (s *Scheduler) Serve(ctx context.Context, addr string, ready func(net.Addr)
 	if err != nil {
 		return fmt.Errorf("scheduler: listening on %s: %w", addr, err)
 	}
-	s.log.Info("serving /healthz and /metrics", slog.String("addr", l.Addr().String()))
+	s.emit(Serving{Addr: l.Addr().String()})
 	if ready != nil {
 		ready(l.Addr())
 	}

@@ -292,9 +292,9 @@ func (s *Scheduler) Tick(ctx context.Context) (TickResult, error) {
 			cancel()
 			return
 		}
-		s.log.Info("stop requested: no new models; the batch in flight may finish", slog.Duration("grace", s.p.Grace))
+		s.emit(StopRequested{Grace: s.p.Grace})
 		timer = s.clock.AfterFunc(s.p.Grace, func() {
-			s.log.Warn("grace period over: cancelling the batch in flight (it rolls back and records nothing)")
+			s.emit(GraceOver{})
 			cancel()
 		})
 	})
@@ -327,7 +327,7 @@ func (s *Scheduler) tick(work, stop context.Context) (TickResult, error) {
 			return
 		}
 		if err := engine.Close(); err != nil {
-			s.log.Warn("closing the warehouse after the tick", slog.Any("error", err))
+			s.emit(EngineCloseFailed{Err: err})
 		}
 	}()
 	open := func() (warehouse.Engine, error) {
@@ -413,7 +413,7 @@ func (s *Scheduler) tickEnv(work, stop context.Context, env string, exec time.Ti
 		rr, err := run.Once(work, run.Params{
 			Env: env, ExecutionTime: exec, Select: selected,
 			Store: s.p.Store, Engine: engine, Parser: s.p.Parser, ProjectDir: s.p.ProjectDir,
-			Now: s.clock.Now, Logger: s.log, Hooks: s.hooks(stop), Leases: &s.p.Lease, Known: c.known,
+			Clock: s.clock, Logger: s.log, Hooks: s.hooks(stop), Leases: &s.p.Lease, Known: c.known,
 			Stop: stop.Done(),
 		})
 		if rr != nil {
@@ -437,8 +437,7 @@ func (s *Scheduler) tickEnv(work, stop context.Context, env string, exec time.Ti
 				er.Err = fmt.Errorf("environment %s was promoted %d times during one tick; the next tick carries on: %w", env, er.Followed, err)
 				return er
 			}
-			s.log.Info("the environment was promoted during the run: following the new generation",
-				slog.String("env", env), slog.Int64("from", c.generation), slog.Any("reason", err))
+			s.emit(PromotionFollowed{Environment: env, From: c.generation, Reason: err})
 			continue
 		case stoppingErr(err):
 			s.metrics.runs.WithLabelValues(env, "stopped").Inc()
@@ -454,8 +453,7 @@ func (s *Scheduler) tickEnv(work, stop context.Context, env string, exec time.Ti
 					}
 				}
 			}
-			s.log.Error("a model failed; running the others without it", slog.String("env", env),
-				slog.String("model", batch.Model), slog.Any("error", err))
+			s.emit(ModelFailed{Environment: env, Model: batch.Model, Err: err})
 			continue
 		case err != nil:
 			s.metrics.runs.WithLabelValues(env, "error").Inc()
@@ -522,29 +520,13 @@ func (s *Scheduler) account(er *EnvResult, rr *run.Result, units map[string]inte
 // record logs one line for the environment's tick and sets its lag gauge.
 func (s *Scheduler) record(er EnvResult) {
 	if er.Absent {
-		s.log.Warn("scheduler tick: the environment does not exist (or is invalidated); nothing to do", slog.String("env", er.Env))
+		s.emit(EnvironmentAbsent{Environment: er.Env})
 		return
 	}
 	if er.Err == nil {
 		s.metrics.lag.WithLabelValues(er.Env).Set(er.Lag.Seconds())
 	}
-	attrs := []any{
-		slog.String("env", er.Env), slog.Int64("generation", er.Generation),
-		slog.Int("due_models", len(er.Due)), slog.Int("ran_models", er.Ran),
-		slog.Int("intervals", er.Intervals), slog.Int("deferred", len(er.Deferred)),
-		slog.Int64("duration_ms", er.Duration.Milliseconds()), slog.Float64("lag_seconds", er.Lag.Seconds()),
-	}
-	if er.Followed > 0 {
-		attrs = append(attrs, slog.Int("followed_promotions", er.Followed))
-	}
-	if len(er.Deferred) > 0 {
-		attrs = append(attrs, slog.Any("deferred_models", er.Deferred))
-	}
-	if er.Err != nil {
-		s.log.Error("scheduler tick", append(attrs, slog.Any("error", er.Err))...)
-		return
-	}
-	s.log.Info("scheduler tick", attrs...)
+	s.emit(Ticked{Result: er})
 }
 
 // check is the nothing-due check of one environment, from state alone.
@@ -673,8 +655,7 @@ func (s *Scheduler) view(ctx context.Context, env *state.Environment) (*view, er
 		switch {
 		case e.snap.Model.Kind == model.KindExternal:
 		case e.specErr != nil:
-			s.log.Warn("model has no valid schedule; the scheduler skips it", slog.String("env", env.Name),
-				slog.String("model", r.Name), slog.Any("error", e.specErr))
+			s.emit(ModelUnscheduled{Environment: env.Name, Model: r.Name, Err: e.specErr})
 		default:
 			v.models = append(v.models, e)
 			v.versions = append(v.versions, r.VersionKey())
@@ -706,9 +687,8 @@ func (s *Scheduler) evict() {
 // (see Tick). A tick's errors are logged and counted, never fatal: the next
 // tick tries again.
 func (s *Scheduler) Run(ctx context.Context) error {
-	s.log.Info("scheduler started", slog.Any("envs", s.p.Envs), slog.Duration("tick", s.p.Tick),
-		slog.Duration("jitter", s.p.Jitter), slog.String("owner", s.p.Lease.Owner),
-		slog.String("host", s.p.Lease.Holder.Host), slog.Int("pid", s.p.Lease.Holder.PID))
+	s.emit(Started{Environments: s.p.Envs, Tick: s.p.Tick, Jitter: s.p.Jitter, Owner: s.p.Lease.Owner,
+		Host: s.p.Lease.Holder.Host, PID: s.p.Lease.Holder.PID})
 	// Errors are logged per environment by the tick itself.
 	_, _ = s.Tick(ctx)
 	// The ticker starts after the first tick, so that a test's fake clock
@@ -718,14 +698,14 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			s.log.Info("scheduler stopped")
+			s.emit(Stopped{})
 			return nil
 		case <-ticker.Chan():
 		}
 		if s.p.Jitter > 0 {
 			select {
 			case <-ctx.Done():
-				s.log.Info("scheduler stopped")
+				s.emit(Stopped{})
 				return nil
 			case <-s.clock.After(jitter(s.p.Jitter)):
 			}

@@ -38,7 +38,7 @@ func tickLines(t *testing.T, d *daemon) []map[string]any {
 	for sc.Scan() {
 		var rec map[string]any
 		require.NoError(t, json.Unmarshal(sc.Bytes(), &rec))
-		if rec["msg"] == "scheduler tick" {
+		if rec["msg"] == scheduler.MsgTick {
 			out = append(out, rec)
 		}
 	}
@@ -94,10 +94,10 @@ func TestTickOpensTheWarehouseOnlyWhenWorkIsDue(t *testing.T) {
 
 	lines := tickLines(t, d)
 	require.Len(t, lines, 3)
-	for _, k := range []string{"env", "generation", "due_models", "ran_models", "intervals", "deferred", "duration_ms", "lag_seconds"} {
+	for _, k := range []string{"environment", "generation", "due_models", "ran_models", "intervals", "deferred", "duration_ms", "lag_seconds"} {
 		require.Contains(t, lines[1], k)
 	}
-	require.Equal(t, "prod", lines[1]["env"])
+	require.Equal(t, "prod", lines[1]["environment"])
 	require.EqualValues(t, 2, lines[1]["due_models"])
 	require.EqualValues(t, 2, lines[1]["ran_models"])
 	require.EqualValues(t, 2, lines[1]["intervals"])
@@ -178,7 +178,7 @@ func TestTickFollowsAPromotionAndRepairsTheTrailingGap(t *testing.T) {
 			once.Do(func() {
 				var res *apply.Result
 				res, applyErr = apply.Apply(ctx, apply.Params{Plan: p2, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
-					ProjectDir: b.Dir, Now: func() time.Time { return exec }, Logger: quiet,
+					ProjectDir: b.Dir, Clock: clockwork.NewFakeClockAt(exec), Logger: quiet,
 					Replan: func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
 						return plan.Rebuild(ctx, plan.RebuildParams{Prev: prev, ID: "p2-r", Store: b.Store,
 							Additive: project.Additive(ctx, b.Parser), ExecutionTime: at, Now: at})

@@ -78,6 +78,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/gapless-dev/gapless/apply"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/plan"
@@ -140,15 +141,15 @@ func Run(ctx context.Context, p Params) (*Report, error) {
 			}
 			defer func() { <-sem }()
 			pol := p.policyOf(name)
-			log.DebugContext(ctx, "simulating", slog.String("policy", pol.String()), slog.Int("deploys", p.Deploys))
+			log.DebugContext(ctx, "simulating", slog.String(logkey.Policy, pol.String()), slog.Int(logkey.Deploys, p.Deploys))
 			res, err := runPolicy(ctx, p, sc, nodes, parser, pol)
 			if err != nil {
 				errs[i] = fmt.Errorf("simulating %s: %w", pol, err)
 				cancel(errs[i])
 				return
 			}
-			log.DebugContext(ctx, "simulated", slog.String("policy", pol.String()), slog.Int("promoted", res.Promoted),
-				slog.Int("debts", res.Debt.Count))
+			log.DebugContext(ctx, "simulated", slog.String(logkey.Policy, pol.String()), slog.Int(logkey.Promoted, res.Promoted),
+				slog.Int(logkey.Debts, res.Debt.Count))
 			rep.Policies[i] = *res
 		})
 	}
@@ -279,7 +280,7 @@ func (r *runner) applyParams(p *plan.Plan, hooks apply.Hooks, onEvent func(apply
 		Plan: p, Store: r.store, Engine: r.engine, Parser: r.parser, ProjectDir: r.pr.dir,
 		// One worker: batches commit, and ticks run between them, in one
 		// deterministic order.
-		Workers: 1, Now: r.clk.Now, Logger: r.quiet, OnEvent: onEvent, Hooks: hooks,
+		Workers: 1, Clock: r.clk, Logger: r.quiet, OnEvent: onEvent, Hooks: hooks,
 		Replan: func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
 			replans++
 			return plan.Rebuild(ctx, plan.RebuildParams{Prev: prev, ID: fmt.Sprintf("%s-r%d", p.ID, replans), Store: r.store,
@@ -317,7 +318,7 @@ func (r *runner) ticksBefore(ctx context.Context, end time.Time) (int, error) {
 // tick is one scheduler run for prod at exec, with version leases.
 func (r *runner) tick(ctx context.Context, exec time.Time) error {
 	res, err := run.Once(ctx, run.Params{Env: plan.Prod, ExecutionTime: exec, Store: r.store, Engine: r.engine,
-		Parser: r.parser, ProjectDir: r.pr.dir, Now: r.clk.Now, Logger: r.quiet,
+		Parser: r.parser, ProjectDir: r.pr.dir, Clock: r.clk, Logger: r.quiet,
 		Leases: &lease.Options{Owner: schedulerOwner, Clock: r.clk, TTL: leaseTTL, Logger: r.quiet}})
 	if err != nil {
 		return fmt.Errorf("scheduler run at %s: %w", exec.Format(time.RFC3339), err)

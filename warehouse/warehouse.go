@@ -19,7 +19,10 @@
 //   - CreateOrReplaceViews repoints a whole environment in one transaction:
 //     a reader never sees some views old and others new, and a batch that
 //     fails changes no view;
-//   - every error is an *Error naming the operation, the object and the SQL.
+//   - every error is an *Error naming the operation, the object and the SQL;
+//     the mistakes errors.go names (a bad name or type, a missing table, a
+//     view where a table is needed, ...) wrap its sentinels, the same on
+//     every engine.
 package warehouse
 
 import (

@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -21,6 +22,11 @@ import (
 func columnNames(ctx context.Context, s *session, t warehouse.Table) ([]warehouse.Column, error) {
 	q := "SELECT * FROM " + quoteTable(t) + " LIMIT 0"
 	res, err := s.query(ctx, q)
+	var de *duckdb.Error
+	if errors.As(err, &de) && de.Type == duckdb.ErrorTypeCatalog {
+		// The one statement names only t: t (or its schema) does not exist.
+		return nil, &stmtError{sql: q, err: fmt.Errorf("%w: %w", warehouse.ErrNotFound, de)}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +164,11 @@ func (e *Engine) columnsTx(ctx context.Context, t warehouse.Table, fn func(s *se
 		})
 		if err != nil {
 			e.shared.cols.forget(t)
+			if isView(ctx, s, t) {
+				// DuckDB's binder refuses the write ("Can only delete from
+				// base table"); say what every engine says.
+				return fmt.Errorf("%w: %s is a view: %w", warehouse.ErrNotATable, t, err)
+			}
 		}
 		return err
 	}
@@ -180,4 +191,22 @@ func (e *Engine) guardQuery(ctx context.Context) func(duckdb.StmtType) (func(), 
 			e.shared.unlock()
 		}, nil
 	}
+}
+
+const isViewSQL = `SELECT count(*) FROM duckdb_views()
+WHERE NOT internal AND database_name = current_database() AND lower(schema_name) = lower($1) AND lower(view_name) = lower($2)`
+
+// isView reports whether t names a view, for a write that failed on it: it
+// runs on s outside the failed transaction, and an error reading the
+// catalog counts as no.
+func isView(ctx context.Context, s *session, t warehouse.Table) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	res, err := s.query(ctx, isViewSQL, t.Schema, t.Name)
+	if err != nil || len(res.Rows) != 1 {
+		return false
+	}
+	n, _ := res.Rows[0][0].(int64)
+	return n > 0
 }

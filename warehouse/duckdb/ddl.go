@@ -222,7 +222,7 @@ func columns(ctx context.Context, s *session, t warehouse.Table) ([]warehouse.Co
 		cols = append(cols, warehouse.Column{Name: name, Type: typ})
 	}
 	if len(cols) == 0 {
-		return nil, &stmtError{sql: columnsSQL, err: fmt.Errorf("table or view %s does not exist", t)}
+		return nil, &stmtError{sql: columnsSQL, err: fmt.Errorf("%w: %s", warehouse.ErrNotFound, t)}
 	}
 	return cols, nil
 }

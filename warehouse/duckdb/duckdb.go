@@ -37,14 +37,13 @@
 //     and TIMESTAMPTZ in model SQL do not depend on the host's zone, in line
 //     with gapless's UTC intervals.
 //   - Only one process may hold a database file. Open waits a bounded time
-//     for another process to let go and then fails with ErrLocked.
+//     for another process to let go and then fails with warehouse.ErrLocked.
 package duckdb
 
 import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -54,6 +53,7 @@ import (
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 	"github.com/duckdb/duckdb-go/v2/mapping"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -73,7 +73,7 @@ type Options struct {
 	LockWait time.Duration
 	// Clock paces the lock wait. Nil means the real clock; tests inject one
 	// to drive the wait without sleeping.
-	Clock Clock
+	Clock clockwork.Clock
 	// OnWait, when set, is called once when Open has waited WaitNotice for
 	// another process to let go of the file and is still waiting, so that
 	// a command says why it does not proceed instead of hanging silently.
@@ -104,7 +104,7 @@ var _ warehouse.Engine = (*Engine)(nil)
 // is its own database.
 //
 // When another process holds the file, Open retries with backoff for
-// opts.LockWait and then returns a *warehouse.Error wrapping ErrLocked that
+// opts.LockWait and then returns a *warehouse.Error wrapping warehouse.ErrLocked that
 // names the file. Any other failure is returned at once. Open never
 // creates directories: the caller chooses where the file lives.
 func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
@@ -246,22 +246,27 @@ func releaseShared(abs string) {
 	}
 }
 
-// errInvalid marks input the engine refused before sending any SQL.
-var errInvalid = errors.New("invalid input")
+// refusef is input the engine refused before sending any SQL, wrapping
+// sentinel (one of package warehouse's errors).
+func refusef(sentinel error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", sentinel, fmt.Sprintf(format, args...))
+}
 
+// invalidf is a refusal of parameters that make no sense
+// (warehouse.ErrInvalidArgument).
 func invalidf(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errInvalid, fmt.Sprintf(format, args...))
+	return refusef(warehouse.ErrInvalidArgument, format, args...)
 }
 
 // checkIdent refuses names DuckDB cannot hold faithfully.
 func checkIdent(kind, name string) error {
 	switch {
 	case name == "":
-		return invalidf("%s name is empty", kind)
+		return refusef(warehouse.ErrInvalidIdentifier, "%s name is empty", kind)
 	case strings.ContainsRune(name, 0):
-		return invalidf("%s name %q contains a NUL byte", kind, name)
+		return refusef(warehouse.ErrInvalidIdentifier, "%s name %q contains a NUL byte", kind, name)
 	case !utf8.ValidString(name):
-		return invalidf("%s name %q is not valid UTF-8", kind, name)
+		return refusef(warehouse.ErrInvalidIdentifier, "%s name %q is not valid UTF-8", kind, name)
 	}
 	return nil
 }
@@ -273,15 +278,20 @@ func checkTable(t warehouse.Table) error {
 	return checkIdent("table", t.Name)
 }
 
-// checkSQL refuses SQL text the driver cannot carry faithfully.
-func checkSQL(what, q string) error {
+// checkSQL refuses SQL text the driver cannot carry faithfully
+// (warehouse.ErrInvalidArgument).
+func checkSQL(what, q string) error { return checkText(warehouse.ErrInvalidArgument, what, q) }
+
+// checkText refuses text the driver cannot carry faithfully, wrapping
+// sentinel.
+func checkText(sentinel error, what, q string) error {
 	switch {
 	case strings.TrimSpace(q) == "":
-		return invalidf("%s is empty", what)
+		return refusef(sentinel, "%s is empty", what)
 	case strings.ContainsRune(q, 0):
-		return invalidf("%s contains a NUL byte", what)
+		return refusef(sentinel, "%s contains a NUL byte", what)
 	case !utf8.ValidString(q):
-		return invalidf("%s is not valid UTF-8", what)
+		return refusef(sentinel, "%s is not valid UTF-8", what)
 	}
 	return nil
 }
@@ -300,7 +310,7 @@ func body(q string) string {
 // STRUCT("a b" INTEGER), MAP(VARCHAR, INTEGER) and ENUM('x', 'y'), and not
 // enough to end the statement, open a comment or write an expression.
 func checkType(typ string) error {
-	if err := checkSQL("column type", typ); err != nil {
+	if err := checkText(warehouse.ErrInvalidType, "column type", typ); err != nil {
 		return err
 	}
 	var stack []rune
@@ -310,7 +320,7 @@ func checkType(typ string) error {
 		case r == '\'' || r == '"':
 			end := closingQuote(typ, i+size, byte(r))
 			if end < 0 {
-				return invalidf("column type %q has an unterminated quote", typ)
+				return refusef(warehouse.ErrInvalidType, "column type %q has an unterminated quote", typ)
 			}
 			i = end + 1
 			continue
@@ -322,22 +332,22 @@ func checkType(typ string) error {
 				want = '['
 			}
 			if len(stack) == 0 || stack[len(stack)-1] != want {
-				return invalidf("column type %q has unbalanced brackets", typ)
+				return refusef(warehouse.ErrInvalidType, "column type %q has unbalanced brackets", typ)
 			}
 			stack = stack[:len(stack)-1]
 		case r == ',':
 			if len(stack) == 0 {
-				return invalidf("column type %q has a comma outside brackets", typ)
+				return refusef(warehouse.ErrInvalidType, "column type %q has a comma outside brackets", typ)
 			}
 		case r == '_' || r == '.' || r == ' ' || r == '\t' || r == '\n' || r == '\r':
 		case r >= '0' && r <= '9', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
 		default:
-			return invalidf("column type %q contains %q, which no type needs", typ, r)
+			return refusef(warehouse.ErrInvalidType, "column type %q contains %q, which no type needs", typ, r)
 		}
 		i += size
 	}
 	if len(stack) != 0 {
-		return invalidf("column type %q has unbalanced brackets", typ)
+		return refusef(warehouse.ErrInvalidType, "column type %q has unbalanced brackets", typ)
 	}
 	return nil
 }

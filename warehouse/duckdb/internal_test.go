@@ -51,7 +51,7 @@ func TestCheckIdent(t *testing.T) {
 		require.NoError(t, checkIdent("table", ok), ok)
 	}
 	for _, bad := range []string{"", "a\x00", "\xff"} {
-		require.ErrorIs(t, checkIdent("table", bad), errInvalid, bad)
+		require.ErrorIs(t, checkIdent("table", bad), warehouse.ErrInvalidIdentifier, bad)
 	}
 }
 

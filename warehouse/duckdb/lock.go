@@ -8,34 +8,21 @@ import (
 	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/gapless-dev/gapless/warehouse"
 )
 
-// ErrLocked means another process holds the database file. Open returns it
-// wrapped, after waiting Options.LockWait, in a *warehouse.Error naming the
-// file.
-var ErrLocked = errors.New("warehouse database file is locked by another process")
-
-// Clock is the time source of Open's lock wait.
-type Clock interface {
-	Now() time.Time
-	// Sleep waits for d, or until ctx is done, whichever comes first, and
-	// returns ctx.Err() in the latter case.
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
+// sleep waits for d on clock, or until ctx is done, and returns ctx.Err()
+// when ctx is done.
+func sleep(ctx context.Context, clock clockwork.Clock, d time.Duration) error {
+	t := clock.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
-		return nil
+	case <-t.Chan():
 	case <-ctx.Done():
-		return ctx.Err()
 	}
+	return ctx.Err()
 }
 
 // Backoff between attempts to take the file: it starts small, because the
@@ -53,7 +40,7 @@ const (
 func openFile(ctx context.Context, abs string, opts Options) (*duckdb.Connector, error) {
 	clock := opts.Clock
 	if clock == nil {
-		clock = realClock{}
+		clock = clockwork.NewRealClock()
 	}
 	wait := opts.LockWait
 	if wait == 0 {
@@ -83,7 +70,7 @@ func openFile(ctx context.Context, abs string, opts Options) (*duckdb.Connector,
 			noticed = true
 			opts.OnWait(abs, waited)
 		}
-		if err := clock.Sleep(ctx, min(backoff, remaining)); err != nil {
+		if err := sleep(ctx, clock, min(backoff, remaining)); err != nil {
 			return nil, fmt.Errorf("%w (gave up waiting: %w)", lockedError(abs, clock.Now().Sub(start), nil), err)
 		}
 		backoff = min(2*backoff, maxBackoff)
@@ -93,9 +80,9 @@ func openFile(ctx context.Context, abs string, opts Options) (*duckdb.Connector,
 func lockedError(abs string, waited time.Duration, cause error) error {
 	msg := fmt.Sprintf("another gapless process (or another DuckDB client) holds %s; waited %s for it to close the file", abs, waited.Round(time.Millisecond))
 	if cause == nil {
-		return fmt.Errorf("%w: %s", ErrLocked, msg)
+		return fmt.Errorf("%w: %s", warehouse.ErrLocked, msg)
 	}
-	return fmt.Errorf("%w: %s: %w", ErrLocked, msg, cause)
+	return fmt.Errorf("%w: %s: %w", warehouse.ErrLocked, msg, cause)
 }
 
 // isLockError recognises DuckDB refusing the file because another process

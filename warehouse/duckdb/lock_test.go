@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/warehouse"
@@ -59,34 +60,31 @@ func (h *holder) release(t *testing.T) {
 	require.Equal(t, "released", h.lines.Text())
 }
 
-// fakeClock advances only when Open sleeps, and records the sleeps.
+// fakeClock advances only when Open sleeps, and records the sleeps: a
+// clockwork fake clock whose timers fire as soon as they are made, having
+// advanced the clock by their duration.
 type fakeClock struct {
+	*clockwork.FakeClock
 	mu      sync.Mutex
-	now     time.Time
 	sleeps  []time.Duration
 	onSleep func(n int) // called after the n-th sleep (1-based), outside the lock
 }
 
 func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
+	return &fakeClock{FakeClock: clockwork.NewFakeClockAt(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC))}
 }
 
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+func (c *fakeClock) NewTimer(d time.Duration) clockwork.Timer {
+	t := c.FakeClock.NewTimer(d)
 	c.mu.Lock()
 	c.sleeps = append(c.sleeps, d)
-	c.now = c.now.Add(d)
 	n := len(c.sleeps)
 	c.mu.Unlock()
+	c.Advance(d)
 	if c.onSleep != nil {
 		c.onSleep(n)
 	}
-	return ctx.Err()
+	return t
 }
 
 func (c *fakeClock) recorded() []time.Duration {
@@ -106,7 +104,7 @@ func sum(ds []time.Duration) time.Duration {
 // requireLocked checks err is the *warehouse.Error of a locked file.
 func requireLocked(t *testing.T, err error, path string) {
 	t.Helper()
-	require.ErrorIs(t, err, duckdb.ErrLocked)
+	require.ErrorIs(t, err, warehouse.ErrLocked)
 	var we *warehouse.Error
 	require.ErrorAs(t, err, &we)
 	require.Equal(t, "open", we.Op)
@@ -218,7 +216,7 @@ func TestOpenOtherFailuresDoNotWait(t *testing.T) {
 		clock := newFakeClock()
 		_, err := duckdb.Open(t.Context(), path, duckdb.Options{LockWait: time.Hour, Clock: clock})
 		require.Error(t, err, path)
-		require.False(t, errors.Is(err, duckdb.ErrLocked), "%s: %v", path, err)
+		require.False(t, errors.Is(err, warehouse.ErrLocked), "%s: %v", path, err)
 		var we *warehouse.Error
 		require.ErrorAs(t, err, &we)
 		require.Equal(t, "open", we.Op)

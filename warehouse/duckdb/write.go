@@ -133,7 +133,7 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 		}
 		if len(res.Rows) > 0 {
 			row := res.Rows[0]
-			return &stmtError{sql: dup, err: invalidf("the query returns key (%s) = %v %v times; a merge key must be unique",
+			return &stmtError{sql: dup, err: refusef(warehouse.ErrDuplicateKey, "the query returns key (%s) = %v %v times; a merge key must be unique",
 				strings.Join(p.Key, ", "), row[:len(p.Key)], row[len(p.Key)])}
 		}
 		del := "DELETE FROM " + quoteTable(p.Table) + " AS gapless_t USING " + src + " AS gapless_s WHERE " +

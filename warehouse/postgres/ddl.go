@@ -68,10 +68,10 @@ func mustResolveTable(ctx context.Context, db execer, t warehouse.Table) (relati
 		return relation{}, err
 	}
 	if !found {
-		return relation{}, ErrNotFound
+		return relation{}, warehouse.ErrNotFound
 	}
 	if !rel.isTable() {
-		return relation{}, fmt.Errorf("%w: relkind %q", ErrNotATable, rel.kind)
+		return relation{}, fmt.Errorf("%w: relkind %q", warehouse.ErrNotATable, rel.kind)
 	}
 	return rel, nil
 }
@@ -80,7 +80,7 @@ func mustResolveTable(ctx context.Context, db execer, t warehouse.Table) (relati
 // on schema-qualified names, never on whatever search_path resolves.
 func (e *Engine) checkQualified(t warehouse.Table) error {
 	if t.Schema == "" {
-		return fmt.Errorf("%w: table %q has no schema", ErrInvalidIdentifier, t.Name)
+		return fmt.Errorf("%w: table %q has no schema", warehouse.ErrInvalidIdentifier, t.Name)
 	}
 	return e.checkTable(t)
 }
@@ -114,7 +114,7 @@ func (e *Engine) CreateSchema(ctx context.Context, schema string) error {
 // the table exists. Every column type must be exactly one PostgreSQL type
 // name (as Columns returns them, or as written in DDL: "bigint",
 // "numeric(10,2)", "timestamp with time zone", "text[]"); anything else,
-// say a DEFAULT clause or a comment, is refused with ErrInvalidType before
+// say a DEFAULT clause or a comment, is refused with warehouse.ErrInvalidType before
 // any DDL runs.
 func (e *Engine) CreateTable(ctx context.Context, p warehouse.CreateTableParams) error {
 	const op = "create table"
@@ -134,7 +134,7 @@ func (e *Engine) createTableSQL(ctx context.Context, p warehouse.CreateTablePara
 		return "", err
 	}
 	if len(p.Columns) == 0 {
-		return "", fmt.Errorf("%w: no columns", ErrInvalidArgument)
+		return "", fmt.Errorf("%w: no columns", warehouse.ErrInvalidArgument)
 	}
 	types := make([]string, len(p.Columns))
 	for i, c := range p.Columns {
@@ -172,7 +172,7 @@ func (e *Engine) createTableSQL(ctx context.Context, p warehouse.CreateTablePara
 func (e *Engine) checkTypes(ctx context.Context, types []string) error {
 	for _, t := range types {
 		if err := lexType(t); err != nil {
-			return fmt.Errorf("%w %q: %v", ErrInvalidType, t, err)
+			return fmt.Errorf("%w %q: %v", warehouse.ErrInvalidType, t, err)
 		}
 	}
 	const q = `SELECT u.t FROM pg_catalog.unnest($1::text[]) AS u(t) WHERE pg_catalog.to_regtype(u.t) IS NULL`
@@ -183,12 +183,12 @@ func (e *Engine) checkTypes(ctx context.Context, types []string) error {
 	unknown, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		if c := pgCode(err); c == codeSyntaxError || c == codeUndefinedObject {
-			return fmt.Errorf("%w: %w", ErrInvalidType, err)
+			return fmt.Errorf("%w: %w", warehouse.ErrInvalidType, err)
 		}
 		return &stepError{sql: q, err: err}
 	}
 	if len(unknown) > 0 {
-		return fmt.Errorf("%w: unknown type %q", ErrInvalidType, unknown[0])
+		return fmt.Errorf("%w: unknown type %q", warehouse.ErrInvalidType, unknown[0])
 	}
 	return nil
 }
@@ -318,7 +318,7 @@ func columnsOf(ctx context.Context, db execer, oid uint32) ([]column, error) {
 
 // Columns returns t's columns in ordinal order, each type spelled by
 // format_type ("bigint", "timestamp without time zone", "numeric(10,2)").
-// A missing t is an error wrapping ErrNotFound.
+// A missing t is an error wrapping warehouse.ErrNotFound.
 func (e *Engine) Columns(ctx context.Context, t warehouse.Table) ([]warehouse.Column, error) {
 	const op = "columns"
 	obj := t.String()
@@ -330,7 +330,7 @@ func (e *Engine) Columns(ctx context.Context, t warehouse.Table) ([]warehouse.Co
 		return nil, failStep(op, obj, err)
 	}
 	if !found {
-		return nil, fail(op, obj, resolveSQL, ErrNotFound)
+		return nil, fail(op, obj, resolveSQL, warehouse.ErrNotFound)
 	}
 	cols, err := columnsOf(ctx, e.pool, rel.oid)
 	if err != nil {

@@ -64,7 +64,7 @@ func TestTablesViewsAndDrops(t *testing.T) {
 	require.Equal(t, []warehouse.Column{{Name: "id", Type: "bigint"}, {Name: "name", Type: "character varying(10)"}}, cols)
 	_, err = b.e.Columns(b.ctx, tbl("nope"))
 	requireWarehouseError(t, err, "columns")
-	require.ErrorIs(t, err, postgres.ErrNotFound)
+	require.ErrorIs(t, err, warehouse.ErrNotFound)
 
 	// Creating over a taken name fails and changes nothing.
 	err = b.e.CreateTable(b.ctx, warehouse.CreateTableParams{Table: tbl("t"), Columns: []warehouse.Column{{Name: "z", Type: "int"}}})
@@ -74,7 +74,7 @@ func TestTablesViewsAndDrops(t *testing.T) {
 	requireWarehouseError(t, err, "create table as")
 	require.Equal(t, "42P07", pgCode(err))
 	err = b.e.CreateTable(b.ctx, warehouse.CreateTableParams{Table: tbl("z")})
-	require.ErrorIs(t, err, postgres.ErrInvalidArgument, "no columns")
+	require.ErrorIs(t, err, warehouse.ErrInvalidArgument, "no columns")
 
 	// Scenario: a view reads the table. Dropping the table never cascades:
 	// it fails, and both stay; dropping the wrong kind fails too.

@@ -72,7 +72,7 @@ func (e *Engine) Describe(ctx context.Context, p warehouse.DescribeParams) ([]wa
 			return err
 		}
 		if !found {
-			return &stepError{sql: resolveSQL, err: ErrNotFound}
+			return &stepError{sql: resolveSQL, err: warehouse.ErrNotFound}
 		}
 		got, err := columnsOf(ctx, tx, rel.oid)
 		if err != nil {

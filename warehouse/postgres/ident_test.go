@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/warehouse"
-	"github.com/gapless-dev/gapless/warehouse/postgres"
 )
 
 func TestHostileAndUnusualIdentifiers(t *testing.T) {
@@ -139,7 +138,7 @@ func TestIdentifierValidation(t *testing.T) {
 		}
 		for what, call := range calls {
 			err := call()
-			require.ErrorIs(t, err, postgres.ErrInvalidIdentifier, "%s with %q", what, name)
+			require.ErrorIs(t, err, warehouse.ErrInvalidIdentifier, "%s with %q", what, name)
 			var we *warehouse.Error
 			require.ErrorAs(t, err, &we)
 		}
@@ -177,7 +176,7 @@ func TestColumnTypesAreOneTypeName(t *testing.T) {
 	}
 	for _, typ := range refused {
 		err := b.e.CreateTable(b.ctx, warehouse.CreateTableParams{Table: tbl("t"), Columns: []warehouse.Column{{Name: "a", Type: typ}}})
-		require.ErrorIs(t, err, postgres.ErrInvalidType, "%q", typ)
+		require.ErrorIs(t, err, warehouse.ErrInvalidType, "%q", typ)
 		require.False(t, b.exists(t, tbl("t")), "%q", typ)
 	}
 	accepted := []string{

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gapless-dev/gapless/internal/pgtest"
 	"github.com/gapless-dev/gapless/warehouse"
-	"github.com/gapless-dev/gapless/warehouse/postgres"
 )
 
 func day(d int) time.Time { return time.Date(2024, 1, d, 0, 0, 0, 0, time.UTC) }
@@ -214,15 +213,15 @@ func TestInsertIntervalRefusals(t *testing.T) {
 		is     error
 		code   string
 	}{
-		{"end before start", func(p *warehouse.InsertIntervalParams) { p.End = day(0) }, postgres.ErrInvalidArgument, ""},
-		{"empty interval", func(p *warehouse.InsertIntervalParams) { p.End = p.Start }, postgres.ErrInvalidArgument, ""},
-		{"no such table", func(p *warehouse.InsertIntervalParams) { p.Table = tbl("nope") }, postgres.ErrNotFound, ""},
-		{"a view", func(p *warehouse.InsertIntervalParams) { p.Table = tbl("v") }, postgres.ErrNotATable, ""},
-		{"no such time column", func(p *warehouse.InsertIntervalParams) { p.TimeColumn = "nope" }, postgres.ErrInvalidArgument, ""},
-		{"integer time column", func(p *warehouse.InsertIntervalParams) { p.TimeColumn = "n" }, postgres.ErrUnsupportedTimeColumn, ""},
-		{"empty query", func(p *warehouse.InsertIntervalParams) { p.Query = " ;\n" }, postgres.ErrInvalidArgument, ""},
+		{"end before start", func(p *warehouse.InsertIntervalParams) { p.End = day(0) }, warehouse.ErrInvalidArgument, ""},
+		{"empty interval", func(p *warehouse.InsertIntervalParams) { p.End = p.Start }, warehouse.ErrInvalidArgument, ""},
+		{"no such table", func(p *warehouse.InsertIntervalParams) { p.Table = tbl("nope") }, warehouse.ErrNotFound, ""},
+		{"a view", func(p *warehouse.InsertIntervalParams) { p.Table = tbl("v") }, warehouse.ErrNotATable, ""},
+		{"no such time column", func(p *warehouse.InsertIntervalParams) { p.TimeColumn = "nope" }, warehouse.ErrInvalidArgument, ""},
+		{"integer time column", func(p *warehouse.InsertIntervalParams) { p.TimeColumn = "n" }, warehouse.ErrUnsupportedTimeColumn, ""},
+		{"empty query", func(p *warehouse.InsertIntervalParams) { p.Query = " ;\n" }, warehouse.ErrInvalidArgument, ""},
 		{"query lacks a column", func(p *warehouse.InsertIntervalParams) { p.Query = "SELECT ts, n FROM s.t" }, nil, "42703"},
-		{"zero table", func(p *warehouse.InsertIntervalParams) { p.Table = warehouse.Table{} }, postgres.ErrInvalidIdentifier, ""},
+		{"zero table", func(p *warehouse.InsertIntervalParams) { p.Table = warehouse.Table{} }, warehouse.ErrInvalidIdentifier, ""},
 		{"two statements", func(p *warehouse.InsertIntervalParams) {
 			p.Query = "SELECT ts, n, v FROM s.t) AS q; DELETE FROM s.t; SELECT * FROM (SELECT 1"
 		}, nil, "42601"},

@@ -3,6 +3,8 @@ package postgres
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gapless-dev/gapless/warehouse"
 )
 
 // trimQuery cuts what follows a query's last token: whitespace, semicolons
@@ -18,7 +20,7 @@ import (
 func trimQuery(q string) (string, error) {
 	end := significantEnd(q)
 	if end == 0 {
-		return "", fmt.Errorf("%w: empty query", ErrInvalidArgument)
+		return "", fmt.Errorf("%w: empty query", warehouse.ErrInvalidArgument)
 	}
 	return q[:end], nil
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/warehouse"
 )
 
 func TestTrimQuery(t *testing.T) {
@@ -39,7 +41,7 @@ func TestTrimQuery(t *testing.T) {
 	}
 	for _, empty := range []string{"", " ", ";", " ; ;\n", "-- only a comment", "/* c */ ;"} {
 		_, err := trimQuery(empty)
-		require.ErrorIs(t, err, ErrInvalidArgument, "%q", empty)
+		require.ErrorIs(t, err, warehouse.ErrInvalidArgument, "%q", empty)
 	}
 }
 

@@ -122,10 +122,10 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 	}
 	if !p.End.After(p.Start) {
 		return 0, fail(op, obj, "", fmt.Errorf("%w: interval end %s is not after start %s",
-			ErrInvalidArgument, p.End.UTC().Format(time.RFC3339Nano), p.Start.UTC().Format(time.RFC3339Nano)))
+			warehouse.ErrInvalidArgument, p.End.UTC().Format(time.RFC3339Nano), p.Start.UTC().Format(time.RFC3339Nano)))
 	}
 	if p.Text != nil && p.Text.Start >= p.Text.End {
-		return 0, fail(op, obj, "", fmt.Errorf("%w: text bounds [%q, %q) are empty", ErrInvalidArgument, p.Text.Start, p.Text.End))
+		return 0, fail(op, obj, "", fmt.Errorf("%w: text bounds [%q, %q) are empty", warehouse.ErrInvalidArgument, p.Text.Start, p.Text.End))
 	}
 	q, err := trimQuery(p.Query)
 	if err != nil {
@@ -168,11 +168,11 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 		}
 		if staged != "" && !slices.Equal(cols, before) {
 			return fmt.Errorf("%w: the columns of %s changed while the interval's rows were computed; run it again",
-				ErrInvalidArgument, p.Table)
+				warehouse.ErrInvalidArgument, p.Table)
 		}
 		tc, ok := findColumn(cols, p.TimeColumn)
 		if !ok {
-			return fmt.Errorf("%w: no time column %q in %s", ErrInvalidArgument, p.TimeColumn, p.Table)
+			return fmt.Errorf("%w: no time column %q in %s", warehouse.ErrInvalidArgument, p.TimeColumn, p.Table)
 		}
 		lo, ok := boundExpr(tc.typeOID, 1, text)
 		if !ok {
@@ -224,7 +224,7 @@ const intervalSource = `pg_temp."gapless_interval_src"`
 func intervalSelect(cols []column, timeColumn string, t warehouse.Table, q string, text bool) (string, error) {
 	tc, ok := findColumn(cols, timeColumn)
 	if !ok {
-		return "", fmt.Errorf("%w: no time column %q in %s", ErrInvalidArgument, timeColumn, t)
+		return "", fmt.Errorf("%w: no time column %q in %s", warehouse.ErrInvalidArgument, timeColumn, t)
 	}
 	lo, ok := boundExpr(tc.typeOID, 1, text)
 	if !ok {
@@ -241,9 +241,9 @@ func intervalSelect(cols []column, timeColumn string, t warehouse.Table, q strin
 
 func unsupportedTimeColumn(tc column, text bool) error {
 	if text {
-		return fmt.Errorf("%w: %q is %s, and text bounds need text, varchar or char", ErrUnsupportedTimeColumn, tc.Name, tc.Type)
+		return fmt.Errorf("%w: %q is %s, and text bounds need text, varchar or char", warehouse.ErrUnsupportedTimeColumn, tc.Name, tc.Type)
 	}
-	return fmt.Errorf("%w: %q is %s", ErrUnsupportedTimeColumn, tc.Name, tc.Type)
+	return fmt.Errorf("%w: %q is %s", warehouse.ErrUnsupportedTimeColumn, tc.Name, tc.Type)
 }
 
 // mergeSource is the transaction-local table MergeByKey reads the query
@@ -263,7 +263,7 @@ const mergeSource = `pg_temp."gapless_merge_src"`
 // The query runs once (into src). Keys compare NULL-safely: a NULL key
 // matches a NULL key, so re-running a batch with a NULL key replaces its
 // row instead of adding another. A key the query returns twice
-// (ErrDuplicateKey; NULLs count as equal) fails the merge and changes
+// (warehouse.ErrDuplicateKey; NULLs count as equal) fails the merge and changes
 // nothing, since the target's key would no longer be unique.
 //
 // IS NOT DISTINCT FROM cannot drive a hash or merge join, so the DELETE is
@@ -279,7 +279,7 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 		return 0, fail(op, obj, "", err)
 	}
 	if len(p.Key) == 0 {
-		return 0, fail(op, obj, "", fmt.Errorf("%w: no key columns", ErrInvalidArgument))
+		return 0, fail(op, obj, "", fmt.Errorf("%w: no key columns", warehouse.ErrInvalidArgument))
 	}
 	if err := e.checkIdents("key column", p.Key); err != nil {
 		return 0, fail(op, obj, "", err)
@@ -287,7 +287,7 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 	seen := make(map[string]bool, len(p.Key))
 	for _, k := range p.Key {
 		if seen[k] {
-			return 0, fail(op, obj, "", fmt.Errorf("%w: key column %q listed twice", ErrInvalidArgument, k))
+			return 0, fail(op, obj, "", fmt.Errorf("%w: key column %q listed twice", warehouse.ErrInvalidArgument, k))
 		}
 		seen[k] = true
 	}
@@ -307,7 +307,7 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 		}
 		for _, k := range p.Key {
 			if _, ok := findColumn(cols, k); !ok {
-				return fmt.Errorf("%w: no key column %q in %s", ErrInvalidArgument, k, p.Table)
+				return fmt.Errorf("%w: no key column %q in %s", warehouse.ErrInvalidArgument, k, p.Table)
 			}
 		}
 		names := make([]string, len(cols))
@@ -331,7 +331,7 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 			return &stepError{sql: dup, err: err}
 		}
 		if hasDup {
-			return &stepError{sql: dup, err: fmt.Errorf("%w (key %s)", ErrDuplicateKey, strings.Join(p.Key, ", "))}
+			return &stepError{sql: dup, err: fmt.Errorf("%w (key %s)", warehouse.ErrDuplicateKey, strings.Join(p.Key, ", "))}
 		}
 		patterns := "SELECT DISTINCT " + strings.Join(nullFlags, ", ") + " FROM " + mergeSource
 		rows, err := tx.Query(ctx, patterns)
@@ -397,7 +397,7 @@ func (e *Engine) InsertRows(ctx context.Context, p warehouse.InsertRowsParams) (
 		return 0, fail(op, obj, "", err)
 	}
 	if len(p.Columns) == 0 {
-		return 0, fail(op, obj, "", fmt.Errorf("%w: no columns", ErrInvalidArgument))
+		return 0, fail(op, obj, "", fmt.Errorf("%w: no columns", warehouse.ErrInvalidArgument))
 	}
 	if err := e.checkIdents("column", p.Columns); err != nil {
 		return 0, fail(op, obj, "", err)
@@ -405,7 +405,7 @@ func (e *Engine) InsertRows(ctx context.Context, p warehouse.InsertRowsParams) (
 	rows := make([][]any, len(p.Rows))
 	for i, r := range p.Rows {
 		if len(r) != len(p.Columns) {
-			return 0, fail(op, obj, "", fmt.Errorf("%w: row %d has %d values for %d columns", ErrInvalidArgument, i, len(r), len(p.Columns)))
+			return 0, fail(op, obj, "", fmt.Errorf("%w: row %d has %d values for %d columns", warehouse.ErrInvalidArgument, i, len(r), len(p.Columns)))
 		}
 		rows[i] = make([]any, len(r))
 		for j, v := range r {

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/warehouse"
-	"github.com/gapless-dev/gapless/warehouse/postgres"
 )
 
 func TestMergeByKeyCompositeKey(t *testing.T) {
@@ -47,13 +46,13 @@ func TestMergeByKeyRefusesBadKeys(t *testing.T) {
 		p    warehouse.MergeParams
 		is   error
 	}{
-		{"duplicate NULL key", warehouse.MergeParams{Table: tbl("t"), Key: []string{"k"}, Query: `SELECT NULL::int AS k, 'new' AS v UNION ALL SELECT NULL, 'x'`}, postgres.ErrDuplicateKey},
-		{"duplicate key", warehouse.MergeParams{Table: tbl("t"), Key: []string{"k"}, Query: `SELECT 1 AS k, 'new' AS v UNION ALL SELECT 1, 'x'`}, postgres.ErrDuplicateKey},
-		{"no key", warehouse.MergeParams{Table: tbl("t"), Query: `SELECT 1 AS k, 'new' AS v`}, postgres.ErrInvalidArgument},
-		{"key twice", warehouse.MergeParams{Table: tbl("t"), Key: []string{"k", "k"}, Query: `SELECT 1 AS k, 'new' AS v`}, postgres.ErrInvalidArgument},
-		{"unknown key", warehouse.MergeParams{Table: tbl("t"), Key: []string{"nope"}, Query: `SELECT 1 AS k, 'new' AS v`}, postgres.ErrInvalidArgument},
-		{"view", warehouse.MergeParams{Table: tbl("v"), Key: []string{"k"}, Query: `SELECT 1 AS k, 'new' AS v`}, postgres.ErrNotATable},
-		{"missing table", warehouse.MergeParams{Table: tbl("nope"), Key: []string{"k"}, Query: `SELECT 1 AS k, 'new' AS v`}, postgres.ErrNotFound},
+		{"duplicate NULL key", warehouse.MergeParams{Table: tbl("t"), Key: []string{"k"}, Query: `SELECT NULL::int AS k, 'new' AS v UNION ALL SELECT NULL, 'x'`}, warehouse.ErrDuplicateKey},
+		{"duplicate key", warehouse.MergeParams{Table: tbl("t"), Key: []string{"k"}, Query: `SELECT 1 AS k, 'new' AS v UNION ALL SELECT 1, 'x'`}, warehouse.ErrDuplicateKey},
+		{"no key", warehouse.MergeParams{Table: tbl("t"), Query: `SELECT 1 AS k, 'new' AS v`}, warehouse.ErrInvalidArgument},
+		{"key twice", warehouse.MergeParams{Table: tbl("t"), Key: []string{"k", "k"}, Query: `SELECT 1 AS k, 'new' AS v`}, warehouse.ErrInvalidArgument},
+		{"unknown key", warehouse.MergeParams{Table: tbl("t"), Key: []string{"nope"}, Query: `SELECT 1 AS k, 'new' AS v`}, warehouse.ErrInvalidArgument},
+		{"view", warehouse.MergeParams{Table: tbl("v"), Key: []string{"k"}, Query: `SELECT 1 AS k, 'new' AS v`}, warehouse.ErrNotATable},
+		{"missing table", warehouse.MergeParams{Table: tbl("nope"), Key: []string{"k"}, Query: `SELECT 1 AS k, 'new' AS v`}, warehouse.ErrNotFound},
 	}
 	for _, tc := range cases {
 		_, err := b.e.MergeByKey(b.ctx, tc.p)

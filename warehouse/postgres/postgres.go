@@ -12,7 +12,7 @@
 //     bytes by default). PostgreSQL silently truncates longer names, which
 //     would let two physical tables (say two versions of one long model
 //     name) collide on one truncated name; this engine refuses them with
-//     ErrInvalidIdentifier instead.
+//     warehouse.ErrInvalidIdentifier instead.
 //   - Identifiers are rendered with pgx.Identifier.Sanitize (double quotes,
 //     embedded quotes doubled); values are bound parameters; the few
 //     literals DDL needs (comments restored after a swap) are rendered by
@@ -66,34 +66,10 @@ import (
 // Dialect is what (*Engine).Dialect returns.
 const Dialect = "postgres"
 
-// Errors the engine returns inside a *warehouse.Error; test with errors.Is.
-// Server errors are wrapped as *pgconn.PgError: test with errors.As and
-// read its Code (SQLSTATE).
-var (
-	// ErrInvalidIdentifier: an empty, non-UTF-8, NUL-containing or too long
-	// schema, table or column name.
-	ErrInvalidIdentifier = errors.New("invalid identifier")
-	// ErrInvalidType: a column type that is not exactly one type name.
-	ErrInvalidType = errors.New("invalid column type")
-	// ErrInvalidArgument: parameters that make no sense (End before Start,
-	// no key columns, a row whose width differs from its column list, …).
-	ErrInvalidArgument = errors.New("invalid argument")
-	// ErrNotFound: the table or view does not exist.
-	ErrNotFound = errors.New("table or view does not exist")
-	// ErrNotATable: the object exists but is a view (or another kind of
-	// relation) where a table is required.
-	ErrNotATable = errors.New("not a table")
-	// ErrUnsupportedTimeColumn: InsertInterval's time column is not
-	// timestamp, timestamptz or date.
-	ErrUnsupportedTimeColumn = errors.New("time column must be timestamp, timestamptz or date")
-	// ErrDuplicateKey: MergeByKey's query returned two rows with one key
-	// (NULLs counting as equal).
-	ErrDuplicateKey = errors.New("merge query returns a key more than once")
-	// ErrDependentObject: ReplaceTable found an object other than a plain
-	// view (a materialized view, say) depending on the table, which it
-	// cannot rebuild; nothing was changed.
-	ErrDependentObject = errors.New("an object the engine cannot rebuild depends on the table")
-)
+// Errors: the engine returns package warehouse's sentinels
+// (warehouse.ErrNotFound, warehouse.ErrInvalidArgument, ...) inside a
+// *warehouse.Error; test with errors.Is. Server errors are wrapped as
+// *pgconn.PgError: test with errors.As and read its Code (SQLSTATE).
 
 // Engine is the PostgreSQL warehouse engine. It is safe for concurrent use.
 type Engine struct {
@@ -176,14 +152,14 @@ func quoteIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
 func (e *Engine) checkIdent(what, name string) error {
 	switch {
 	case name == "":
-		return fmt.Errorf("%w: empty %s name", ErrInvalidIdentifier, what)
+		return fmt.Errorf("%w: empty %s name", warehouse.ErrInvalidIdentifier, what)
 	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: %s name %q is not valid UTF-8", ErrInvalidIdentifier, what, name)
+		return fmt.Errorf("%w: %s name %q is not valid UTF-8", warehouse.ErrInvalidIdentifier, what, name)
 	case containsNUL(name):
-		return fmt.Errorf("%w: %s name %q contains a NUL byte", ErrInvalidIdentifier, what, name)
+		return fmt.Errorf("%w: %s name %q contains a NUL byte", warehouse.ErrInvalidIdentifier, what, name)
 	case len(name) > e.maxIdent:
 		return fmt.Errorf("%w: %s name %q is %d bytes, longer than the server's max_identifier_length %d (PostgreSQL would truncate it)",
-			ErrInvalidIdentifier, what, name, len(name), e.maxIdent)
+			warehouse.ErrInvalidIdentifier, what, name, len(name), e.maxIdent)
 	}
 	return nil
 }

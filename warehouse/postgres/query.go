@@ -67,7 +67,7 @@ func bindArgs(args []any) ([]any, error) {
 			// pgx reads these leading arguments as options, not values:
 			// QueryExecModeSimpleProtocol would run several statements,
 			// and a rewriter rewrites the SQL.
-			return nil, fmt.Errorf("%w: argument %d is a pgx option (%T), not a value", ErrInvalidArgument, i+1, a)
+			return nil, fmt.Errorf("%w: argument %d is a pgx option (%T), not a value", warehouse.ErrInvalidArgument, i+1, a)
 		}
 		bound[i] = bindValue(a)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/warehouse"
-	"github.com/gapless-dev/gapless/warehouse/postgres"
 )
 
 func TestQueryValues(t *testing.T) {
@@ -62,7 +61,7 @@ func TestQueryIsOneStatement(t *testing.T) {
 	for _, opt := range []any{pgx.QueryExecModeSimpleProtocol, pgx.NamedArgs{"a": 1}, pgx.QueryResultFormats{0}} {
 		_, err = b.e.Query(b.ctx, `SELECT 1; DROP TABLE s.canary`, opt)
 		requireWarehouseError(t, err, "query")
-		require.ErrorIs(t, err, postgres.ErrInvalidArgument)
+		require.ErrorIs(t, err, warehouse.ErrInvalidArgument)
 	}
 	require.Equal(t, [][]any{{int64(1)}}, b.rows(t, `SELECT alive FROM s.canary`))
 	require.Equal(t, [][]any{{int64(1)}}, b.rows(t, "SELECT 1 -- trailing comment"))
@@ -94,7 +93,7 @@ func TestInsertRows(t *testing.T) {
 	requireWarehouseError(t, err, "insert rows")
 	_, err = b.e.InsertRows(b.ctx, warehouse.InsertRowsParams{Table: tbl("seed"), Columns: []string{"id", "name"},
 		Rows: [][]any{{5, "x"}, {6}}})
-	require.ErrorIs(t, err, postgres.ErrInvalidArgument, "ragged rows")
+	require.ErrorIs(t, err, warehouse.ErrInvalidArgument, "ragged rows")
 	_, err = b.e.InsertRows(b.ctx, warehouse.InsertRowsParams{Table: tbl("seed"), Columns: []string{"nope"}, Rows: [][]any{{1}}})
 	requireWarehouseError(t, err, "insert rows")
 	require.EqualValues(t, 2, b.scalar(t, `SELECT count(*) FROM s.seed`))

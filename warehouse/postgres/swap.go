@@ -55,7 +55,7 @@ func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParam
 		}
 		if found {
 			if !old.isTable() {
-				return fmt.Errorf("%w: relkind %q", ErrNotATable, old.kind)
+				return fmt.Errorf("%w: relkind %q", warehouse.ErrNotATable, old.kind)
 			}
 			if _, err := exec(ctx, tx, "LOCK TABLE "+quoteTable(p.Table)+" IN SHARE ROW EXCLUSIVE MODE"); err != nil {
 				return err
@@ -67,7 +67,7 @@ func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParam
 				return err
 			}
 			if found && !old.isTable() {
-				return fmt.Errorf("%w: relkind %q", ErrNotATable, old.kind)
+				return fmt.Errorf("%w: relkind %q", warehouse.ErrNotATable, old.kind)
 			}
 		}
 		tmp, err := tempName()
@@ -194,7 +194,7 @@ func restoreStatements(ctx context.Context, tx pgx.Tx, oid uint32, name string, 
 //     pg_get_viewdef qualifies every name, records each one's definition,
 //     options, grants and comments, and old's own grants and comments; a
 //     dependent that is not a plain view (a materialized view) stops the
-//     swap with ErrDependentObject;
+//     swap with warehouse.ErrDependentObject;
 //  2. drops those views, deepest first, and old, all without CASCADE, so
 //     that any other kind of dependent (a foreign key, a function body)
 //     fails the transaction instead of vanishing;
@@ -216,7 +216,7 @@ func swapIn(ctx context.Context, tx pgx.Tx, target warehouse.Table, old relation
 		return err
 	}
 	if !found {
-		return fmt.Errorf("%w: %s vanished before the swap", ErrNotFound, tmpTable)
+		return fmt.Errorf("%w: %s vanished before the swap", warehouse.ErrNotFound, tmpTable)
 	}
 	noun := "TABLE"
 	if old.kind == relkindView {
@@ -305,7 +305,7 @@ func lockDependents(ctx context.Context, tx pgx.Tx, oid uint32) ([]dependent, er
 		var names []string
 		for _, d := range deps {
 			if d.kind != relkindView {
-				return nil, fmt.Errorf("%w: %s (relkind %q) reads it", ErrDependentObject, d.name, d.kind)
+				return nil, fmt.Errorf("%w: %s (relkind %q) reads it", warehouse.ErrDependentObject, d.name, d.kind)
 			}
 			if !locked[d.oid] {
 				locked[d.oid] = true
@@ -316,7 +316,7 @@ func lockDependents(ctx context.Context, tx pgx.Tx, oid uint32) ([]dependent, er
 			return deps, nil
 		}
 		if round == maxDependentRounds {
-			return nil, fmt.Errorf("%w: the views over the relation kept changing while locking them", ErrDependentObject)
+			return nil, fmt.Errorf("%w: the views over the relation kept changing while locking them", warehouse.ErrDependentObject)
 		}
 		if _, err := exec(ctx, tx, "LOCK TABLE "+strings.Join(names, ", ")+" IN ACCESS EXCLUSIVE MODE"); err != nil {
 			return nil, err

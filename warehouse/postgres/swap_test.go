@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/warehouse"
-	"github.com/gapless-dev/gapless/warehouse/postgres"
 )
 
 // servedState is what readers of the swapped table and its views can see,
@@ -111,14 +110,14 @@ func TestReplaceTableRefusesWhatItCannotRebuild(t *testing.T) {
 	before := servedState(t, b)
 	err := b.e.ReplaceTable(b.ctx, warehouse.ReplaceTableParams{Table: tbl("t"), Query: `SELECT 2 AS id`})
 	requireWarehouseError(t, err, "replace table")
-	require.ErrorIs(t, err, postgres.ErrDependentObject)
+	require.ErrorIs(t, err, warehouse.ErrDependentObject)
 	require.Equal(t, before, servedState(t, b))
 	require.Equal(t, [][]any{{int64(1)}}, b.rows(t, `SELECT * FROM s.v`))
 	require.Zero(t, b.tmpTables(t))
 
 	// A view where a table is expected is refused too.
 	err = b.e.ReplaceTable(b.ctx, warehouse.ReplaceTableParams{Table: tbl("v"), Query: `SELECT 2 AS id`})
-	require.ErrorIs(t, err, postgres.ErrNotATable)
+	require.ErrorIs(t, err, warehouse.ErrNotATable)
 }
 
 func TestReplaceTableCreatesMissingTable(t *testing.T) {

@@ -49,7 +49,7 @@ func (e *Engine) CreateOrReplaceViews(ctx context.Context, views []warehouse.Vie
 			return fail(op, obj, "", err)
 		}
 		if j, dup := seen[p.View]; dup {
-			return fail(op, obj, "", fmt.Errorf("%w: view %s is in the batch twice (positions %d and %d)", ErrInvalidArgument, obj, j, i))
+			return fail(op, obj, "", fmt.Errorf("%w: view %s is in the batch twice (positions %d and %d)", warehouse.ErrInvalidArgument, obj, j, i))
 		}
 		seen[p.View] = i
 		stmts[i] = newViewStmt(p.View, q)

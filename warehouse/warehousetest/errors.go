@@ -2,6 +2,7 @@ package warehousetest
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,6 +15,7 @@ var errorScenarios = []scenario{
 	{"QueryErrorCarriesSQL", testQueryError},
 	{"CanceledContextChangesNothing", testCanceledContext},
 	{"CloseTwiceThenCallsFail", testUseAfterClose},
+	{"SentinelErrors", testSentinelErrors},
 }
 
 // Scenario: a model's query names a column that does not exist. Whatever
@@ -111,4 +113,116 @@ func testUseAfterClose(t *testing.T, f *fixture) {
 	requireFails(t, err)
 	_, err = f.e.TableExists(f.ctx, tbl)
 	requireFails(t, err)
+}
+
+// Scenario: the same mistake gets the same error on every engine: a bad
+// name, a bad column type, parameters that make no sense, a merge whose
+// query returns a key twice, a missing table and a view where a table is
+// needed each fail with package warehouse's sentinel (errors.Is), inside a
+// *warehouse.Error, and change nothing.
+func testSentinelErrors(t *testing.T, f *fixture) {
+	events := f.eventsTable()
+	f.insertInterval(events, ts(0, 0, 0), ts(1, 0, 0), hourly(0, 1, 2, "kept"))
+	before := f.rowsOf(events, "ts, id, v", "ts, id")
+	view := f.table("events_view")
+	require.NoError(t, f.e.CreateOrReplaceView(f.ctx, warehouse.ViewParams{View: view, Query: "SELECT ts, id, v FROM " + f.q(events)}))
+	missing := f.table("no_such_table")
+	insert := func(p warehouse.InsertIntervalParams) error {
+		if p.TimeColumn == "" {
+			p.TimeColumn = "ts"
+		}
+		if p.Query == "" {
+			p.Query = hourly(0, 1, 2, "lost")
+		}
+		if p.Start.IsZero() && p.End.IsZero() {
+			p.Start, p.End = ts(0, 0, 0), ts(1, 0, 0)
+		}
+		_, err := f.e.InsertInterval(f.ctx, p)
+		return err
+	}
+	merge := func(p warehouse.MergeParams) error {
+		if p.Query == "" {
+			p.Query = hourly(0, 1, 2, "lost")
+		}
+		_, err := f.e.MergeByKey(f.ctx, p)
+		return err
+	}
+	cases := []struct {
+		name string
+		want error
+		call func() error
+	}{
+		{"empty table name", warehouse.ErrInvalidIdentifier, func() error {
+			return f.e.CreateTable(f.ctx, warehouse.CreateTableParams{Table: f.table(""), Columns: []warehouse.Column{{Name: "id", Type: "BIGINT"}}})
+		}},
+		{"NUL in a column name", warehouse.ErrInvalidIdentifier, func() error {
+			return f.e.CreateTable(f.ctx, warehouse.CreateTableParams{Table: f.table("nul"), Columns: []warehouse.Column{{Name: "a\x00b", Type: "BIGINT"}}})
+		}},
+		{"empty time column", warehouse.ErrInvalidIdentifier, func() error {
+			return insert(warehouse.InsertIntervalParams{Table: events, TimeColumn: "\xff"})
+		}},
+		{"a type that ends the statement", warehouse.ErrInvalidType, func() error {
+			return f.e.CreateTable(f.ctx, warehouse.CreateTableParams{Table: f.table("typ"), Columns: []warehouse.Column{{Name: "id", Type: "BIGINT); DROP TABLE x; --"}}})
+		}},
+		{"no columns", warehouse.ErrInvalidArgument, func() error {
+			return f.e.CreateTable(f.ctx, warehouse.CreateTableParams{Table: f.table("none")})
+		}},
+		{"end before start", warehouse.ErrInvalidArgument, func() error {
+			return insert(warehouse.InsertIntervalParams{Table: events, Start: ts(1, 0, 0), End: ts(0, 0, 0)})
+		}},
+		{"empty query", warehouse.ErrInvalidArgument, func() error {
+			return insert(warehouse.InsertIntervalParams{Table: events, Query: " \n"})
+		}},
+		{"no such time column", warehouse.ErrInvalidArgument, func() error {
+			return insert(warehouse.InsertIntervalParams{Table: events, TimeColumn: "nope"})
+		}},
+		{"merge without a key", warehouse.ErrInvalidArgument, func() error {
+			return merge(warehouse.MergeParams{Table: events})
+		}},
+		{"merge on a key the table lacks", warehouse.ErrInvalidArgument, func() error {
+			return merge(warehouse.MergeParams{Table: events, Key: []string{"nope"}})
+		}},
+		{"ragged rows", warehouse.ErrInvalidArgument, func() error {
+			_, err := f.e.InsertRows(f.ctx, warehouse.InsertRowsParams{Table: events, Columns: []string{"id", "v"}, Rows: [][]any{{int64(1)}}})
+			return err
+		}},
+		{"merge query returns a key twice", warehouse.ErrDuplicateKey, func() error {
+			return merge(warehouse.MergeParams{Table: events, Key: []string{"id"},
+				Query: "SELECT ts, id, v FROM " + f.q(events) + " UNION ALL SELECT ts, id, v FROM " + f.q(events)})
+		}},
+		{"columns of a missing table", warehouse.ErrNotFound, func() error {
+			_, err := f.e.Columns(f.ctx, missing)
+			return err
+		}},
+		{"insert interval into a missing table", warehouse.ErrNotFound, func() error {
+			return insert(warehouse.InsertIntervalParams{Table: missing})
+		}},
+		{"merge into a missing table", warehouse.ErrNotFound, func() error {
+			return merge(warehouse.MergeParams{Table: missing, Key: []string{"id"}})
+		}},
+		{"insert interval into a view", warehouse.ErrNotATable, func() error {
+			return insert(warehouse.InsertIntervalParams{Table: view})
+		}},
+		{"merge into a view", warehouse.ErrNotATable, func() error {
+			return merge(warehouse.MergeParams{Table: view, Key: []string{"id"}})
+		}},
+	}
+	for _, c := range cases {
+		err := c.call()
+		var we *warehouse.Error
+		require.ErrorAs(t, err, &we, "%s: not a *warehouse.Error: %v", c.name, err)
+		require.ErrorIs(t, err, c.want, "%s", c.name)
+		for _, other := range []error{warehouse.ErrInvalidIdentifier, warehouse.ErrInvalidType, warehouse.ErrInvalidArgument,
+			warehouse.ErrDuplicateKey, warehouse.ErrNotFound, warehouse.ErrNotATable} {
+			if other != c.want {
+				require.False(t, errors.Is(err, other), "%s: %v is also %v", c.name, err, other)
+			}
+		}
+	}
+	require.Equal(t, before, f.rowsOf(events, "ts, id, v", "ts, id"), "no failed call changed a row")
+	for _, name := range []string{"nul", "typ", "none"} {
+		ok, err := f.e.TableExists(f.ctx, f.table(name))
+		require.NoError(t, err)
+		require.False(t, ok, "%s was created", name)
+	}
 }

@@ -51,6 +51,13 @@
 //     columns. Its types are the engine's spelling of the actual type, and
 //     CreateTable accepts them back unchanged.
 //
+// Errors:
+//   - Every error is a *warehouse.Error. The same mistake wraps the same
+//     sentinel of package warehouse on every engine (errors.Is):
+//     ErrInvalidIdentifier, ErrInvalidType, ErrInvalidArgument,
+//     ErrDuplicateKey, ErrNotFound (a missing table, for Columns and the
+//     writes) and ErrNotATable (a write into a view), and no other of them.
+//
 // Writes:
 //   - InsertInterval's query must produce every column of the table (other
 //     columns are ignored); rows with a NULL time are not inserted; Start
