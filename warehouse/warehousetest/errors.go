@@ -158,7 +158,7 @@ func testSentinelErrors(t *testing.T, f *fixture) {
 		{"NUL in a column name", warehouse.ErrInvalidIdentifier, func() error {
 			return f.e.CreateTable(f.ctx, warehouse.CreateTableParams{Table: f.table("nul"), Columns: []warehouse.Column{{Name: "a\x00b", Type: "BIGINT"}}})
 		}},
-		{"empty time column", warehouse.ErrInvalidIdentifier, func() error {
+		{"time column not UTF-8", warehouse.ErrInvalidIdentifier, func() error {
 			return insert(warehouse.InsertIntervalParams{Table: events, TimeColumn: "\xff"})
 		}},
 		{"a type that ends the statement", warehouse.ErrInvalidType, func() error {
