@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
@@ -88,8 +87,9 @@ exits (for cron and tests); only then may --execution-time be given.`,
 			s, err := scheduler.New(scheduler.Params{
 				Envs: envs, Store: b.Store, Parser: parser, ProjectDir: cfg.Dir,
 				OpenEngine: func(ctx context.Context) (warehouse.Engine, error) { return g.openEngine(ctx, cfg) },
-				Clock:      clockwork.NewRealClock(),
-				Tick:       tick, Jitter: jitter, Grace: grace, ExecutionTime: exec,
+				// No Clock: the daemon ticks, and its leases expire, on the
+				// wall clock (scheduler.New's default), not Env.Clock.
+				Tick: tick, Jitter: jitter, Grace: grace, ExecutionTime: exec,
 				Lease:      lease.Options{TTL: ttl},
 				Logger:     g.log,
 				Registerer: reg,
