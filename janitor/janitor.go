@@ -3,8 +3,8 @@
 // tables, intervals and snapshots of versions nothing serves once their
 // snapshot_ttl has passed.
 //
-// It is split as a reconcile from its apply: decide.go holds the pure
-// decisions (which environment is expired, which removals an earlier pass
+// It is split as a reconcile from its apply: decide.go (and retain.go, the
+// snapshot_ttl rule) holds the pure decisions (which environment is expired, which removals an earlier pass
 // left half-done, what removing an environment takes down, whether a saved
 // plan is still in flight, what the live environments use, and, in retire,
 // which versions are dropped, retained by snapshot_ttl or dead), plain

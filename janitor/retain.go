@@ -24,8 +24,8 @@ type VersionUse struct {
 	// it (it may be about to reuse it).
 	InFlight bool
 	// LastServed is when an environment last stopped serving it
-	// (state.Store.LastServed; for an environment the janitor removes now, now).
-	// Zero when it was never served, or before that was recorded.
+	// (state.Store.LastServed; for an environment the janitor removes now,
+	// now). Zero when it was never served, or before that was recorded.
 	LastServed time.Time
 	// LastPlanned is the latest activity (creation, or any recorded stage)
 	// of a plan that references it. Zero when none does.
