@@ -13,7 +13,6 @@ import (
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/snapshot"
-	"github.com/gapless-dev/gapless/state"
 )
 
 // IDSource gives a fresh plan id on every call.
@@ -47,7 +46,7 @@ type AssembleParams struct {
 	// Store is read for the environment, the snapshots its base serves
 	// and the intervals of every version the plan looks at (Against,
 	// Build). Assemble writes nothing.
-	Store       state.Store
+	Store       Source
 	Environment string
 	// Snapshots and Graph are the project's: its snapshots by model name
 	// (fresh versions) and their DAG.
@@ -110,7 +109,7 @@ func Assemble(ctx context.Context, p AssembleParams) (*Plan, error) {
 // ReplannerParams are what Replanner's replans are built with.
 type ReplannerParams struct {
 	// Store is read, at each replan, for the environment as it is then.
-	Store state.Store
+	Store Source
 	// Additive returns the judge of additive changes for a replan's
 	// context.
 	Additive func(ctx context.Context) snapshot.Additive
