@@ -152,16 +152,8 @@ func (b *Bundle) Served(t testing.TB, env string) (map[string]*snapshot.Snapshot
 	if e.Invalidated {
 		return map[string]*snapshot.Snapshot{}, nil
 	}
-	keys := make([]state.SnapshotKey, len(e.Snapshots))
-	for i, r := range e.Snapshots {
-		keys[i] = r.Key()
-	}
-	got, err := b.Store.GetSnapshots(b.Ctx, keys)
+	out, err := plan.Served(b.Ctx, b.Store, e)
 	require.NoError(t, err)
-	out := map[string]*snapshot.Snapshot{}
-	for _, s := range got {
-		out[s.Name] = s
-	}
 	return out, e
 }
 
