@@ -8,10 +8,24 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/state/sqlite"
 )
+
+// changedProd is a store in which prod serves the fixture (plan p-0), its
+// snapshots, and the snapshots and graph of project with demo.events's
+// query changed.
+func changedProd(t *testing.T, project fixture) (*sqlite.Store, map[string]*snapshot.Snapshot, map[string]*snapshot.Snapshot, *dag.Graph) {
+	t.Helper()
+	st := openStore(t)
+	base, _ := newFixture().snapshots(t)
+	promote(t, st, Prod, "p-0", base)
+	next, graph := project.edit("demo.events", func(m *model.Model) { m.Query = "SELECT ts, 1 AS x FROM src.events" }).snapshots(t)
+	return st, base, next, graph
+}
 
 // Scenario: prod serves the fixture (plan p-0, demo.events computed
 // through 2024-01-03). The project changes demo.events and demo.totals.
@@ -25,14 +39,9 @@ import (
 func TestAssembleReadsTheEnvironmentSelectsAndBuilds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := openStore(t)
-	base, _ := newFixture().snapshots(t)
-	promote(t, st, Prod, "p-0", base)
+	st, base, project, graph := changedProd(t, newFixture().
+		edit("demo.totals", func(m *model.Model) { m.Query = "SELECT count(*) + 1 FROM demo.daily" }))
 	cover(t, st, base["demo.events"], interval.NewRange(at(1, 0), at(3, 0)))
-	edited := newFixture().
-		edit("demo.events", func(m *model.Model) { m.Query = "SELECT ts, 1 AS x FROM src.events" }).
-		edit("demo.totals", func(m *model.Model) { m.Query = "SELECT count(*) + 1 FROM demo.daily" })
-	project, graph := edited.snapshots(t)
 	ids := Numbered("a-")
 	params := func(env string, opts Options) AssembleParams {
 		return AssembleParams{Store: st, Environment: env, Snapshots: project, Graph: graph, IDs: ids,
@@ -86,11 +95,7 @@ func TestAssembleReadsTheEnvironmentSelectsAndBuilds(t *testing.T) {
 func TestReplannerRebuildsWithFreshIDs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := openStore(t)
-	base, _ := newFixture().snapshots(t)
-	promote(t, st, Prod, "p-0", base)
-	edited := newFixture().edit("demo.events", func(m *model.Model) { m.Query = "SELECT ts, 1 AS x FROM src.events" })
-	project, graph := edited.snapshots(t)
+	st, _, project, graph := changedProd(t, newFixture())
 	prev, err := Assemble(ctx, AssembleParams{Store: st, Environment: Prod, Snapshots: project, Graph: graph, IDs: Fixed("p-1"),
 		ExecutionTime: at(3, 0), Now: at(3, 0)})
 	require.NoError(t, err)
