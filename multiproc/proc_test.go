@@ -273,11 +273,3 @@ func (p *project) run(t *testing.T, name string, args ...string) *proc {
 	require.Equal(t, 0, code, "%s %v:\n%s\n%s", name, args, pr.Stdout(), pr.stderrText())
 	return pr
 }
-
-// daemon starts `gapless scheduler prod` with a short tick and lease TTL.
-func (p *project) daemon(t *testing.T, name string, leaseTTL time.Duration) *proc {
-	t.Helper()
-	d := p.start(t, name, "scheduler", "prod", "--tick", "200ms", "--lease-ttl", leaseTTL.String(), "--grace", "20s")
-	d.waitLog(t, "scheduler started", func(r record) bool { return r.msg == "scheduler started" })
-	return d
-}
