@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/internal/invariants"
 	"github.com/gapless-dev/gapless/interval"
 )
@@ -63,4 +64,30 @@ func TestBuildChecksThePlanInvariant(t *testing.T) {
 	require.Equal(t, "{[2024-01-01T02:00:00Z, 2024-01-02T08:00:00Z)}", events(p).Ranges.String())
 	require.NotPanics(t, p.mustBeValid)
 	require.NotPanics(t, valid(t, Options{}).mustBeValid)
+}
+
+// Build runs the check on the plan it returns: given a graph that
+// contradicts the snapshots' parents (a caller's bug: the project loader
+// builds both from the same models), it lists the snapshots in the graph's
+// order, which is not topological for their parents, and panics naming the
+// invariant.
+func TestBuildPanicsOnAPlanItCannotKeep(t *testing.T) {
+	t.Parallel()
+	if !invariants.Enabled {
+		t.Skip("the checks run in builds tagged invariants or race")
+	}
+	st := openStore(t)
+	next, _ := newFixture().snapshots(t)
+	flat := map[string][]string{}
+	for name := range next {
+		flat[name] = nil
+	}
+	g, err := dag.New(flat) // no edges: ordered by name, demo.daily before demo.events
+	require.NoError(t, err)
+	exec := at(2, 10)
+	require.PanicsWithValue(t, "invariant violated: "+planInvariant+
+		": snapshot demo.daily comes before its parent demo.events: snapshots are not in topological order", func() {
+		_, _ = Build(t.Context(), BuildParams{ID: "p", Environment: Prod, Next: next, Graph: g,
+			Intervals: st, ExecutionTime: exec, Now: exec})
+	})
 }
