@@ -29,8 +29,8 @@ func tryPlan(b *executetest.Bundle) (*plan.Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	return plan.Build(b.Ctx, plan.BuildParams{
-		ID: "p1", Environment: plan.Prod, Next: pr.Snapshots, Graph: pr.Graph, Intervals: b.Store,
+	return plan.Assemble(b.Ctx, plan.AssembleParams{
+		Store: b.Store, Environment: plan.Prod, Snapshots: pr.Snapshots, Graph: pr.Graph, IDs: plan.Fixed("p1"),
 		Additive: project.Additive(b.Ctx, b.Parser), ExecutionTime: at(2024, 1, 3, 0), Now: at(2024, 1, 3, 0),
 		Options: plan.Options{},
 	})

@@ -15,7 +15,6 @@ import (
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
-	"github.com/gapless-dev/gapless/project"
 	"github.com/gapless-dev/gapless/run"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -76,15 +75,10 @@ func policyApply(b *executetest.Bundle, p *plan.Plan, now time.Time, pol *policy
 
 // policyApplyEvents is policyApply with every apply event passed to onEvent.
 func policyApplyEvents(b *executetest.Bundle, p *plan.Plan, now time.Time, pol *policy.Policy, hooks apply.Hooks, onEvent func(apply.Event)) (*apply.Result, error) {
-	n := 0
 	return apply.Apply(b.Ctx, apply.Params{
 		Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser, ProjectDir: b.Dir,
 		Now: func() time.Time { return now }, Logger: quiet, Hooks: hooks, Policy: pol, OnEvent: onEvent,
-		Replan: func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
-			n++
-			return plan.Rebuild(ctx, plan.RebuildParams{Prev: prev, ID: fmt.Sprintf("%s-r%d", p.ID, n), Store: b.Store,
-				Additive: project.Additive(ctx, b.Parser), ExecutionTime: at, Now: at})
-		},
+		Replan: b.Replanner(p.ID + "-r"),
 	})
 }
 

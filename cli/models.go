@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -81,19 +80,15 @@ func modelRows(pr *project.Project, exec time.Time) ([]modelRow, error) {
 			r.Start = m.Start.Format(time.RFC3339)
 		}
 		if m.Kind == model.KindIncrementalByTimeRange {
-			spec, err := schedule.ForModel(m)
-			if errors.Is(err, schedule.ErrNoStart) {
-				rows = append(rows, r) // nothing is due without a start
-				continue
-			}
+			// What an empty state would miss; nothing without a start.
+			gaps, err := schedule.ModelGaps(m, interval.Set{}, exec)
 			if err != nil {
 				return nil, err
 			}
-			res := spec.Missing(interval.Set{}, exec)
-			for rg := range res.Missing.All() {
+			for rg := range gaps.Missing.All() {
 				r.Due = append(r.Due, rg.String())
 			}
-			r.DueBuckets = res.Buckets
+			r.DueBuckets = gaps.Buckets
 		}
 		rows = append(rows, r)
 	}

@@ -3,8 +3,6 @@ package cli
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -293,49 +291,19 @@ func (e categoryError) Error() string {
 
 func (e categoryError) Unwrap() error { return e.ChoiceError }
 
-// buildPlan reads env and what it serves from the store and builds a plan
-// from it to the project. A new development environment starts from prod.
+// buildPlan builds a plan for env from the project (plan.Assemble), with a
+// refused --category choice said in the flag's words.
 func buildPlan(ctx context.Context, store state.Store, pr *project.Project, parser *sqlparse.Parser,
 	env string, exec, now time.Time, opts plan.Options) (*plan.Plan, error) {
-	current, base, err := plan.Against(ctx, store, env)
-	if err != nil {
-		return nil, err
-	}
-	next, graph, err := plan.Select(pr.Snapshots, pr.Graph, base, opts.Select)
-	if err != nil {
-		return nil, err
-	}
-	id, err := newPlanID()
-	if err != nil {
-		return nil, err
-	}
-	pl, err := plan.Build(ctx, plan.BuildParams{
-		ID: id, Environment: env, Current: current, Base: base,
-		Next: next, Graph: graph, Intervals: store,
-		Additive:      project.Additive(ctx, parser),
-		ExecutionTime: exec, Now: now, Options: opts,
+	pl, err := plan.Assemble(ctx, plan.AssembleParams{
+		Store: store, Environment: env, Snapshots: pr.Snapshots, Graph: pr.Graph,
+		Additive: project.Additive(ctx, parser), ExecutionTime: exec, Now: now, Options: opts,
 	})
 	var ce *snapshot.ChoiceError
 	if errors.As(err, &ce) {
 		return nil, categoryError{ce}
 	}
-	var me *model.Error
-	if errors.As(err, &me) {
-		return nil, err // a project error names its file first
-	}
-	if err != nil {
-		return nil, fmt.Errorf("building the plan for %s: %w", env, err)
-	}
-	return pl, nil
-}
-
-// newPlanID returns a fresh random plan id.
-func newPlanID() (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("generating a plan id: %w", err)
-	}
-	return hex.EncodeToString(b[:]), nil
+	return pl, err
 }
 
 // isEmpty: the environment exists and the plan changes nothing and computes

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/lease"
+	"github.com/gapless-dev/gapless/plan"
 )
 
 func newRollbackCmd(g *globals) *cobra.Command {
@@ -40,7 +41,7 @@ plan, and the plan it replaced becomes its previous one.`,
 			if err != nil {
 				return err
 			}
-			id, err := newPlanID()
+			id, err := plan.RandomID()
 			if err != nil {
 				return err
 			}

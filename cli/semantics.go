@@ -21,6 +21,7 @@ import (
 	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/project"
 	runner "github.com/gapless-dev/gapless/run"
+	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -66,14 +67,8 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 		Lease:          lopts,
 		EnvironmentTTL: ttl,
 		Actor:          actorName(),
-		Replan: func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
-			id, err := newPlanID()
-			if err != nil {
-				return nil, err
-			}
-			return plan.Rebuild(ctx, plan.RebuildParams{Prev: prev, ID: id, Store: b.Store,
-				Additive: project.Additive(ctx, parser), ExecutionTime: at, Now: g.now()})
-		},
+		Replan: plan.Replanner(plan.ReplannerParams{Store: b.Store, Now: g.now,
+			Additive: func(ctx context.Context) snapshot.Additive { return project.Additive(ctx, parser) }}),
 	})
 	bars.Done(err == nil)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/interval"
-	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
@@ -31,7 +30,7 @@ type statusRow struct {
 	// Frontier is the end of the covered range; "" when nothing is covered.
 	Frontier string `json:"frontier,omitempty"`
 	// Missing lists the gaps: intervals due at the execution time and not
-	// computed (schedule.Spec.Missing).
+	// computed (schedule.ModelGaps).
 	Missing        []string `json:"missing"`
 	MissingBuckets int      `json:"missing_buckets"`
 	// OpenDebt lists the model's open freshness debt: trailing gaps a
@@ -175,18 +174,11 @@ func environmentStatus(ctx context.Context, store state.Store, env string, exec 
 		if !set.IsEmpty() {
 			row.Frontier = set.Frontier().Format(time.RFC3339)
 		}
-		if m.Kind != model.KindExternal {
-			spec, err := schedule.ForModel(m)
-			switch {
-			case errors.Is(err, schedule.ErrNoStart):
-				// Without a start nothing can be counted as missing.
-			case err != nil:
-				return nil, err
-			default:
-				res := spec.Missing(set, exec)
-				row.Missing, row.MissingBuckets = rangeStrings(res.Missing), res.Buckets
-			}
+		gaps, err := schedule.ModelGaps(m, set, exec)
+		if err != nil {
+			return nil, err
 		}
+		row.Missing, row.MissingBuckets = rangeStrings(gaps.Missing), gaps.Buckets
 		rep.Models = append(rep.Models, row)
 	}
 	return rep, nil

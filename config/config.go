@@ -95,7 +95,7 @@ type Config struct {
 const DefaultSnapshotTTL = 7 * 24 * time.Hour
 
 // NeverExpire is the SnapshotTTL of snapshot_ttl: never (the largest
-// Duration; it is state.Forever).
+// Duration; it is janitor.Forever).
 const NeverExpire = time.Duration(math.MaxInt64)
 
 // DefaultEnvironmentTTL is environment_ttl when gapless.yaml does not set

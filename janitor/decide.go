@@ -19,7 +19,7 @@ import (
 // The janitor's decisions: pure functions of what one read of state
 // returned, with no store and no warehouse. The executor (janitor.go)
 // reads, asks them, and carries out their answer. The snapshot_ttl rule is
-// state.RetainUnserved.
+// RetainUnserved.
 
 // expired reports whether e is to be removed at exec: invalidated, or past
 // its expiry (ExpiresAt at or before exec). prod never expires.
@@ -201,7 +201,7 @@ type tableDrop struct {
 
 // tableRetained is a version kept by snapshot_ttl, with its table.
 type tableRetained struct {
-	state.Retained
+	Retained
 	Table warehouse.Table
 }
 
@@ -214,27 +214,27 @@ type retirement struct {
 	// DeadSnapshots are the candidate snapshots nothing serves, no plan in
 	// flight references and snapshot_ttl does not keep, in the same order.
 	DeadSnapshots []state.SnapshotKey
-	// Retain are the versions snapshot_ttl keeps (state.RetainUnserved's
+	// Retain are the versions snapshot_ttl keeps (RetainUnserved's
 	// keep, in its order), EXTERNAL models left out.
 	Retain []tableRetained
 }
 
 // retire decides which candidate versions are dropped and which are kept
-// (see state.RetainUnserved, the snapshot_ttl rule): a version a live
+// (see RetainUnserved, the snapshot_ttl rule): a version a live
 // environment serves or a plan in flight references is never dropped, nor
 // one used within the TTL.
 func retire(in retireInput) retirement {
 	versions := candidateVersions(in.Candidates)
-	uses := make([]state.VersionUse, 0, len(versions))
+	uses := make([]VersionUse, 0, len(versions))
 	for _, k := range versions {
-		u := state.VersionUse{Key: k, Served: in.ServedVersions[k], InFlight: in.InFlightVersions[k],
+		u := VersionUse{Key: k, Served: in.ServedVersions[k], InFlight: in.InFlightVersions[k],
 			LastServed: in.LastServed[k], LastPlanned: in.LastPlanned[k]}
 		if in.RemovedNow[k] && in.Exec.After(u.LastServed) {
 			u.LastServed = in.Exec // removed now (a dry run has not recorded it)
 		}
 		uses = append(uses, u)
 	}
-	drop, keep := state.RetainUnserved(uses, in.SnapshotTTL, in.Exec)
+	drop, keep := RetainUnserved(uses, in.SnapshotTTL, in.Exec)
 	expired := make(map[state.VersionKey]bool, len(drop))
 	for _, k := range drop {
 		expired[k] = true

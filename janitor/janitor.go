@@ -3,8 +3,8 @@
 // tables, intervals and snapshots of versions nothing serves once their
 // snapshot_ttl has passed.
 //
-// It is split as a reconcile from its apply: decide.go holds the pure
-// decisions (which environment is expired, which removals an earlier pass
+// It is split as a reconcile from its apply: decide.go (and retain.go, the
+// snapshot_ttl rule) holds the pure decisions (which environment is expired, which removals an earlier pass
 // left half-done, what removing an environment takes down, whether a saved
 // plan is still in flight, what the live environments use, and, in retire,
 // which versions are dropped, retained by snapshot_ttl or dead), plain
@@ -105,8 +105,8 @@ type Options struct {
 	// Grace: see DefaultGrace.
 	Grace time.Duration
 	// SnapshotTTL is how long a version no environment serves is kept
-	// after it was last used (snapshot_ttl; see state.RetainUnserved): 0
-	// drops it at once, state.Forever never.
+	// after it was last used (snapshot_ttl; see RetainUnserved): 0
+	// drops it at once, Forever never.
 	SnapshotTTL time.Duration
 	// BeforeRemove, when set, runs after the janitor read environment e and
 	// decided to remove it, before the generation-pinned removal (tests).
@@ -202,7 +202,7 @@ func closeRemoval(ctx context.Context, st state.Store, r removedEnv, at time.Tim
 //     found; a refused plan's application has ended (apply.StatusEnded);
 //   - a version nothing serves and no plan in flight references is dropped
 //     only once opts.SnapshotTTL has passed since it was last used
-//     (state.RetainUnserved): since an environment stopped serving it
+//     (RetainUnserved): since an environment stopped serving it
 //     (state.Store.LastServed; now, for an environment removed in this
 //     pass), or since the last activity of a plan that references it.
 //     Until then its table, intervals and snapshots stay, so a revert is a
@@ -299,7 +299,7 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 	// Every saved plan, promoted or not (apply saves its plan before it
 	// builds anything): their snapshots are the candidates for retirement,
 	// those of a plan still being applied are kept, and each plan's last
-	// activity counts as a use of its versions (see state.RetainUnserved).
+	// activity counts as a use of its versions (see RetainUnserved).
 	saved, err := b.Store.ListPlans(ctx, state.PlanFilter{})
 	if err != nil {
 		return nil, fmt.Errorf("janitor: listing the saved plans: %w", err)

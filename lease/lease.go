@@ -41,6 +41,18 @@ import (
 	"github.com/gapless-dev/gapless/state"
 )
 
+// Store is the part of the state store that leases use (both state stores
+// implement it, as every state.Store does): the compare-and-swaps that take,
+// take over, renew and release a lease, and the read of a lease as it is.
+// A Set keeps the Store it was acquired with for its renewals and release.
+type Store interface {
+	AcquireLease(ctx context.Context, p state.AcquireLeaseParams) (state.Lease, error)
+	TakeOverLease(ctx context.Context, p state.TakeOverLeaseParams) (state.Lease, error)
+	RenewLease(ctx context.Context, p state.RenewLeaseParams) (state.Lease, error)
+	ReleaseLease(ctx context.Context, p state.ReleaseLeaseParams) error
+	GetLease(ctx context.Context, key string) (state.Lease, error)
+}
+
 // VersionKey is the lease a writer of a model version holds.
 func VersionKey(k state.VersionKey) string { return "version/" + k.Name + "@" + k.Version }
 
@@ -111,7 +123,7 @@ func (o Options) withDefaults() Options {
 
 // Set is a set of held leases. Its methods are safe for concurrent use.
 type Set struct {
-	store state.Store
+	store Store
 	opts  Options
 
 	mu     sync.Mutex
@@ -127,7 +139,7 @@ type Set struct {
 // known to be gone (see the package comment), without waiting: otherwise a
 // *HeldError (wrapping state.ErrLeaseHeld) naming the holder and the
 // expiry.
-func TryAcquire(ctx context.Context, store state.Store, key string, opts Options) (*Set, error) {
+func TryAcquire(ctx context.Context, store Store, key string, opts Options) (*Set, error) {
 	opts = opts.withDefaults()
 	l, err := acquireOnce(ctx, store, key, opts)
 	if err != nil {
@@ -147,7 +159,7 @@ const acquireAttempts = 3
 // compare-and-swap on that read: when it fails (the lease changed since),
 // the lease is read again and the round repeats, at most acquireAttempts
 // times.
-func acquireOnce(ctx context.Context, store state.Store, key string, opts Options) (state.Lease, error) {
+func acquireOnce(ctx context.Context, store Store, key string, opts Options) (state.Lease, error) {
 	var held state.Lease
 	for range acquireAttempts {
 		now := opts.Clock.Now()
@@ -188,7 +200,7 @@ func acquireOnce(ctx context.Context, store state.Store, key string, opts Option
 // Options.Wait for each one another owner holds. On any failure, including
 // ctx ending, every lease already taken is released and the error names
 // the key and its current holder.
-func AcquireAll(ctx context.Context, store state.Store, keys []string, opts Options) (*Set, error) {
+func AcquireAll(ctx context.Context, store Store, keys []string, opts Options) (*Set, error) {
 	opts = opts.withDefaults()
 	keys = slices.Clone(keys)
 	slices.Sort(keys)
@@ -214,7 +226,7 @@ func AcquireAll(ctx context.Context, store state.Store, keys []string, opts Opti
 
 // acquireWaiting retries one key every Poll until it is taken, Wait has
 // passed, or ctx ends.
-func acquireWaiting(ctx context.Context, store state.Store, key string, opts Options) (state.Lease, error) {
+func acquireWaiting(ctx context.Context, store Store, key string, opts Options) (state.Lease, error) {
 	deadline := opts.Clock.Now().Add(opts.Wait)
 	for {
 		l, err := acquireOnce(ctx, store, key, opts)
@@ -242,7 +254,7 @@ func acquireWaiting(ctx context.Context, store state.Store, key string, opts Opt
 	}
 }
 
-func newSet(store state.Store, opts Options, held []state.Lease) *Set {
+func newSet(store Store, opts Options, held []state.Lease) *Set {
 	return &Set{store: store, opts: opts, held: held, lost: make(chan struct{})}
 }
 

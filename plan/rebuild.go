@@ -11,6 +11,15 @@ import (
 	"github.com/gapless-dev/gapless/state"
 )
 
+// Source is what planning reads from state: environments, the snapshots
+// they serve, and intervals. A state.Store is one; planning never writes.
+type Source interface {
+	state.Reader
+	GetSnapshots(ctx context.Context, keys []state.SnapshotKey) (map[state.SnapshotKey]*snapshot.Snapshot, error)
+}
+
+var _ Source = state.Store(nil)
+
 // Against reads what a plan for env is built against: the environment as it
 // is now (nil when it does not exist or was invalidated: a plan then starts
 // it afresh) and the snapshots its base serves, by model name. A new
@@ -19,7 +28,7 @@ import (
 //
 // A snapshot the environment names but the store lacks is an error: the
 // state is damaged, and planning against it could drop a model.
-func Against(ctx context.Context, store state.Store, env string) (*state.Environment, map[string]*snapshot.Snapshot, error) {
+func Against(ctx context.Context, store Source, env string) (*state.Environment, map[string]*snapshot.Snapshot, error) {
 	current, err := live(ctx, store, env)
 	if err != nil {
 		return nil, nil, err
@@ -53,7 +62,7 @@ func live(ctx context.Context, store state.Reader, name string) (*state.Environm
 
 // Served returns the snapshots env serves, by model name; empty for a nil
 // env.
-func Served(ctx context.Context, store state.Store, env *state.Environment) (map[string]*snapshot.Snapshot, error) {
+func Served(ctx context.Context, store Source, env *state.Environment) (map[string]*snapshot.Snapshot, error) {
 	out := map[string]*snapshot.Snapshot{}
 	if env == nil || len(env.Snapshots) == 0 {
 		return out, nil
@@ -82,7 +91,7 @@ type RebuildParams struct {
 	Prev *Plan
 	// ID is the new plan's id.
 	ID            string
-	Store         state.Store
+	Store         Source
 	Additive      snapshot.Additive
 	ExecutionTime time.Time
 	Now           time.Time

@@ -8,8 +8,18 @@ import (
 
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/schedule"
+	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 )
+
+// Reader is what NextDue reads of the state store: an environment, and the
+// snapshots it serves. Both state stores implement it, as every state.Store
+// does; a run itself (Once) needs the whole store, to record what it
+// computes.
+type Reader interface {
+	GetEnvironment(ctx context.Context, name string) (*state.Environment, error)
+	GetSnapshots(ctx context.Context, keys []state.SnapshotKey) (map[state.SnapshotKey]*snapshot.Snapshot, error)
+}
 
 // Next is when an environment next has work: the earliest time after an
 // execution time at which an interval of one of its models becomes due.
@@ -26,7 +36,7 @@ type Next struct {
 //
 // It answers "when is the next run worth it" after a run found nothing due,
 // from state alone (cron arithmetic, no warehouse).
-func NextDue(ctx context.Context, store state.Store, env string, exec time.Time, selected []string) (next Next, ok bool, err error) {
+func NextDue(ctx context.Context, store Reader, env string, exec time.Time, selected []string) (next Next, ok bool, err error) {
 	e, err := store.GetEnvironment(ctx, env)
 	if err != nil {
 		return Next{}, false, fmt.Errorf("reading environment %s: %w", env, err)

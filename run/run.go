@@ -262,7 +262,7 @@ func blockedBy(s *snapshot.Snapshot, blocked map[string]string) string {
 
 // currentGeneration is the environment's generation now; 0 when it no
 // longer exists or is invalidated (which also trips the breaker).
-func currentGeneration(ctx context.Context, st state.Store, env string) (int64, error) {
+func currentGeneration(ctx context.Context, st Reader, env string) (int64, error) {
 	e, err := st.GetEnvironment(ctx, env)
 	if errors.Is(err, state.ErrNotFound) {
 		return 0, nil
@@ -278,7 +278,7 @@ func currentGeneration(ctx context.Context, st state.Store, env string) (int64, 
 
 // served reads the environment's snapshots (those not in known) and orders
 // them parents first.
-func served(ctx context.Context, st state.Store, env *state.Environment, known map[state.SnapshotKey]*snapshot.Snapshot) (map[string]*snapshot.Snapshot, []string, error) {
+func served(ctx context.Context, st Reader, env *state.Environment, known map[state.SnapshotKey]*snapshot.Snapshot) (map[string]*snapshot.Snapshot, []string, error) {
 	var keys []state.SnapshotKey
 	for _, r := range env.Snapshots {
 		if _, ok := known[r.Key()]; !ok {

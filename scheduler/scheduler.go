@@ -249,7 +249,8 @@ type EnvResult struct {
 	// by the circuit breaker or a fenced write, then run again).
 	Followed int
 	// Lag is how far the oldest due interval not yet computed ends behind
-	// the execution time, after the tick; 0 when caught up.
+	// the execution time, after the tick, over the environment's models
+	// (schedule.Gaps.Lag); 0 when caught up.
 	Lag      time.Duration
 	Duration time.Duration
 	Err      error
@@ -589,32 +590,19 @@ func (s *Scheduler) check(ctx context.Context, name string, exec time.Time) (che
 	}
 	c := check{generation: env.Generation, units: v.units, known: v.known}
 	for _, m := range v.models {
-		d := run.DueWork(m.snap, m.spec, v.set, covered, exec)
-		if d.Missing.IsEmpty() {
+		// A model is due when it has gaps (schedule.Gaps, what status
+		// lists), and the environment's lag is its oldest gap's.
+		gaps := m.spec.Gaps(covered[state.VersionKey{Name: m.snap.Name, Version: m.snap.Version}], exec)
+		if gaps.Empty() {
 			continue
 		}
 		c.due = append(c.due, m.snap.Name)
-		if !d.Work.IsEmpty() {
+		if !run.DueWork(m.snap, m.spec, v.set, covered, exec).Work.IsEmpty() {
 			c.runnable = true
 		}
-		if lag := lagOf(d.Missing, m.spec.Unit, exec); lag > c.lag {
-			c.lag = lag
-		}
+		c.lag = max(c.lag, gaps.Lag(exec))
 	}
 	return c, nil
-}
-
-// lagOf is how far the end of the oldest missing interval of missing is
-// behind exec (0 if it is not).
-func lagOf(missing interval.Set, unit interval.Unit, exec time.Time) time.Duration {
-	for r := range missing.All() {
-		end := unit.Add(unit.Floor(r.Start), 1)
-		if end.After(r.End) {
-			end = r.End
-		}
-		return max(exec.Sub(end), 0)
-	}
-	return 0
 }
 
 // view is what the scheduler derives from the snapshots an environment

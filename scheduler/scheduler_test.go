@@ -19,7 +19,6 @@ import (
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/policy"
-	"github.com/gapless-dev/gapless/project"
 	"github.com/gapless-dev/gapless/scheduler"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
@@ -179,10 +178,7 @@ func TestTickFollowsAPromotionAndRepairsTheTrailingGap(t *testing.T) {
 				var res *apply.Result
 				res, applyErr = apply.Apply(ctx, apply.Params{Plan: p2, Store: b.Store, Engine: b.Engine, Parser: b.Parser,
 					ProjectDir: b.Dir, Now: func() time.Time { return exec }, Logger: quiet,
-					Replan: func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
-						return plan.Rebuild(ctx, plan.RebuildParams{Prev: prev, ID: "p2-r", Store: b.Store,
-							Additive: project.Additive(ctx, b.Parser), ExecutionTime: at, Now: at})
-					}})
+					Replan: b.Replanner("p2-r")})
 				if res != nil {
 					debts = res.Debts
 				}

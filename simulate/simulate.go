@@ -84,6 +84,7 @@ import (
 	"github.com/gapless-dev/gapless/policy"
 	gproject "github.com/gapless-dev/gapless/project"
 	"github.com/gapless-dev/gapless/run"
+	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/state/sqlite"
@@ -258,13 +259,9 @@ func (r *runner) plan(ctx context.Context, id string, exec time.Time) (*plan.Pla
 	if err != nil {
 		return nil, fmt.Errorf("loading the simulated project: %w", err)
 	}
-	cur, base, err := plan.Against(ctx, r.store, plan.Prod)
-	if err != nil {
-		return nil, err
-	}
-	p, err := plan.Build(ctx, plan.BuildParams{
-		ID: id, Environment: plan.Prod, Current: cur, Base: base, Next: proj.Snapshots, Graph: proj.Graph,
-		Intervals: r.store, Additive: gproject.Additive(ctx, r.parser), ExecutionTime: exec, Now: exec,
+	p, err := plan.Assemble(ctx, plan.AssembleParams{
+		Store: r.store, Environment: plan.Prod, Snapshots: proj.Snapshots, Graph: proj.Graph,
+		Additive: gproject.Additive(ctx, r.parser), IDs: plan.Fixed(id), ExecutionTime: exec, Now: exec,
 		Options: plan.Options{Policy: r.pol},
 	})
 	if err != nil {
@@ -274,17 +271,14 @@ func (r *runner) plan(ctx context.Context, id string, exec time.Time) (*plan.Pla
 }
 
 func (r *runner) applyParams(p *plan.Plan, hooks apply.Hooks, onEvent func(apply.Event)) apply.Params {
-	replans := 0
 	return apply.Params{
 		Plan: p, Store: r.store, Engine: r.engine, Parser: r.parser, ProjectDir: r.pr.dir,
 		// One worker: batches commit, and ticks run between them, in one
 		// deterministic order.
 		Workers: 1, Now: r.clk.Now, Logger: r.quiet, OnEvent: onEvent, Hooks: hooks,
-		Replan: func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
-			replans++
-			return plan.Rebuild(ctx, plan.RebuildParams{Prev: prev, ID: fmt.Sprintf("%s-r%d", p.ID, replans), Store: r.store,
-				Additive: gproject.Additive(ctx, r.parser), ExecutionTime: at, Now: at})
-		},
+		// Replans of p are p.ID-r1, p.ID-r2, ...
+		Replan: plan.Replanner(plan.ReplannerParams{Store: r.store, IDs: plan.Numbered(p.ID + "-r"),
+			Additive: func(ctx context.Context) snapshot.Additive { return gproject.Additive(ctx, r.parser) }}),
 		// Wait -1: never wait for another owner (nothing else runs while a
 		// deploy does; waiting on a fake clock would never end).
 		Lease: lease.Options{Clock: r.clk, TTL: leaseTTL, Wait: -1, Logger: r.quiet},

@@ -7,6 +7,12 @@
 // state/postgres, for production) and one conformance suite
 // (state/statetest) that every implementation must pass.
 //
+// This package holds only the interface, its records and its sentinels.
+// What the two stores share below it lives in state/internal (Go's internal
+// rule keeps it theirs), and the settlement of freshness debt, the pure
+// logic of which debts a promotion repairs, supersedes or carries, in
+// state/debt.
+//
 // Invariant 1 of the design lives here: every transition that depends on
 // earlier state is a compare-and-swap on the generation the caller has
 // evidence for — an expected plan id, an environment generation, or a lease
@@ -15,9 +21,11 @@
 package state
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/gapless-dev/gapless/interval"
@@ -42,6 +50,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrSchemaTooNew: the store's schema was migrated by a newer gapless.
 	ErrSchemaTooNew = errors.New("state schema is newer than this version of gapless supports")
+	// ErrNoNow is wrapped when a call that compares with the current time
+	// gets no Now: time is injected, and a store never reads a clock of its
+	// own.
+	ErrNoNow = errors.New("now is required (time is injected; it is never read from a clock)")
 )
 
 // SnapshotKey identifies one snapshot: a model name at a fingerprint.
@@ -60,6 +72,13 @@ func KeyOf(s *snapshot.Snapshot) SnapshotKey {
 type VersionKey struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
+}
+
+// SortVersionKeys sorts keys by name, then version.
+func SortVersionKeys(keys []VersionKey) {
+	slices.SortFunc(keys, func(a, b VersionKey) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Version, b.Version))
+	})
 }
 
 // SnapshotRef is what an environment records of each snapshot it serves.
@@ -198,7 +217,7 @@ type CheckResult struct {
 //     (its Now), with an EventGapSuperseded event whose Reason is
 //     ReasonRemoved.
 //
-// Promote does all this in the promotion transaction (see SettleDebts). A
+// Promote does all this in the promotion transaction (see debt.Settle). A
 // debt recorded for a range that is already covered when the promotion
 // commits is recorded repaired at once. So a gap a policy accepted is never
 // served without an open debt (design invariant 2).
@@ -393,6 +412,17 @@ const (
 	EventEnvironmentViewsDropped = "environment_views_dropped"
 )
 
+// ReasonInvalidated is the Reason of the gap_superseded event of a debt
+// superseded because its environment was invalidated (Invalidate): no plan
+// superseded it, so the event's PlanID is empty.
+const ReasonInvalidated = "invalidated"
+
+// ReasonRemoved is the Reason of the gap_superseded event of a debt
+// superseded because its environment was removed (RemoveEnvironment, the
+// janitor's removal of an expired or invalidated environment): no plan
+// superseded it, so the event's PlanID is empty.
+const ReasonRemoved = "removed"
+
 // EventFilter selects events; zero fields do not filter. Results are in ID
 // order, at most Limit (0: no limit), with ID > AfterID.
 type EventFilter struct {
@@ -466,7 +496,7 @@ type Store interface {
 	// transaction it supersedes, at Now, every open debt of the environment
 	// (nothing it served will be served again), appending one
 	// EventGapSuperseded event per debt, in debt ID order, with no plan and
-	// Reason ReasonInvalidated (see SupersededEvent).
+	// Reason ReasonInvalidated (see debt.InvalidatedEvent).
 	Invalidate(ctx context.Context, p InvalidateParams) error
 	// RemoveEnvironment removes an environment (janitor) in one
 	// transaction, pinned to its generation: ErrConflictingPlan if it
@@ -477,7 +507,7 @@ type Store interface {
 	// served will be served again, and the janitor may delete the intervals
 	// that would have repaired them) with one EventGapSuperseded event per
 	// debt, in debt ID order, with no plan and Reason ReasonRemoved (see
-	// RemovedEvent), and then appends the removal's EventEnvironmentRemoving
+	// debt.RemovedEvent), and then appends the removal's EventEnvironmentRemoving
 	// event (At p.Now, the environment, its plan and p.Data), which it
 	// returns with its ID. p.Now is required.
 	RemoveEnvironment(ctx context.Context, p RemoveEnvironmentParams) (Event, error)
@@ -490,7 +520,7 @@ type Store interface {
 	// before); a version never served, or served only before this was
 	// recorded, is absent. Times are UTC. It answers in one or a few
 	// queries however many keys there are. This is what the janitor's
-	// snapshot_ttl is measured from (see RetainUnserved).
+	// snapshot_ttl is measured from (see janitor.RetainUnserved).
 	LastServed(ctx context.Context, keys []VersionKey) (map[VersionKey]time.Time, error)
 
 	// SavePlan stores a plan. Saving an id twice with the same payload is a

@@ -152,16 +152,8 @@ func (b *Bundle) Served(t testing.TB, env string) (map[string]*snapshot.Snapshot
 	if e.Invalidated {
 		return map[string]*snapshot.Snapshot{}, nil
 	}
-	keys := make([]state.SnapshotKey, len(e.Snapshots))
-	for i, r := range e.Snapshots {
-		keys[i] = r.Key()
-	}
-	got, err := b.Store.GetSnapshots(b.Ctx, keys)
+	out, err := plan.Served(b.Ctx, b.Store, e)
 	require.NoError(t, err)
-	out := map[string]*snapshot.Snapshot{}
-	for _, s := range got {
-		out[s.Name] = s
-	}
 	return out, e
 }
 
@@ -171,16 +163,20 @@ func (b *Bundle) Served(t testing.TB, env string) (map[string]*snapshot.Snapshot
 func (b *Bundle) Plan(t testing.TB, id, env string, exec time.Time, opts plan.Options) *plan.Plan {
 	t.Helper()
 	pr := b.Load(t)
-	base, cur := b.Served(t, env)
-	if cur == nil && env != plan.Prod {
-		base, _ = b.Served(t, plan.Prod)
-	}
-	p, err := plan.Build(b.Ctx, plan.BuildParams{
-		ID: id, Environment: env, Current: cur, Base: base, Next: pr.Snapshots, Graph: pr.Graph,
-		Intervals: b.Store, Additive: project.Additive(b.Ctx, b.Parser), ExecutionTime: exec, Now: exec, Options: opts,
+	p, err := plan.Assemble(b.Ctx, plan.AssembleParams{
+		Store: b.Store, Environment: env, Snapshots: pr.Snapshots, Graph: pr.Graph,
+		Additive: project.Additive(b.Ctx, b.Parser), IDs: plan.Fixed(id), ExecutionTime: exec, Now: exec, Options: opts,
 	})
 	require.NoError(t, err)
 	return p
+}
+
+// Replanner is the replanner apply's replan policy calls (plan.Replanner)
+// on b's store and parser: replans of a plan get the ids prefix+"1",
+// prefix+"2", ... and record their execution time as their creation time.
+func (b *Bundle) Replanner(prefix string) func(ctx context.Context, prev *plan.Plan, at time.Time) (*plan.Plan, error) {
+	return plan.Replanner(plan.ReplannerParams{Store: b.Store, IDs: plan.Numbered(prefix),
+		Additive: func(ctx context.Context) snapshot.Additive { return project.Additive(ctx, b.Parser) }})
 }
 
 // Rows runs a query and returns its rows as text (values separated by a

@@ -11,6 +11,8 @@ import (
 
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/debt"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // debtColumns are the columns scanDebt reads, in order.
@@ -34,9 +36,9 @@ func scanDebt(row pgx.Row) (state.Debt, error) {
 	}
 	// Range boundaries are instants, not "unset" markers: 0 is the epoch.
 	d.Range = interval.NewRange(time.UnixMicro(start), time.UnixMicro(end))
-	d.AcceptedAt = state.FromMicros(accepted)
-	d.RepairedAt = state.FromMicros(repaired)
-	d.SupersededAt = state.FromMicros(superseded)
+	d.AcceptedAt = storekit.FromMicros(accepted)
+	d.RepairedAt = storekit.FromMicros(repaired)
+	d.SupersededAt = storekit.FromMicros(superseded)
 	return d, nil
 }
 
@@ -75,8 +77,8 @@ func (s *Store) ListDebts(ctx context.Context, f state.DebtFilter) ([]state.Debt
 	return out, nil
 }
 
-// debtWriter is the state.DebtWriter of a promotion's transaction
-// (state.RecordCheckResult).
+// debtWriter is the debt.Writer of a promotion's transaction
+// (debt.RecordCheckResult).
 //
 // The debts to settle are locked FOR UPDATE before anything else here, so
 // an interval write that read one of them open and means to repair it
@@ -115,7 +117,7 @@ func (w debtWriter) InsertDebts(ctx context.Context, debts []state.Debt) error {
 	return insertDebts(ctx, w.tx, debts)
 }
 
-func (w debtWriter) Settle(ctx context.Context, settled []state.Settlement) error {
+func (w debtWriter) Settle(ctx context.Context, settled []debt.Settlement) error {
 	return writeSettlements(ctx, w.tx, settled)
 }
 
@@ -188,7 +190,7 @@ func lockedCoverage(ctx context.Context, tx pgx.Tx, keys []state.VersionKey) (ma
 // inserts the debts superseded ones are carried to, setting their ids. The
 // settled debts were locked open by lockUnservedOpenDebts: one that is not
 // open any more is a broken invariant, and fails the promotion.
-func writeSettlements(ctx context.Context, tx pgx.Tx, settled []state.Settlement) error {
+func writeSettlements(ctx context.Context, tx pgx.Tx, settled []debt.Settlement) error {
 	if len(settled) == 0 {
 		return nil
 	}
@@ -196,7 +198,7 @@ func writeSettlements(ctx context.Context, tx pgx.Tx, settled []state.Settlement
 	ids, repaired, superseded := make([]int64, n), make([]int64, n), make([]int64, n)
 	var carried []state.Debt
 	for i, s := range settled {
-		ids[i], repaired[i], superseded[i] = s.Debt.ID, state.Micros(s.Debt.RepairedAt), state.Micros(s.Debt.SupersededAt)
+		ids[i], repaired[i], superseded[i] = s.Debt.ID, storekit.Micros(s.Debt.RepairedAt), storekit.Micros(s.Debt.SupersededAt)
 		carried = append(carried, s.Carried...)
 	}
 	tag, err := tx.Exec(ctx, `
@@ -226,7 +228,7 @@ func writeSettlements(ctx context.Context, tx pgx.Tx, settled []state.Settlement
 
 // supersedeOpenDebts stamps superseded at now every open debt of
 // environment env and appends one gap_superseded event per debt (made by
-// event: state.InvalidatedEvent or state.RemovedEvent), in id order, inside
+// event: debt.InvalidatedEvent or debt.RemovedEvent), in id order, inside
 // Invalidate's or RemoveEnvironment's transaction, after the environment row
 // was locked. The debts are locked in id order,
 // like every other locker of debts (a promotion settling them, an interval
@@ -241,7 +243,7 @@ func supersedeOpenDebts(ctx context.Context, tx pgx.Tx, env string, now time.Tim
 			ORDER BY id FOR UPDATE)
 		UPDATE debts SET superseded_at_us = $2 FROM locked WHERE debts.id = locked.locked_id
 		RETURNING `+debtColumns,
-		env, state.Micros(now))
+		env, storekit.Micros(now))
 	if err != nil {
 		return fmt.Errorf("superseding the open debts: %w", err)
 	}
@@ -279,7 +281,7 @@ func insertDebts(ctx context.Context, tx pgx.Tx, debts []state.Debt) error {
 		envs[i], models[i], versions[i], plans[i], policies[i] = d.Environment, d.Model, d.Version, d.PlanID, d.Policy
 		starts[i], ends[i] = d.Range.Start.UnixMicro(), d.Range.End.UnixMicro()
 		bounds[i], advances[i] = int64(d.Bound), int64(d.Advances)
-		accepted[i], repaired[i], from[i] = state.Micros(d.AcceptedAt), state.Micros(d.RepairedAt), d.CarriedFrom
+		accepted[i], repaired[i], from[i] = storekit.Micros(d.AcceptedAt), storekit.Micros(d.RepairedAt), d.CarriedFrom
 	}
 	rows, err := tx.Query(ctx, `
 		INSERT INTO debts (environment, model, version, start_us, end_us, plan_id, policy,

@@ -12,6 +12,8 @@ import (
 
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/debt"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // envColumns are the columns scanEnvironment reads, in order.
@@ -32,9 +34,9 @@ func scanEnvironment(row pgx.Row) (*state.Environment, error) {
 	if e.Snapshots == nil {
 		e.Snapshots = []state.SnapshotRef{}
 	}
-	e.PromotedAt = state.FromMicros(promoted)
-	e.FinalizedAt = state.FromMicros(finalized)
-	e.ExpiresAt = state.FromMicros(expires)
+	e.PromotedAt = storekit.FromMicros(promoted)
+	e.FinalizedAt = storekit.FromMicros(finalized)
+	e.ExpiresAt = storekit.FromMicros(expires)
 	return &e, nil
 }
 
@@ -173,7 +175,7 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 				expires_at_us = $6, invalidated = false, deleted = false
 			WHERE name = $1
 			RETURNING generation`,
-			p.Environment, p.PlanID, stored, string(encoded), state.Micros(p.Now), state.Micros(p.ExpiresAt)).Scan(&gen); err != nil {
+			p.Environment, p.PlanID, stored, string(encoded), storekit.Micros(p.Now), storekit.Micros(p.ExpiresAt)).Scan(&gen); err != nil {
 			return fmt.Errorf("writing the environment: %w", err)
 		}
 		var before []state.SnapshotRef
@@ -183,7 +185,7 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 		if err := recordLastServed(ctx, tx, before, refs, p.Now); err != nil {
 			return err
 		}
-		if err := state.RecordCheckResult(ctx, debtWriter{tx}, p, refs, res); err != nil {
+		if err := debt.RecordCheckResult(ctx, debtWriter{tx}, p, refs, res); err != nil {
 			return err
 		}
 		out = &state.Environment{
@@ -192,8 +194,8 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 			PlanID:         p.PlanID,
 			PreviousPlanID: stored,
 			Snapshots:      refs,
-			PromotedAt:     state.FromMicros(state.Micros(p.Now)),
-			ExpiresAt:      state.FromMicros(state.Micros(p.ExpiresAt)),
+			PromotedAt:     storekit.FromMicros(storekit.Micros(p.Now)),
+			ExpiresAt:      storekit.FromMicros(storekit.Micros(p.ExpiresAt)),
 		}
 		return nil
 	})
@@ -235,7 +237,7 @@ func (s *Store) Finalize(ctx context.Context, p state.FinalizeParams) error {
 	tag, err := s.pool.Exec(ctx, `
 		UPDATE environments SET finalized_at_us = $3
 		WHERE name = $1 AND plan_id = $2 AND NOT deleted AND NOT invalidated`,
-		p.Environment, p.PlanID, state.Micros(p.Now))
+		p.Environment, p.PlanID, storekit.Micros(p.Now))
 	if err != nil {
 		return fmt.Errorf("postgres state: finalize %q at plan %q: %w", p.Environment, p.PlanID, err)
 	}
@@ -272,14 +274,14 @@ func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error 
 		tag, err := tx.Exec(ctx, `
 			UPDATE environments SET expires_at_us = $2, invalidated = true
 			WHERE name = $1 AND NOT deleted`,
-			p.Environment, state.Micros(p.Now))
+			p.Environment, storekit.Micros(p.Now))
 		if err != nil {
 			return err
 		}
 		if tag.RowsAffected() == 0 {
 			return state.ErrNotFound
 		}
-		return supersedeOpenDebts(ctx, tx, p.Environment, p.Now, state.InvalidatedEvent)
+		return supersedeOpenDebts(ctx, tx, p.Environment, p.Now, debt.InvalidatedEvent)
 	})
 	if err != nil {
 		return fmt.Errorf("postgres state: invalidate %q: %w", p.Environment, err)
@@ -293,7 +295,7 @@ func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error 
 // refused removal writes nothing. The row is locked FOR UPDATE and checked,
 // then rewritten; every version it served gets p.Now as its last-served
 // time; its open debts are superseded at p.Now with their gap_superseded
-// events (state.RemovedEvent; debts locked after the row, the event lock
+// events (debt.RemovedEvent; debts locked after the row, the event lock
 // last); and the environment_removing event is appended, all in one
 // transaction. The removal event is returned with its id.
 //
@@ -334,7 +336,7 @@ func (s *Store) RemoveEnvironment(ctx context.Context, p state.RemoveEnvironment
 		if err := recordLastServed(ctx, tx, before, nil, p.Now); err != nil {
 			return err
 		}
-		if err := supersedeOpenDebts(ctx, tx, p.Name, p.Now, state.RemovedEvent); err != nil {
+		if err := supersedeOpenDebts(ctx, tx, p.Name, p.Now, debt.RemovedEvent); err != nil {
 			return err
 		}
 		encoded, err := encodeEvents([]state.Event{{At: p.Now, Kind: state.EventEnvironmentRemoving,

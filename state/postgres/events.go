@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // eventsLockID is the key of the transaction-scoped advisory lock that
@@ -74,7 +75,7 @@ func encodeEvents(events []state.Event) (eventRows, error) {
 			r.data[i] = &d
 		}
 		r.at[i], r.kinds[i], r.envs[i], r.models[i], r.plans[i], r.reasons[i] =
-			state.Micros(e.At), e.Kind, e.Environment, e.Model, e.PlanID, e.Reason
+			storekit.Micros(e.At), e.Kind, e.Environment, e.Model, e.PlanID, e.Reason
 	}
 	return r, nil
 }
@@ -116,7 +117,7 @@ func (r eventRows) insert(ctx context.Context, q querier) ([]state.Event, error)
 	out := make([]state.Event, n)
 	for i, e := range r.events {
 		e.ID = ids[i]
-		e.At = state.FromMicros(r.at[i])
+		e.At = storekit.FromMicros(r.at[i])
 		if r.data[i] == nil {
 			e.Data = nil
 		}
@@ -162,7 +163,7 @@ func (s *Store) ListEvents(ctx context.Context, f state.EventFilter) ([]state.Ev
 		if err := row.Scan(&e.ID, &at, &e.Kind, &e.Environment, &e.Model, &e.PlanID, &e.Reason, &data); err != nil {
 			return e, err
 		}
-		e.At = state.FromMicros(at)
+		e.At = storekit.FromMicros(at)
 		if data != nil {
 			e.Data = json.RawMessage(*data)
 		}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 func TestFirstSchemaOfSearchPath(t *testing.T) {
@@ -30,10 +30,10 @@ func TestFirstSchemaOfSearchPath(t *testing.T) {
 
 func TestDiffRangesRewritesOnlyWhatChanged(t *testing.T) {
 	t.Parallel()
-	r := func(a, b int64) state.RangeMicros { return state.RangeMicros{Start: a, End: b} }
-	del, ins := diffRanges([]state.RangeMicros{r(0, 10), r(20, 30), r(40, 50)}, []state.RangeMicros{r(0, 10), r(20, 50)})
+	r := func(a, b int64) storekit.RangeMicros { return storekit.RangeMicros{Start: a, End: b} }
+	del, ins := diffRanges([]storekit.RangeMicros{r(0, 10), r(20, 30), r(40, 50)}, []storekit.RangeMicros{r(0, 10), r(20, 50)})
 	require.Equal(t, []int64{20, 40}, del)
-	require.Equal(t, []state.RangeMicros{r(20, 50)}, ins)
+	require.Equal(t, []storekit.RangeMicros{r(20, 50)}, ins)
 	del, ins = diffRanges(nil, nil)
 	require.Empty(t, del)
 	require.Empty(t, ins)

@@ -13,6 +13,8 @@ import (
 
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/debt"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // GetIntervals returns the covered set of every key in one query, however
@@ -66,9 +68,9 @@ func getIntervals(ctx context.Context, q querier, keys []state.VersionKey, lockK
 		return nil, fmt.Errorf("postgres state: reading the intervals of %d versions: %w", len(uniq), err)
 	}
 	defer rows.Close()
-	stored := make([][]state.RangeMicros, len(uniq))
+	stored := make([][]storekit.RangeMicros, len(uniq))
 	var idx int64
-	var r state.RangeMicros
+	var r storekit.RangeMicros
 	for rows.Next() {
 		if err := rows.Scan(&idx, &r.Start, &r.End); err != nil {
 			return nil, fmt.Errorf("postgres state: reading intervals: %w", err)
@@ -83,7 +85,7 @@ func getIntervals(ctx context.Context, q querier, keys []state.VersionKey, lockK
 	}
 	for i, rs := range stored {
 		if len(rs) > 0 {
-			out[uniq[i]] = state.SetFromMicros(rs)
+			out[uniq[i]] = storekit.SetFromMicros(rs)
 		}
 	}
 	return out, nil
@@ -113,12 +115,12 @@ func (s *Store) LastWrites(ctx context.Context, keys []state.VersionKey) (map[st
 	defer rows.Close()
 	var k state.VersionKey
 	var at int64
-	var r state.RangeMicros
+	var r storekit.RangeMicros
 	for rows.Next() {
 		if err := rows.Scan(&k.Name, &k.Version, &at, &r.Start, &r.End); err != nil {
 			return nil, fmt.Errorf("postgres state: reading last writes: %w", err)
 		}
-		out[k] = state.LastWrite{At: state.FromMicros(at), Range: r.Range()}
+		out[k] = state.LastWrite{At: storekit.FromMicros(at), Range: r.Range()}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres state: reading last writes: %w", err)
@@ -174,7 +176,7 @@ func (s *Store) RemoveIntervals(ctx context.Context, p state.IntervalsParams) er
 //     A debt that a promotion settles meanwhile is left alone (see
 //     repairDebts): a debt is never both repaired and superseded.
 //
-// Instants are stored as microseconds (state.Micros); a boundary finer than
+// Instants are stored as microseconds (storekit.Micros); a boundary finer than
 // a microsecond is refused and nothing is written.
 func (s *Store) writeIntervals(ctx context.Context, p state.IntervalsParams, remove bool) error {
 	verb := "add"
@@ -187,7 +189,7 @@ func (s *Store) writeIntervals(ctx context.Context, p state.IntervalsParams, rem
 	var fence *state.Fence
 	if p.Fence != nil {
 		f := *p.Fence
-		if err := f.Validate(p.Now); err != nil {
+		if err := storekit.ValidateFence(f, p.Now); err != nil {
 			return fmt.Errorf("postgres state: %s intervals of %s@%s: %w", verb, p.Key.Name, p.Key.Version, err)
 		}
 		fence = &f
@@ -196,7 +198,7 @@ func (s *Store) writeIntervals(ctx context.Context, p state.IntervalsParams, rem
 	if err != nil {
 		return fmt.Errorf("postgres state: %s intervals of %s@%s: %w", verb, p.Key.Name, p.Key.Version, err)
 	}
-	now := state.Micros(p.Now)
+	now := storekit.Micros(p.Now)
 	err = s.retry(ctx, func() error { return s.writeKey(ctx, p.Key, written, fence, now, remove) })
 	if err != nil {
 		return fmt.Errorf("postgres state: %s intervals %v of %s@%s: %w", verb, p.Ranges, p.Key.Name, p.Key.Version, err)
@@ -205,11 +207,11 @@ func (s *Store) writeIntervals(ctx context.Context, p state.IntervalsParams, rem
 }
 
 // microsSet returns s checked to be storable as it is: every boundary a
-// whole microsecond within int64 microseconds (state.CheckMicros). A finer
+// whole microsecond within int64 microseconds (storekit.CheckMicros). A finer
 // boundary is refused rather than rounded, and one out of range rather than
 // wrapped, since either would silently change what the caller recorded.
 func microsSet(s interval.Set) (interval.Set, error) {
-	if err := state.CheckMicros(s); err != nil {
+	if err := storekit.CheckMicros(s); err != nil {
 		return interval.Set{}, err
 	}
 	return s, nil
@@ -241,13 +243,13 @@ func (s *Store) writeKey(ctx context.Context, key state.VersionKey, written inte
 		conn.Release()
 	}()
 
-	ws := state.ToMicros(written)
+	ws := storekit.ToMicros(written)
 	starts := make([]int64, len(ws))
 	ends := make([]int64, len(ws))
 	for i, r := range ws {
 		starts[i], ends[i] = r.Start, r.End
 	}
-	var touched []state.RangeMicros
+	var touched []storekit.RangeMicros
 	var open []state.Debt // the key's open debts, read only by adds
 	first := &pgx.Batch{}
 	first.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
@@ -279,8 +281,8 @@ func (s *Store) writeKey(ctx context.Context, key state.VersionKey, written inte
 			              WHERE i.start_us <= w.e AND i.end_us >= w.s)`,
 			key.Name, key.Version, ends[len(ends)-1], starts[0], starts, ends).Query(func(rows pgx.Rows) error {
 			var err error
-			touched, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (state.RangeMicros, error) {
-				var r state.RangeMicros
+			touched, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (storekit.RangeMicros, error) {
+				var r storekit.RangeMicros
 				err := row.Scan(&r.Start, &r.End)
 				return r, err
 			})
@@ -306,7 +308,7 @@ func (s *Store) writeKey(ctx context.Context, key state.VersionKey, written inte
 	second := &pgx.Batch{}
 	var repaired []state.Debt
 	if len(ws) > 0 {
-		before := state.SetFromMicros(touched)
+		before := storekit.SetFromMicros(touched)
 		var after interval.Set
 		if remove {
 			after = before.Subtract(written)
@@ -314,7 +316,7 @@ func (s *Store) writeKey(ctx context.Context, key state.VersionKey, written inte
 			after = before.Union(written)
 		}
 		repaired = coveredDebts(open, after, now)
-		del, ins := diffRanges(touched, state.ToMicros(after))
+		del, ins := diffRanges(touched, storekit.ToMicros(after))
 		if len(del) > 0 {
 			second.Queue(`DELETE FROM intervals WHERE name = $1 AND version = $2 AND start_us = ANY($3::int8[])`,
 				key.Name, key.Version, del)
@@ -375,7 +377,7 @@ func coveredDebts(open []state.Debt, after interval.Set, now int64) []state.Debt
 	var out []state.Debt
 	for _, d := range open {
 		if after.Covers(d.Range) {
-			d.RepairedAt = state.FromMicros(now)
+			d.RepairedAt = storekit.FromMicros(now)
 			out = append(out, d)
 		}
 	}
@@ -402,7 +404,7 @@ func repairDebts(ctx context.Context, conn *pgxpool.Conn, debts []state.Debt) er
 			ORDER BY id FOR UPDATE)
 		UPDATE debts SET repaired_at_us = $1 FROM locked WHERE debts.id = locked.id
 		RETURNING debts.id`,
-		state.Micros(debts[0].RepairedAt), ids)
+		storekit.Micros(debts[0].RepairedAt), ids)
 	if err != nil {
 		return fmt.Errorf("stamping %d debts repaired: %w", len(debts), err)
 	}
@@ -415,7 +417,7 @@ func repairDebts(ctx context.Context, conn *pgxpool.Conn, debts []state.Debt) er
 		if !slices.Contains(stamped, d.ID) {
 			continue // settled by a promotion meanwhile
 		}
-		ev, err := state.RepairedEvent(d)
+		ev, err := debt.RepairedEvent(d)
 		if err != nil {
 			return err
 		}
@@ -434,12 +436,12 @@ func repairDebts(ctx context.Context, conn *pgxpool.Conn, debts []state.Debt) er
 // diffRanges returns the starts of the stored ranges that are not in after
 // (to delete) and the ranges of after that are not stored (to insert).
 // Ranges present in both are left alone.
-func diffRanges(stored, after []state.RangeMicros) (del []int64, ins []state.RangeMicros) {
-	keep := make(map[state.RangeMicros]bool, len(after))
+func diffRanges(stored, after []storekit.RangeMicros) (del []int64, ins []storekit.RangeMicros) {
+	keep := make(map[storekit.RangeMicros]bool, len(after))
 	for _, r := range after {
 		keep[r] = true
 	}
-	have := make(map[state.RangeMicros]bool, len(stored))
+	have := make(map[storekit.RangeMicros]bool, len(stored))
 	for _, r := range stored {
 		have[r] = true
 		if !keep[r] {
@@ -459,11 +461,11 @@ func diffRanges(stored, after []state.RangeMicros) (del []int64, ins []state.Ran
 // writing (see state.Store.CheckFence): the same checks as a fenced write,
 // in one round trip, outside any transaction.
 func (s *Store) CheckFence(ctx context.Context, f state.Fence, now time.Time) error {
-	if err := f.Validate(now); err != nil {
+	if err := storekit.ValidateFence(f, now); err != nil {
 		return fmt.Errorf("postgres state: %w", err)
 	}
 	b := &pgx.Batch{}
-	queueFence(b, f, state.Micros(now))
+	queueFence(b, f, storekit.Micros(now))
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("postgres state: %w", err)
 	}
@@ -484,7 +486,7 @@ func queueFence(b *pgx.Batch, f state.Fence, now int64) {
 			var held bool
 			err := row.Scan(&held)
 			if errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("lease %q is no longer held by the fence's token at %v: %w", f.LeaseKey, state.FromMicros(now), state.ErrFenced)
+				return fmt.Errorf("lease %q is no longer held by the fence's token at %v: %w", f.LeaseKey, storekit.FromMicros(now), state.ErrFenced)
 			}
 			if err != nil {
 				return fmt.Errorf("checking the fence on lease %q: %w", f.LeaseKey, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 const leaseColumns = `key, owner, token, acquired_at_us, expires_at_us, holder_host, holder_pid, holder_start`
@@ -20,8 +21,8 @@ func scanLease(row pgx.Row) (state.Lease, error) {
 		return state.Lease{}, err
 	}
 	l.Holder.PID = int(pid)
-	l.AcquiredAt = state.FromMicros(acquired)
-	l.ExpiresAt = state.FromMicros(expires)
+	l.AcquiredAt = storekit.FromMicros(acquired)
+	l.ExpiresAt = storekit.FromMicros(expires)
 	return l, nil
 }
 
@@ -34,7 +35,7 @@ func expiry(now time.Time, ttl time.Duration) (nowUS, expUS int64, err error) {
 	if ttl < time.Microsecond {
 		return 0, 0, fmt.Errorf("the TTL %v must be at least a microsecond", ttl)
 	}
-	nowUS = state.Micros(now)
+	nowUS = storekit.Micros(now)
 	expUS = nowUS + ttl.Microseconds()
 	if expUS < nowUS {
 		return 0, 0, fmt.Errorf("the TTL %v overflows from %v", ttl, now)
@@ -61,7 +62,7 @@ func (s *Store) AcquireLease(ctx context.Context, p state.AcquireLeaseParams) (s
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q: %w", p.Key, err)
 	}
-	token, err := state.NewLeaseToken()
+	token, err := storekit.NewLeaseToken()
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q: %w", p.Key, err)
 	}
@@ -79,10 +80,10 @@ func (s *Store) AcquireLease(ctx context.Context, p state.AcquireLeaseParams) (s
 		// The compare-and-swap failed; read the holder only to say who.
 		held, herr := s.GetLease(ctx, p.Key)
 		if herr != nil {
-			return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q at %v: %w", p.Key, state.FromMicros(now), state.ErrLeaseHeld)
+			return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q at %v: %w", p.Key, storekit.FromMicros(now), state.ErrLeaseHeld)
 		}
 		return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q at %v: %q holds it until %v: %w",
-			p.Key, state.FromMicros(now), held.Owner, held.ExpiresAt, state.ErrLeaseHeld)
+			p.Key, storekit.FromMicros(now), held.Owner, held.ExpiresAt, state.ErrLeaseHeld)
 	}
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("postgres state: acquire lease %q: %w", p.Key, err)
@@ -109,7 +110,7 @@ func (s *Store) TakeOverLease(ctx context.Context, p state.TakeOverLeaseParams) 
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("postgres state: take over lease %q: %w", p.Key, err)
 	}
-	token, err := state.NewLeaseToken()
+	token, err := storekit.NewLeaseToken()
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("postgres state: take over lease %q: %w", p.Key, err)
 	}
@@ -118,7 +119,7 @@ func (s *Store) TakeOverLease(ctx context.Context, p state.TakeOverLeaseParams) 
 			holder_host = $8, holder_pid = $9, holder_start = $10
 		WHERE key = $1 AND token = $2 AND expires_at_us = $3
 		RETURNING `+leaseColumns,
-		p.Key, p.Token, state.Micros(p.ExpiresAt), p.Owner, token, now, exp, p.Holder.Host, int64(p.Holder.PID), p.Holder.Start))
+		p.Key, p.Token, storekit.Micros(p.ExpiresAt), p.Owner, token, now, exp, p.Holder.Host, int64(p.Holder.PID), p.Holder.Start))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return state.Lease{}, fmt.Errorf("postgres state: take over lease %q: the lease changed since it was read (released, taken over or renewed): %w", p.Key, state.ErrLeaseLost)
 	}
@@ -143,7 +144,7 @@ func (s *Store) RenewLease(ctx context.Context, p state.RenewLeaseParams) (state
 		RETURNING `+leaseColumns,
 		p.Key, p.Token, now, exp))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return state.Lease{}, fmt.Errorf("postgres state: renew lease %q at %v: %w", p.Key, state.FromMicros(now), state.ErrLeaseLost)
+		return state.Lease{}, fmt.Errorf("postgres state: renew lease %q at %v: %w", p.Key, storekit.FromMicros(now), state.ErrLeaseLost)
 	}
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("postgres state: renew lease %q: %w", p.Key, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // jsonParam validates optional caller JSON that the store treats as opaque:
@@ -44,7 +45,7 @@ func (s *Store) SavePlan(ctx context.Context, p state.Plan) error {
 		INSERT INTO plans (id, environment, payload, payload_text, created_at_us)
 		VALUES ($1, $2, $3::jsonb, $4, $5)
 		ON CONFLICT (id) DO NOTHING`,
-		p.ID, p.Environment, doc, doc, state.Micros(p.CreatedAt))
+		p.ID, p.Environment, doc, doc, storekit.Micros(p.CreatedAt))
 	if err != nil {
 		return fmt.Errorf("postgres state: save plan %q: %w", p.ID, err)
 	}
@@ -79,7 +80,7 @@ func (s *Store) GetPlan(ctx context.Context, id string) (*state.Plan, error) {
 		return nil, fmt.Errorf("postgres state: reading plan %q: %w", id, err)
 	}
 	p.Payload = json.RawMessage(text)
-	p.CreatedAt = state.FromMicros(created)
+	p.CreatedAt = storekit.FromMicros(created)
 	return &p, nil
 }
 
@@ -103,7 +104,7 @@ func (s *Store) ListPlans(ctx context.Context, f state.PlanFilter) ([]state.Plan
 	if !f.CreatedAfter.IsZero() {
 		// Stored instants are whole microseconds: m > floor(t) exactly when
 		// the instant m is after t.
-		args = append(args, state.Micros(f.CreatedAfter))
+		args = append(args, storekit.Micros(f.CreatedAfter))
 		where = append(where, fmt.Sprintf("created_at_us > $%d", len(args)))
 	}
 	query := `SELECT id, environment, payload_text, created_at_us FROM plans`
@@ -127,7 +128,7 @@ func (s *Store) ListPlans(ctx context.Context, f state.PlanFilter) ([]state.Plan
 			return p, err
 		}
 		p.Payload = json.RawMessage(text)
-		p.CreatedAt = state.FromMicros(created)
+		p.CreatedAt = storekit.FromMicros(created)
 		return p, nil
 	})
 	if err != nil {
@@ -159,14 +160,14 @@ func (s *Store) RecordApplication(ctx context.Context, a state.Application) (sta
 		INSERT INTO applications (plan_id, stage, status, detail, at_us)
 		SELECT $1, $2, $3, $4::json, $5 WHERE EXISTS (SELECT 1 FROM plans WHERE id = $1)
 		RETURNING id`,
-		a.PlanID, a.Stage, a.Status, param, state.Micros(a.At)).Scan(&a.ID)
+		a.PlanID, a.Stage, a.Status, param, storekit.Micros(a.At)).Scan(&a.ID)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return state.Application{}, fmt.Errorf("postgres state: record application: plan %q: %w", a.PlanID, state.ErrNotFound)
 	}
 	if err != nil {
 		return state.Application{}, fmt.Errorf("postgres state: record application of plan %q: %w", a.PlanID, err)
 	}
-	a.At = state.FromMicros(state.Micros(a.At))
+	a.At = storekit.FromMicros(storekit.Micros(a.At))
 	if !ok {
 		a.Detail = nil
 	}
@@ -191,7 +192,7 @@ func (s *Store) ListApplications(ctx context.Context, planID string) ([]state.Ap
 		if detail != nil {
 			a.Detail = json.RawMessage(*detail)
 		}
-		a.At = state.FromMicros(at)
+		a.At = storekit.FromMicros(at)
 		return a, nil
 	})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // recordLastServed upserts at as the last-served time of every version
@@ -17,7 +18,7 @@ import (
 // written in key order, so two environments stopping to serve the same
 // versions at once wait for each other instead of deadlocking.
 func recordLastServed(ctx context.Context, tx pgx.Tx, before, after []state.SnapshotRef, at time.Time) error {
-	keys := state.Unserved(before, after) // sorted, distinct
+	keys := storekit.Unserved(before, after) // sorted, distinct
 	if len(keys) == 0 {
 		return nil
 	}
@@ -30,7 +31,7 @@ func recordLastServed(ctx context.Context, tx pgx.Tx, before, after []state.Snap
 		INSERT INTO version_last_served (name, version, at_us)
 		SELECT u.n, u.v, $3 FROM unnest($1::text[], $2::text[]) AS u(n, v) ORDER BY u.n, u.v
 		ON CONFLICT (name, version) DO UPDATE SET at_us = GREATEST(version_last_served.at_us, EXCLUDED.at_us)`,
-		names, versions, state.Micros(at)); err != nil {
+		names, versions, storekit.Micros(at)); err != nil {
 		return fmt.Errorf("recording when %d versions stopped being served: %w", len(keys), err)
 	}
 	return nil
@@ -63,7 +64,7 @@ func (s *Store) LastServed(ctx context.Context, keys []state.VersionKey) (map[st
 		if err := rows.Scan(&k.Name, &k.Version, &at); err != nil {
 			return nil, fmt.Errorf("postgres state: reading last-served times: %w", err)
 		}
-		out[k] = state.FromMicros(at)
+		out[k] = storekit.FromMicros(at)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres state: reading last-served times: %w", err)

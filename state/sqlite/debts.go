@@ -12,6 +12,8 @@ import (
 
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/debt"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // debtColumns are the columns scanDebt reads, in order.
@@ -56,9 +58,9 @@ func scanDebt(sc interface{ Scan(...any) error }) (state.Debt, error) {
 	}
 	// Range boundaries are instants, not "unset" markers: 0 is the epoch.
 	d.Range = interval.NewRange(time.UnixMicro(start), time.UnixMicro(end))
-	d.AcceptedAt = state.FromMicros(accepted)
-	d.RepairedAt = state.FromMicros(repaired)
-	d.SupersededAt = state.FromMicros(superseded)
+	d.AcceptedAt = storekit.FromMicros(accepted)
+	d.RepairedAt = storekit.FromMicros(repaired)
+	d.SupersededAt = storekit.FromMicros(superseded)
 	return d, nil
 }
 
@@ -109,8 +111,8 @@ func (s *Store) ListDebts(ctx context.Context, f state.DebtFilter) ([]state.Debt
 	return out, nil
 }
 
-// debtWriter is the state.DebtWriter of a promotion's write transaction
-// (state.RecordCheckResult). The transaction holds the file's write lock,
+// debtWriter is the debt.Writer of a promotion's write transaction
+// (debt.RecordCheckResult). The transaction holds the file's write lock,
 // so no interval write can slip between the coverage reads and the
 // inserts: the repair of a debt recorded or carried open is always left to
 // a later AddIntervals, which sees it.
@@ -134,7 +136,7 @@ func (w debtWriter) InsertDebts(ctx context.Context, debts []state.Debt) error {
 	return nil
 }
 
-func (w debtWriter) Settle(ctx context.Context, settled []state.Settlement) error {
+func (w debtWriter) Settle(ctx context.Context, settled []debt.Settlement) error {
 	for i := range settled {
 		s := &settled[i]
 		if err := stampSettled(ctx, w.tx, s.Debt); err != nil {
@@ -190,7 +192,7 @@ func insertDebt(ctx context.Context, tx *sql.Tx, d *state.Debt) error {
 			bound, advances, accepted_at_us, repaired_at_us, carried_from)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		d.Environment, d.Model, d.Version, d.Range.Start.UnixMicro(), d.Range.End.UnixMicro(),
-		d.PlanID, d.Policy, d.Bound, d.Advances, state.Micros(d.AcceptedAt), state.Micros(d.RepairedAt),
+		d.PlanID, d.Policy, d.Bound, d.Advances, storekit.Micros(d.AcceptedAt), storekit.Micros(d.RepairedAt),
 		d.CarriedFrom,
 	).Scan(&d.ID)
 }
@@ -202,7 +204,7 @@ func stampSettled(ctx context.Context, tx *sql.Tx, d state.Debt) error {
 	res, err := tx.ExecContext(ctx, `
 		UPDATE debts SET repaired_at_us = ?, superseded_at_us = ?
 		WHERE id = ? AND `+openDebt,
-		state.Micros(d.RepairedAt), state.Micros(d.SupersededAt), d.ID)
+		storekit.Micros(d.RepairedAt), storekit.Micros(d.SupersededAt), d.ID)
 	if err != nil {
 		return fmt.Errorf("settling debt %d: %w", d.ID, err)
 	}
@@ -219,7 +221,7 @@ func stampSettled(ctx context.Context, tx *sql.Tx, d state.Debt) error {
 // supersedeOpenDebts stamps superseded at now every open debt of
 // environment env (one search of the debts_open_by_environment index) and
 // appends one gap_superseded event per debt (made by event:
-// state.InvalidatedEvent or state.RemovedEvent), in id order, inside the
+// debt.InvalidatedEvent or debt.RemovedEvent), in id order, inside the
 // caller's write transaction: Invalidate's or RemoveEnvironment's. The write
 // lock is held, so no interval write can repair one of them meanwhile.
 func supersedeOpenDebts(ctx context.Context, tx *sql.Tx, env string, now time.Time, event func(state.Debt) (state.Event, error)) error {
@@ -227,7 +229,7 @@ func supersedeOpenDebts(ctx context.Context, tx *sql.Tx, env string, now time.Ti
 		UPDATE debts SET superseded_at_us = ?
 		WHERE environment = ? AND `+openDebt+`
 		RETURNING `+debtColumns,
-		state.Micros(now), env)
+		storekit.Micros(now), env)
 	if err != nil {
 		return fmt.Errorf("superseding the open debts: %w", err)
 	}
@@ -279,7 +281,7 @@ func (s *Store) repairDebts(ctx context.Context, tx *sql.Tx, key state.VersionKe
 	if err != nil {
 		return fmt.Errorf("looking up open debts: %w", err)
 	}
-	rows, err := tx.StmtContext(ctx, s.stmts.repairDebts).QueryContext(ctx, key.Name, key.Version, state.Micros(now))
+	rows, err := tx.StmtContext(ctx, s.stmts.repairDebts).QueryContext(ctx, key.Name, key.Version, storekit.Micros(now))
 	if err != nil {
 		return fmt.Errorf("repairing debts: %w", err)
 	}
@@ -292,7 +294,7 @@ func (s *Store) repairDebts(ctx context.Context, tx *sql.Tx, key state.VersionKe
 	}
 	events := make([]state.Event, len(repaired))
 	for i, d := range repaired {
-		if events[i], err = state.RepairedEvent(d); err != nil {
+		if events[i], err = debt.RepairedEvent(d); err != nil {
 			return err
 		}
 	}

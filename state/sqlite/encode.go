@@ -6,12 +6,13 @@ import (
 
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // checkRanges refuses, rather than lets the microsecond encoding round, a
 // boundary that is not a whole microsecond or that does not fit in int64
-// microseconds (see state.CheckMicros).
-func checkRanges(s interval.Set) error { return state.CheckMicros(s) }
+// microseconds (see storekit.CheckMicros).
+func checkRanges(s interval.Set) error { return storekit.CheckMicros(s) }
 
 // checkKey refuses an interval key with an empty part.
 func checkKey(k state.VersionKey) error {

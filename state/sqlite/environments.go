@@ -11,6 +11,8 @@ import (
 
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/debt"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 const envColumns = `name, generation, plan_id, previous_plan_id, snapshots,
@@ -30,9 +32,9 @@ func scanEnvironment(sc interface{ Scan(...any) error }) (*state.Environment, er
 	if err := json.Unmarshal([]byte(snaps), &e.Snapshots); err != nil {
 		return nil, fmt.Errorf("decoding the snapshots of environment %q: %w", e.Name, err)
 	}
-	e.PromotedAt = state.FromMicros(promoted)
-	e.FinalizedAt = state.FromMicros(finalized)
-	e.ExpiresAt = state.FromMicros(expires)
+	e.PromotedAt = storekit.FromMicros(promoted)
+	e.FinalizedAt = storekit.FromMicros(finalized)
+	e.ExpiresAt = storekit.FromMicros(expires)
 	e.Invalidated = in != 0
 	return &e, nil
 }
@@ -173,8 +175,8 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 			PlanID:         p.PlanID,
 			PreviousPlanID: previous,
 			Snapshots:      refs,
-			PromotedAt:     state.FromMicros(state.Micros(p.Now)),
-			ExpiresAt:      state.FromMicros(state.Micros(p.ExpiresAt)),
+			PromotedAt:     storekit.FromMicros(storekit.Micros(p.Now)),
+			ExpiresAt:      storekit.FromMicros(storekit.Micros(p.ExpiresAt)),
 		}
 		if err := writeEnvironment(ctx, tx, e); err != nil {
 			return err
@@ -184,7 +186,7 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 				return err
 			}
 		}
-		if err := state.RecordCheckResult(ctx, debtWriter{tx}, p, refs, res); err != nil {
+		if err := debt.RecordCheckResult(ctx, debtWriter{tx}, p, refs, res); err != nil {
 			return fmt.Errorf("promotion of plan %q: %w", p.PlanID, err)
 		}
 		out = e
@@ -224,7 +226,7 @@ func writeEnvironment(ctx context.Context, tx *sql.Tx, e *state.Environment) err
 			promoted_at_us = excluded.promoted_at_us, finalized_at_us = 0,
 			expires_at_us = excluded.expires_at_us, invalidated = 0`,
 		e.Name, e.Generation, e.PlanID, e.PreviousPlanID, string(snaps),
-		state.Micros(e.PromotedAt), state.Micros(e.ExpiresAt))
+		storekit.Micros(e.PromotedAt), storekit.Micros(e.ExpiresAt))
 	if err != nil {
 		return fmt.Errorf("writing environment: %w", err)
 	}
@@ -243,7 +245,7 @@ func (s *Store) Finalize(ctx context.Context, p state.FinalizeParams) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE environments SET finalized_at_us = ?
 			WHERE name = ? AND plan_id = ? AND invalidated = 0`,
-			state.Micros(p.Now), p.Environment, p.PlanID)
+			storekit.Micros(p.Now), p.Environment, p.PlanID)
 		if err != nil {
 			return err
 		}
@@ -280,7 +282,7 @@ func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error 
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx,
 			`UPDATE environments SET invalidated = 1, expires_at_us = ? WHERE name = ?`,
-			state.Micros(p.Now), p.Environment)
+			storekit.Micros(p.Now), p.Environment)
 		if err != nil {
 			return err
 		}
@@ -291,7 +293,7 @@ func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error 
 		if n == 0 {
 			return fmt.Errorf("environment %q: %w", p.Environment, state.ErrNotFound)
 		}
-		return supersedeOpenDebts(ctx, tx, p.Environment, p.Now, state.InvalidatedEvent)
+		return supersedeOpenDebts(ctx, tx, p.Environment, p.Now, debt.InvalidatedEvent)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: invalidate %q: %w", p.Environment, err)
@@ -304,7 +306,7 @@ func (s *Store) Invalidate(ctx context.Context, p state.InvalidateParams) error 
 // it is gone; a refused removal writes nothing. The name's generation
 // counter survives. In the same IMMEDIATE transaction every version the
 // environment served gets p.Now as its last-served time, its open debts are
-// superseded at p.Now with their gap_superseded events (state.RemovedEvent),
+// superseded at p.Now with their gap_superseded events (debt.RemovedEvent),
 // and the environment_removing event is appended last; it is returned with
 // its id.
 func (s *Store) RemoveEnvironment(ctx context.Context, p state.RemoveEnvironmentParams) (state.Event, error) {
@@ -328,7 +330,7 @@ func (s *Store) RemoveEnvironment(ctx context.Context, p state.RemoveEnvironment
 		if err := recordLastServed(ctx, tx, cur.Snapshots, nil, p.Now); err != nil {
 			return err
 		}
-		if err := supersedeOpenDebts(ctx, tx, p.Name, p.Now, state.RemovedEvent); err != nil {
+		if err := supersedeOpenDebts(ctx, tx, p.Name, p.Now, debt.RemovedEvent); err != nil {
 			return err
 		}
 		events, data, err := prepareEvents([]state.Event{{At: p.Now, Kind: state.EventEnvironmentRemoving,

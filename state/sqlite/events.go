@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // AppendEvents records events in one transaction and returns them with
@@ -45,7 +46,7 @@ func prepareEvents(events []state.Event) ([]state.Event, []any, error) {
 			return nil, nil, fmt.Errorf("event %d (%s): %w", i, e.Kind, err)
 		}
 		data[i] = d
-		e.At = state.FromMicros(state.Micros(e.At))
+		e.At = storekit.FromMicros(storekit.Micros(e.At))
 		out[i] = e
 	}
 	return out, data, nil
@@ -61,7 +62,7 @@ func insertEvents(ctx context.Context, tx *sql.Tx, events []state.Event, data []
 		if err := tx.QueryRowContext(ctx, `
 			INSERT INTO events (at_us, kind, environment, model, plan_id, reason, data)
 			VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-			state.Micros(e.At), e.Kind, e.Environment, e.Model, e.PlanID, e.Reason, data[i],
+			storekit.Micros(e.At), e.Kind, e.Environment, e.Model, e.PlanID, e.Reason, data[i],
 		).Scan(&e.ID); err != nil {
 			return fmt.Errorf("event %d (%s): %w", i, e.Kind, err)
 		}
@@ -111,7 +112,7 @@ func (s *Store) ListEvents(ctx context.Context, f state.EventFilter) ([]state.Ev
 		if err := rows.Scan(&e.ID, &at, &e.Kind, &e.Environment, &e.Model, &e.PlanID, &e.Reason, &data); err != nil {
 			return nil, fmt.Errorf("sqlite: list events: %w", err)
 		}
-		e.At = state.FromMicros(at)
+		e.At = storekit.FromMicros(at)
 		e.Data = rawJSON(data)
 		out = append(out, e)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // checkFence verifies, inside the caller's write transaction, that the
@@ -35,7 +36,7 @@ func (d dbStmt) StmtContext(_ context.Context, stmt *sql.Stmt) *sql.Stmt { retur
 // CheckFence reports whether f's evidence still holds at now, without
 // writing (see state.Store.CheckFence).
 func (s *Store) CheckFence(ctx context.Context, f state.Fence, now time.Time) error {
-	if err := f.Validate(now); err != nil {
+	if err := storekit.ValidateFence(f, now); err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
 	if err := s.fenceHolds(ctx, dbStmt{s.db}, f, now); err != nil {
@@ -49,7 +50,7 @@ func (s *Store) fenceHolds(ctx context.Context, q rowQuerier, f state.Fence, now
 	if f.LeaseKey != "" {
 		var one int
 		err := q.StmtContext(ctx, s.stmts.leaseFence).QueryRowContext(ctx,
-			f.LeaseKey, f.LeaseToken, state.Micros(now)).Scan(&one)
+			f.LeaseKey, f.LeaseToken, storekit.Micros(now)).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: the token no longer holds lease %q at %s", state.ErrFenced, f.LeaseKey, now.UTC().Format(time.RFC3339Nano))
 		}
@@ -75,11 +76,11 @@ func (s *Store) fenceHolds(ctx context.Context, q rowQuerier, f state.Fence, now
 	return nil
 }
 
-// validFence checks an optional fence's shape (state.Fence.Validate); a nil
+// validFence checks an optional fence's shape (storekit.ValidateFence); a nil
 // fence is an unfenced write.
 func validFence(f *state.Fence, now time.Time) error {
 	if f == nil {
 		return nil
 	}
-	return f.Validate(now)
+	return storekit.ValidateFence(*f, now)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // AddIntervals marks p.Ranges as computed for p.Key.
@@ -79,20 +80,20 @@ func (s *Store) changeIntervals(ctx context.Context, p state.IntervalsParams, ad
 		if err != nil {
 			return err
 		}
-		next := state.SetFromMicros(old)
+		next := storekit.SetFromMicros(old)
 		if add {
 			next = next.Union(p.Ranges)
 		} else {
 			next = next.Subtract(p.Ranges)
 		}
-		if err := s.rewriteRanges(ctx, tx, p.Key, old, state.ToMicros(next)); err != nil {
+		if err := s.rewriteRanges(ctx, tx, p.Key, old, storekit.ToMicros(next)); err != nil {
 			return err
 		}
 		if !add {
 			return nil // removing coverage never repairs a debt, nor is a last write
 		}
 		if _, err := tx.StmtContext(ctx, s.stmts.recordLastWrite).ExecContext(ctx,
-			p.Key.Name, p.Key.Version, state.Micros(p.Now), lo, hi); err != nil {
+			p.Key.Name, p.Key.Version, storekit.Micros(p.Now), lo, hi); err != nil {
 			return fmt.Errorf("recording the last write: %w", err)
 		}
 		return s.repairDebts(ctx, tx, p.Key, p.Now)
@@ -123,15 +124,15 @@ func windowQuery(add bool) string {
 
 // loadRanges runs query (which selects start_us, end_us) and collects the
 // rows.
-func loadRanges(ctx context.Context, query *sql.Stmt, args ...any) ([]state.RangeMicros, error) {
+func loadRanges(ctx context.Context, query *sql.Stmt, args ...any) ([]storekit.RangeMicros, error) {
 	rows, err := query.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading stored ranges: %w", err)
 	}
 	defer rows.Close()
-	var out []state.RangeMicros
+	var out []storekit.RangeMicros
 	for rows.Next() {
-		var r state.RangeMicros
+		var r storekit.RangeMicros
 		if err := rows.Scan(&r.Start, &r.End); err != nil {
 			return nil, fmt.Errorf("reading stored ranges: %w", err)
 		}
@@ -146,13 +147,13 @@ func loadRanges(ctx context.Context, query *sql.Stmt, args ...any) ([]state.Rang
 // rewriteRanges turns the stored rows old into next, touching only the rows
 // that differ: deletes first, so that a range whose end moved can be
 // reinserted at the same start.
-func (s *Store) rewriteRanges(ctx context.Context, tx *sql.Tx, k state.VersionKey, old, next []state.RangeMicros) error {
+func (s *Store) rewriteRanges(ctx context.Context, tx *sql.Tx, k state.VersionKey, old, next []storekit.RangeMicros) error {
 	del, ins := tx.StmtContext(ctx, s.stmts.deleteRange), tx.StmtContext(ctx, s.stmts.insertRange)
-	keep := make(map[state.RangeMicros]bool, len(next))
+	keep := make(map[storekit.RangeMicros]bool, len(next))
 	for _, r := range next {
 		keep[r] = true
 	}
-	had := make(map[state.RangeMicros]bool, len(old))
+	had := make(map[storekit.RangeMicros]bool, len(old))
 	for _, r := range old {
 		had[r] = true
 		if keep[r] {
@@ -214,10 +215,10 @@ func getIntervals(ctx context.Context, q querier, keys []state.VersionKey) (map[
 	// Collect every row flat, then cut per key: no allocation per key
 	// beyond its Set.
 	var idx []int64
-	var all []state.RangeMicros
+	var all []storekit.RangeMicros
 	for rows.Next() {
 		var i int64
-		var r state.RangeMicros
+		var r storekit.RangeMicros
 		if err := rows.Scan(&i, &r.Start, &r.End); err != nil {
 			return nil, fmt.Errorf("reading intervals: %w", err)
 		}
@@ -231,7 +232,7 @@ func getIntervals(ctx context.Context, q querier, keys []state.VersionKey) (map[
 		return nil, fmt.Errorf("reading intervals: %w", err)
 	}
 	for i, rs := range groupByKey(len(distinct), idx, all) {
-		out[distinct[i]] = state.SetFromMicros(rs)
+		out[distinct[i]] = storekit.SetFromMicros(rs)
 	}
 	return out, nil
 }
@@ -265,8 +266,8 @@ func (s *Store) LastWrites(ctx context.Context, keys []state.VersionKey) (map[st
 		if i < 0 || i >= int64(len(distinct)) {
 			return nil, fmt.Errorf("sqlite: reading last writes: key index %d out of range", i)
 		}
-		out[distinct[i]] = state.LastWrite{At: state.FromMicros(at),
-			Range: state.RangeMicros{Start: start, End: end}.Range()}
+		out[distinct[i]] = state.LastWrite{At: storekit.FromMicros(at),
+			Range: storekit.RangeMicros{Start: start, End: end}.Range()}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: reading last writes: %w", err)
@@ -276,7 +277,7 @@ func (s *Store) LastWrites(ctx context.Context, keys []state.VersionKey) (map[st
 
 // groupByKey returns, for each of n keys, the ranges whose idx is that key,
 // in their original order, as sub-slices of one backing array.
-func groupByKey(n int, idx []int64, all []state.RangeMicros) [][]state.RangeMicros {
+func groupByKey(n int, idx []int64, all []storekit.RangeMicros) [][]storekit.RangeMicros {
 	start := make([]int, n+1)
 	for _, i := range idx {
 		start[i+1]++
@@ -284,13 +285,13 @@ func groupByKey(n int, idx []int64, all []state.RangeMicros) [][]state.RangeMicr
 	for i := range n {
 		start[i+1] += start[i]
 	}
-	sorted := make([]state.RangeMicros, len(all))
+	sorted := make([]storekit.RangeMicros, len(all))
 	next := slices.Clone(start[:n])
 	for j, i := range idx {
 		sorted[next[i]] = all[j]
 		next[i]++
 	}
-	out := make([][]state.RangeMicros, n)
+	out := make([][]storekit.RangeMicros, n)
 	for i := range n {
 		out[i] = sorted[start[i]:start[i+1]:start[i+1]]
 	}

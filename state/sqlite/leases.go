@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 const leaseColumns = `key, owner, token, acquired_at_us, expires_at_us, holder_host, holder_pid, holder_start`
@@ -19,8 +20,8 @@ func scanLease(sc interface{ Scan(...any) error }) (state.Lease, error) {
 	if err := sc.Scan(&l.Key, &l.Owner, &l.Token, &acquired, &expires, &l.Holder.Host, &l.Holder.PID, &l.Holder.Start); err != nil {
 		return state.Lease{}, err
 	}
-	l.AcquiredAt = state.FromMicros(acquired)
-	l.ExpiresAt = state.FromMicros(expires)
+	l.AcquiredAt = storekit.FromMicros(acquired)
+	l.ExpiresAt = storekit.FromMicros(expires)
 	return l, nil
 }
 
@@ -48,11 +49,11 @@ func (s *Store) AcquireLease(ctx context.Context, p state.AcquireLeaseParams) (s
 	if err := checkLeaseTiming(p.Key, p.TTL, p.Now); err != nil {
 		return state.Lease{}, fmt.Errorf("sqlite: acquire lease: %w", err)
 	}
-	token, err := state.NewLeaseToken()
+	token, err := storekit.NewLeaseToken()
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("sqlite: acquire lease %q: %w", p.Key, err)
 	}
-	now := state.Micros(p.Now)
+	now := storekit.Micros(p.Now)
 	var out state.Lease
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		l, err := scanLease(tx.QueryRowContext(ctx, `
@@ -100,11 +101,11 @@ func (s *Store) TakeOverLease(ctx context.Context, p state.TakeOverLeaseParams) 
 	if p.Token == "" {
 		return state.Lease{}, fmt.Errorf("sqlite: take over lease %q: the token of the lease to take over is required", p.Key)
 	}
-	token, err := state.NewLeaseToken()
+	token, err := storekit.NewLeaseToken()
 	if err != nil {
 		return state.Lease{}, fmt.Errorf("sqlite: take over lease %q: %w", p.Key, err)
 	}
-	now := state.Micros(p.Now)
+	now := storekit.Micros(p.Now)
 	var out state.Lease
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		l, err := scanLease(tx.QueryRowContext(ctx, `
@@ -113,7 +114,7 @@ func (s *Store) TakeOverLease(ctx context.Context, p state.TakeOverLeaseParams) 
 			WHERE key = ? AND token = ? AND expires_at_us = ?
 			RETURNING `+leaseColumns,
 			p.Owner, token, now, now+p.TTL.Microseconds(), p.Holder.Host, p.Holder.PID, p.Holder.Start,
-			p.Key, p.Token, state.Micros(p.ExpiresAt)))
+			p.Key, p.Token, storekit.Micros(p.ExpiresAt)))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: the lease changed since it was read (released, taken over or renewed)", state.ErrLeaseLost)
 		}
@@ -134,7 +135,7 @@ func (s *Store) RenewLease(ctx context.Context, p state.RenewLeaseParams) (state
 	if err := checkLeaseTiming(p.Key, p.TTL, p.Now); err != nil {
 		return state.Lease{}, fmt.Errorf("sqlite: renew lease: %w", err)
 	}
-	now := state.Micros(p.Now)
+	now := storekit.Micros(p.Now)
 	var out state.Lease
 	err := s.write(ctx, func(tx *sql.Tx) error {
 		l, err := scanLease(tx.QueryRowContext(ctx, `

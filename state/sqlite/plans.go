@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // SavePlan stores a plan. Invariant: a plan id names one payload forever;
@@ -28,7 +29,7 @@ func (s *Store) SavePlan(ctx context.Context, p state.Plan) error {
 		res, err := tx.ExecContext(ctx, `
 			INSERT INTO plans (id, environment, payload, created_at_us) VALUES (?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`,
-			p.ID, p.Environment, payload, state.Micros(p.CreatedAt))
+			p.ID, p.Environment, payload, storekit.Micros(p.CreatedAt))
 		if err != nil {
 			return err
 		}
@@ -81,7 +82,7 @@ func (s *Store) GetPlan(ctx context.Context, id string) (*state.Plan, error) {
 		return nil, fmt.Errorf("sqlite: get plan %q: %w", id, err)
 	}
 	p.Payload = json.RawMessage(payload)
-	p.CreatedAt = state.FromMicros(created)
+	p.CreatedAt = storekit.FromMicros(created)
 	return &p, nil
 }
 
@@ -114,7 +115,7 @@ func (s *Store) ListPlans(ctx context.Context, f state.PlanFilter) ([]state.Plan
 		// Stored instants are whole microseconds: m > floor(t) exactly when
 		// the instant m is after t.
 		where = append(where, "created_at_us > ?")
-		args = append(args, state.Micros(f.CreatedAfter))
+		args = append(args, storekit.Micros(f.CreatedAfter))
 	}
 	query := listPlansQuery(where)
 	if f.Limit > 0 {
@@ -137,7 +138,7 @@ func (s *Store) ListPlans(ctx context.Context, f state.PlanFilter) ([]state.Plan
 			return nil, fmt.Errorf("sqlite: list plans: %w", err)
 		}
 		p.Payload = json.RawMessage(payload)
-		p.CreatedAt = state.FromMicros(created)
+		p.CreatedAt = storekit.FromMicros(created)
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
@@ -169,12 +170,12 @@ func (s *Store) RecordApplication(ctx context.Context, a state.Application) (sta
 		return tx.QueryRowContext(ctx, `
 			INSERT INTO plan_applications (plan_id, stage, status, detail, at_us)
 			VALUES (?, ?, ?, ?, ?) RETURNING id`,
-			a.PlanID, a.Stage, a.Status, detail, state.Micros(a.At)).Scan(&a.ID)
+			a.PlanID, a.Stage, a.Status, detail, storekit.Micros(a.At)).Scan(&a.ID)
 	})
 	if err != nil {
 		return state.Application{}, fmt.Errorf("sqlite: record application of plan %q: %w", a.PlanID, err)
 	}
-	a.At = state.FromMicros(state.Micros(a.At))
+	a.At = storekit.FromMicros(storekit.Micros(a.At))
 	return a, nil
 }
 
@@ -197,7 +198,7 @@ func (s *Store) ListApplications(ctx context.Context, planID string) ([]state.Ap
 			return nil, fmt.Errorf("sqlite: list applications of plan %q: %w", planID, err)
 		}
 		a.Detail = rawJSON(detail)
-		a.At = state.FromMicros(at)
+		a.At = storekit.FromMicros(at)
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {

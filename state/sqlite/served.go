@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
 // recordLastServed upserts at as the last-served time of every version
@@ -15,7 +16,7 @@ import (
 // RemoveEnvironment), so it commits or rolls back with the change of the
 // environment that stopped serving them.
 func recordLastServed(ctx context.Context, tx *sql.Tx, before, after []state.SnapshotRef, at time.Time) error {
-	keys := state.Unserved(before, after)
+	keys := storekit.Unserved(before, after)
 	if len(keys) == 0 {
 		return nil
 	}
@@ -27,7 +28,7 @@ func recordLastServed(ctx context.Context, tx *sql.Tx, before, after []state.Sna
 		INSERT INTO version_last_served (name, version, at_us)
 		SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]'), ? FROM json_each(?) WHERE true
 		ON CONFLICT (name, version) DO UPDATE SET at_us = max(at_us, excluded.at_us)`,
-		state.Micros(at), param)
+		storekit.Micros(at), param)
 	if err != nil {
 		return fmt.Errorf("recording when %d versions stopped being served: %w", len(keys), err)
 	}
@@ -63,7 +64,7 @@ func (s *Store) LastServed(ctx context.Context, keys []state.VersionKey) (map[st
 		if i < 0 || i >= int64(len(distinct)) {
 			return nil, fmt.Errorf("sqlite: reading last-served times: key index %d out of range", i)
 		}
-		out[distinct[i]] = state.FromMicros(at)
+		out[distinct[i]] = storekit.FromMicros(at)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: reading last-served times: %w", err)

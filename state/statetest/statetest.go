@@ -49,7 +49,7 @@
 //     than the promotion's, a repair or supersession time or a CarriedFrom
 //     already set;
 //   - settle the open debts of the versions a promotion stops serving as
-//     state.SettleDebts decides, atomically with the promotion, and order
+//     debt.Settle decides, atomically with the promotion, and order
 //     its events: the check's, then gap_repaired of debts recorded
 //     repaired, then per settled debt its gap_repaired, or its
 //     gap_superseded followed by its gap_carried events;

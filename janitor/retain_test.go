@@ -1,10 +1,12 @@
-package state
+package janitor
 
 import (
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/state"
 )
 
 func TestRetainUnserved(t *testing.T) {
@@ -18,7 +20,7 @@ func TestRetainUnserved(t *testing.T) {
 	// (dropped: the TTL has passed at its end). Two uses of b@v1 merge.
 	t.Parallel()
 	day := func(n int) time.Time { return time.Date(2024, 1, n, 0, 0, 0, 0, time.UTC) }
-	k := func(name string) VersionKey { return VersionKey{Name: name, Version: "v1"} }
+	k := func(name string) state.VersionKey { return state.VersionKey{Name: name, Version: "v1"} }
 	uses := []VersionUse{
 		{Key: k("m.a"), LastServed: day(2)},
 		{Key: k("m.b"), LastServed: day(5)},
@@ -33,7 +35,7 @@ func TestRetainUnserved(t *testing.T) {
 	}
 	week := 7 * 24 * time.Hour
 	drop, keep := RetainUnserved(uses, week, day(10))
-	require.Equal(t, []VersionKey{k("m.a"), k("m.g"), k("m.h")}, drop)
+	require.Equal(t, []state.VersionKey{k("m.a"), k("m.g"), k("m.h")}, drop)
 	require.Equal(t, []Retained{
 		{Key: k("m.b"), UnusedSince: day(5), ExpiresAt: day(12)},
 		{Key: k("m.c"), UnusedSince: day(4), ExpiresAt: day(11)},
@@ -43,26 +45,12 @@ func TestRetainUnserved(t *testing.T) {
 	// A TTL of 0 drops every unused version at once; Forever keeps them
 	// all but the one with no recorded use.
 	drop, keep = RetainUnserved(uses, 0, day(10))
-	require.Equal(t, []VersionKey{k("m.a"), k("m.b"), k("m.c"), k("m.d"), k("m.g"), k("m.h")}, drop)
+	require.Equal(t, []state.VersionKey{k("m.a"), k("m.b"), k("m.c"), k("m.d"), k("m.g"), k("m.h")}, drop)
 	require.Empty(t, keep)
 	drop, keep = RetainUnserved(uses, Forever, day(10))
-	require.Equal(t, []VersionKey{k("m.g")}, drop)
+	require.Equal(t, []state.VersionKey{k("m.g")}, drop)
 	require.Len(t, keep, 5)
 	for _, r := range keep {
 		require.True(t, r.ExpiresAt.IsZero(), "%+v: never expires", r)
 	}
-}
-
-func TestUnserved(t *testing.T) {
-	// Scenario: an environment moves from a@v1, b@v1, c@v1 to a@v2 (new
-	// fingerprint), b@v1 (another fingerprint, same version) and d@v1: it
-	// stops serving a@v1 and c@v1 only, sorted, once each.
-	t.Parallel()
-	ref := func(name, fp, version string) SnapshotRef {
-		return SnapshotRef{Name: name, Fingerprint: fp, Version: version}
-	}
-	before := []SnapshotRef{ref("m.c", "f1", "v1"), ref("m.a", "f1", "v1"), ref("m.b", "f1", "v1")}
-	after := []SnapshotRef{ref("m.a", "f2", "v2"), ref("m.b", "f2", "v1"), ref("m.d", "f1", "v1")}
-	require.Equal(t, []VersionKey{{Name: "m.a", Version: "v1"}, {Name: "m.c", Version: "v1"}}, Unserved(before, after))
-	require.Empty(t, Unserved(nil, after))
 }

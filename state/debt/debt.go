@@ -1,4 +1,14 @@
-package state
+// Package debt is the settlement of freshness debt, pure logic over the
+// state package's records: which debts a promotion accepts (Prepare), what
+// it does to the open debts of versions it stops serving (Settle: repaired,
+// superseded, or superseded and carried to the version it serves instead),
+// and the history events of each. Both state stores decide what they write
+// here, once, and only read and write themselves (RecordCheckResult, through
+// a Writer); nothing here opens a database.
+//
+// It keeps design invariant 2: a gap a policy accepted is never served
+// without an open debt.
+package debt
 
 import (
 	"cmp"
@@ -8,35 +18,32 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
-
-// This file holds what both stores do with freshness debt that does not
-// depend on their SQL: the validation of a promotion's accepted debts, the
-// settlement of the debts a promotion stops serving, and the history events
-// of both. A store reads and writes; what it writes is decided here, once.
 
 // RepairedByPromotion is the RepairedEventData.RepairedBy of a debt that a
 // promotion closed by serving a version that covers its range.
 const RepairedByPromotion = "promotion"
 
-// PrepareDebts checks the debts of a promotion's check result and returns
+// Prepare checks the debts of a promotion's check result and returns
 // them ready to insert: Environment, PlanID and AcceptedAt filled from p
 // when empty, ID cleared, instants truncated to the microseconds a store
 // keeps.
 //
 // It fails closed, refusing the promotion, on a debt that could not be
 // tracked to its repair: one without a model or version, with an empty range
-// or one a store cannot hold exactly (see CheckMicros), for a version the
+// or one a store cannot hold exactly (not whole microseconds within int64 microseconds), for a version the
 // promotion does not serve (it would be superseded at once), naming another
 // environment or plan, with Advances outside [0, Bound], already stamped
 // repaired or superseded, or already carried from another debt (only the
 // store stamps and carries).
-func PrepareDebts(p PromoteParams, debts []Debt) ([]Debt, error) {
-	served := make(map[VersionKey]bool, len(p.Snapshots))
+func Prepare(p state.PromoteParams, debts []state.Debt) ([]state.Debt, error) {
+	served := make(map[state.VersionKey]bool, len(p.Snapshots))
 	for _, r := range p.Snapshots {
 		served[r.VersionKey()] = true
 	}
-	out := make([]Debt, len(debts))
+	out := make([]state.Debt, len(debts))
 	for i, d := range debts {
 		if d.Environment == "" {
 			d.Environment = p.Environment
@@ -69,12 +76,12 @@ func PrepareDebts(p PromoteParams, debts []Debt) ([]Debt, error) {
 		if problem != "" {
 			return nil, fmt.Errorf("debt %d (%s@%s %v): %s", i, d.Model, d.Version, d.Range, problem)
 		}
-		if err := CheckMicros(interval.NewSet(d.Range)); err != nil {
+		if err := storekit.CheckMicros(interval.NewSet(d.Range)); err != nil {
 			return nil, fmt.Errorf("debt %d (%s@%s): %w", i, d.Model, d.Version, err)
 		}
 		d.ID = 0
 		d.Range = interval.NewRange(d.Range.Start, d.Range.End)
-		d.AcceptedAt = FromMicros(Micros(d.AcceptedAt))
+		d.AcceptedAt = storekit.FromMicros(storekit.Micros(d.AcceptedAt))
 		out[i] = d
 	}
 	return out, nil
@@ -87,17 +94,17 @@ type Settlement struct {
 	// when the promotion serves another version of the model that covers
 	// the debt's range (the gap is no longer served), SupersededAt
 	// otherwise.
-	Debt Debt
+	Debt state.Debt
 	// Carried, for a superseded debt whose model the promotion still
 	// serves, are the new debts on the served version, one per range of
 	// the debt's range that version misses: the gap is still served, so it
 	// keeps a record (design invariant 2). Their ID is zero until the store
 	// inserts them.
-	Carried []Debt
+	Carried []state.Debt
 }
 
 // servedVersions maps each model p serves to the version it serves.
-func servedVersions(p PromoteParams) map[string]string {
+func servedVersions(p state.PromoteParams) map[string]string {
 	out := make(map[string]string, len(p.Snapshots))
 	for _, r := range p.Snapshots {
 		out[r.Name] = r.Version
@@ -107,26 +114,26 @@ func servedVersions(p PromoteParams) map[string]string {
 
 // ReplacementKeys returns the interval records a promotion must read, inside
 // its transaction and under the locks that keep interval writes out, to
-// settle open (see SettleDebts): for each debt on a version p does not
+// settle open (see Settle): for each debt on a version p does not
 // serve, the version p serves of the debt's model, if any. The keys are
 // distinct and sorted by name, then version.
-func ReplacementKeys(p PromoteParams, open []Debt) []VersionKey {
+func ReplacementKeys(p state.PromoteParams, open []state.Debt) []state.VersionKey {
 	served := servedVersions(p)
-	var out []VersionKey
+	var out []state.VersionKey
 	for _, d := range open {
 		v, ok := served[d.Model]
 		if !ok || v == d.Version {
 			continue
 		}
-		out = append(out, VersionKey{Name: d.Model, Version: v})
+		out = append(out, state.VersionKey{Name: d.Model, Version: v})
 	}
-	slices.SortFunc(out, func(a, b VersionKey) int {
+	slices.SortFunc(out, func(a, b state.VersionKey) int {
 		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Version, b.Version))
 	})
 	return slices.Compact(out)
 }
 
-// SettleDebts decides what the promotion p does to open, the open debts of
+// Settle decides what the promotion p does to open, the open debts of
 // its environment, given covered, the stored intervals of every key
 // ReplacementKeys(p, open) returned, read in the promotion's transaction.
 // Debts on a version p still serves, and debts that are not open, are left
@@ -144,11 +151,11 @@ func ReplacementKeys(p PromoteParams, open []Debt) []VersionKey {
 // environment's earlier incarnation: nothing it served is served any more.
 //
 // Settlements are in the order of open.
-func SettleDebts(p PromoteParams, open []Debt, covered map[VersionKey]interval.Set) ([]Settlement, error) {
+func Settle(p state.PromoteParams, open []state.Debt, covered map[state.VersionKey]interval.Set) ([]Settlement, error) {
 	if p.Now.IsZero() {
-		return nil, ErrNoNow
+		return nil, state.ErrNoNow
 	}
-	now := FromMicros(Micros(p.Now))
+	now := storekit.FromMicros(storekit.Micros(p.Now))
 	served := servedVersions(p)
 	var out []Settlement
 	for _, d := range open {
@@ -169,7 +176,7 @@ func SettleDebts(p PromoteParams, open []Debt, covered map[VersionKey]interval.S
 			out = append(out, Settlement{Debt: d})
 			continue
 		}
-		key := VersionKey{Name: d.Model, Version: v}
+		key := state.VersionKey{Name: d.Model, Version: v}
 		have, read := covered[key]
 		if !read {
 			return nil, fmt.Errorf("settling debt %d: the intervals of %s@%s were not read", d.ID, key.Name, key.Version)
@@ -183,7 +190,7 @@ func SettleDebts(p PromoteParams, open []Debt, covered map[VersionKey]interval.S
 		d.SupersededAt = now
 		s := Settlement{Debt: d}
 		for r := range missing.All() {
-			s.Carried = append(s.Carried, Debt{
+			s.Carried = append(s.Carried, state.Debt{
 				Environment: d.Environment, Model: d.Model, Version: v, Range: r,
 				PlanID: p.PlanID, Policy: d.Policy, Bound: d.Bound, Advances: d.Advances,
 				AcceptedAt: now, CarriedFrom: d.ID,
@@ -199,8 +206,8 @@ func SettleDebts(p PromoteParams, open []Debt, covered map[VersionKey]interval.S
 // cover the same time of the same version, the accepted debt tracks it and
 // only the rest is carried. A carried debt left with nothing is dropped.
 // Settled is changed in place and returned.
-func TrimCarried(settled []Settlement, accepted []Debt) []Settlement {
-	own := map[VersionKey]interval.Set{}
+func TrimCarried(settled []Settlement, accepted []state.Debt) []Settlement {
+	own := map[state.VersionKey]interval.Set{}
 	for _, d := range accepted {
 		if d.Open() {
 			own[d.Key()] = own[d.Key()].Add(d.Range)
@@ -210,7 +217,7 @@ func TrimCarried(settled []Settlement, accepted []Debt) []Settlement {
 		return settled
 	}
 	for i := range settled {
-		var kept []Debt
+		var kept []state.Debt
 		for _, c := range settled[i].Carried {
 			for r := range interval.NewSet(c.Range).Subtract(own[c.Key()]).All() {
 				c.Range = r
@@ -227,8 +234,8 @@ func TrimCarried(settled []Settlement, accepted []Debt) []Settlement {
 // settlement, the gap_repaired event of a debt the promotion of planID
 // repaired, or the gap_superseded event of a superseded debt followed by
 // one gap_carried event per debt it was carried to.
-func SettlementEvents(settlements []Settlement, planID string) ([]Event, error) {
-	var out []Event
+func SettlementEvents(settlements []Settlement, planID string) ([]state.Event, error) {
+	var out []state.Event
 	for _, s := range settlements {
 		d := s.Debt
 		if !d.RepairedAt.IsZero() {
@@ -283,59 +290,48 @@ type RepairedEventData struct {
 // RepairedEvent is the gap_repaired event of d, stamped repaired by an
 // interval write (or recorded repaired at once): at the repair, under the
 // environment and plan that accepted the debt.
-func RepairedEvent(d Debt) (Event, error) {
+func RepairedEvent(d state.Debt) (state.Event, error) {
 	return repairedEvent(d, RepairedEventData{})
 }
 
 // repairedEvent is RepairedEvent with data's RepairedBy and PlanID.
-func repairedEvent(d Debt, data RepairedEventData) (Event, error) {
+func repairedEvent(d state.Debt, data RepairedEventData) (state.Event, error) {
 	if d.RepairedAt.IsZero() {
-		return Event{}, fmt.Errorf("the gap_repaired event of debt %d: the debt is not repaired", d.ID)
+		return state.Event{}, fmt.Errorf("the gap_repaired event of debt %d: the debt is not repaired", d.ID)
 	}
 	data.DebtID, data.Range, data.AcceptedAt, data.RepairedAt = d.ID, d.Range, d.AcceptedAt, d.RepairedAt
 	data.LatencySeconds, data.Policy = d.RepairedAt.Sub(d.AcceptedAt).Seconds(), d.Policy
 	raw, err := json.Marshal(data)
 	if err != nil {
-		return Event{}, fmt.Errorf("encoding the gap_repaired event of debt %d: %w", d.ID, err)
+		return state.Event{}, fmt.Errorf("encoding the gap_repaired event of debt %d: %w", d.ID, err)
 	}
-	return Event{
-		At: d.RepairedAt, Kind: EventGapRepaired,
+	return state.Event{
+		At: d.RepairedAt, Kind: state.EventGapRepaired,
 		Environment: d.Environment, Model: d.Model, PlanID: d.PlanID, Data: raw,
 	}, nil
 }
 
-// ReasonInvalidated is the Reason of the gap_superseded event of a debt
-// superseded because its environment was invalidated (Invalidate): no plan
-// superseded it, so the event's PlanID is empty.
-const ReasonInvalidated = "invalidated"
-
 // InvalidatedEvent is the gap_superseded event of d, stamped superseded (at
 // d.SupersededAt) by the invalidation of its environment: SupersededEvent
-// with no plan and no carried debts, and Reason ReasonInvalidated.
-func InvalidatedEvent(d Debt) (Event, error) {
+// with no plan and no carried debts, and Reason state.ReasonInvalidated.
+func InvalidatedEvent(d state.Debt) (state.Event, error) {
 	ev, err := SupersededEvent(d, "", nil)
 	if err != nil {
-		return Event{}, err
+		return state.Event{}, err
 	}
-	ev.Reason = ReasonInvalidated
+	ev.Reason = state.ReasonInvalidated
 	return ev, nil
 }
 
-// ReasonRemoved is the Reason of the gap_superseded event of a debt
-// superseded because its environment was removed (RemoveEnvironment, the
-// janitor's removal of an expired or invalidated environment): no plan
-// superseded it, so the event's PlanID is empty.
-const ReasonRemoved = "removed"
-
 // RemovedEvent is the gap_superseded event of d, stamped superseded (at
 // d.SupersededAt) by the removal of its environment: SupersededEvent with no
-// plan and no carried debts, and Reason ReasonRemoved.
-func RemovedEvent(d Debt) (Event, error) {
+// plan and no carried debts, and Reason state.ReasonRemoved.
+func RemovedEvent(d state.Debt) (state.Event, error) {
 	ev, err := SupersededEvent(d, "", nil)
 	if err != nil {
-		return Event{}, err
+		return state.Event{}, err
 	}
-	ev.Reason = ReasonRemoved
+	ev.Reason = state.ReasonRemoved
 	return ev, nil
 }
 
@@ -352,16 +348,16 @@ type SupersededEventData struct {
 // SupersededEvent is the gap_superseded event of d, stamped superseded by
 // the promotion of plan planID (at d.SupersededAt), carried to the debts
 // carriedTo.
-func SupersededEvent(d Debt, planID string, carriedTo []int64) (Event, error) {
+func SupersededEvent(d state.Debt, planID string, carriedTo []int64) (state.Event, error) {
 	if d.SupersededAt.IsZero() {
-		return Event{}, fmt.Errorf("the gap_superseded event of debt %d: the debt is not superseded", d.ID)
+		return state.Event{}, fmt.Errorf("the gap_superseded event of debt %d: the debt is not superseded", d.ID)
 	}
 	data, err := json.Marshal(SupersededEventData{DebtID: d.ID, Range: d.Range, Version: d.Version, CarriedTo: carriedTo})
 	if err != nil {
-		return Event{}, fmt.Errorf("encoding the gap_superseded event of debt %d: %w", d.ID, err)
+		return state.Event{}, fmt.Errorf("encoding the gap_superseded event of debt %d: %w", d.ID, err)
 	}
-	return Event{
-		At: d.SupersededAt, Kind: EventGapSuperseded,
+	return state.Event{
+		At: d.SupersededAt, Kind: state.EventGapSuperseded,
 		Environment: d.Environment, Model: d.Model, PlanID: planID, Data: data,
 	}, nil
 }
@@ -377,16 +373,16 @@ type CarriedEventData struct {
 // CarriedEvent is the gap_carried event of d, a debt carried from another
 // (see Settlement): at its acceptance, under the plan of the promotion that
 // carried it.
-func CarriedEvent(d Debt) (Event, error) {
+func CarriedEvent(d state.Debt) (state.Event, error) {
 	if d.CarriedFrom == 0 {
-		return Event{}, fmt.Errorf("the gap_carried event of debt %d: the debt was not carried", d.ID)
+		return state.Event{}, fmt.Errorf("the gap_carried event of debt %d: the debt was not carried", d.ID)
 	}
 	data, err := json.Marshal(CarriedEventData{DebtID: d.ID, CarriedFrom: d.CarriedFrom, Range: d.Range, Version: d.Version})
 	if err != nil {
-		return Event{}, fmt.Errorf("encoding the gap_carried event of debt %d: %w", d.ID, err)
+		return state.Event{}, fmt.Errorf("encoding the gap_carried event of debt %d: %w", d.ID, err)
 	}
-	return Event{
-		At: d.AcceptedAt, Kind: EventGapCarried, Environment: d.Environment, Model: d.Model,
+	return state.Event{
+		At: d.AcceptedAt, Kind: state.EventGapCarried, Environment: d.Environment, Model: d.Model,
 		PlanID: d.PlanID, Reason: "carried", Data: data,
 	}, nil
 }

@@ -1,23 +1,20 @@
-package state
+package storekit
 
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
+
+	"github.com/gapless-dev/gapless/state"
 )
 
-// ErrNoNow is wrapped when a call that compares with the current time gets
-// no Now: time is injected, and a store never reads a clock of its own.
-var ErrNoNow = errors.New("now is required (time is injected; it is never read from a clock)")
-
-// Validate rejects a malformed fence. A fence carries a lease key and
+// ValidateFence rejects a malformed fence. A fence carries a lease key and
 // token (with now, to compare the lease's expiry with), or an environment
 // and a positive generation, or both; each form it carries must be
 // complete. A malformed fence is a caller's bug and fails closed: every
 // store refuses the write rather than performing it unfenced.
-func (f Fence) Validate(now time.Time) error {
+func ValidateFence(f state.Fence, now time.Time) error {
 	leaseForm := f.LeaseKey != "" && f.LeaseToken != ""
 	anyLease := f.LeaseKey != "" || f.LeaseToken != ""
 	envForm := f.Environment != "" && f.Generation > 0
@@ -26,7 +23,7 @@ func (f Fence) Validate(now time.Time) error {
 	case anyLease && !leaseForm, anyEnv && !envForm, !anyLease && !anyEnv:
 		return fmt.Errorf("malformed fence %+v: set LeaseKey and LeaseToken, or Environment and a positive Generation, or both", f)
 	case leaseForm && now.IsZero():
-		return fmt.Errorf("lease fence on %q: %w", f.LeaseKey, ErrNoNow)
+		return fmt.Errorf("lease fence on %q: %w", f.LeaseKey, state.ErrNoNow)
 	}
 	return nil
 }

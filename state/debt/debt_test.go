@@ -1,4 +1,4 @@
-package state
+package debt
 
 import (
 	"testing"
@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/state"
 )
 
 func TestSettleDebts(t *testing.T) {
@@ -22,20 +23,20 @@ func TestSettleDebts(t *testing.T) {
 	t.Parallel()
 	h := func(n int) time.Time { return time.Date(2024, 1, 1, n, 0, 0, 0, time.UTC) }
 	r := func(a, b int) interval.Range { return interval.NewRange(h(a), h(b)) }
-	ref := func(name, version string) SnapshotRef {
-		return SnapshotRef{Name: name, Fingerprint: "fp-" + name + version, Version: version}
+	ref := func(name, version string) state.SnapshotRef {
+		return state.SnapshotRef{Name: name, Fingerprint: "fp-" + name + version, Version: version}
 	}
-	debt := func(id int64, env, model, version string, rg interval.Range) Debt {
-		return Debt{ID: id, Environment: env, Model: model, Version: version, Range: rg, PlanID: "plan-1",
+	debt := func(id int64, env, model, version string, rg interval.Range) state.Debt {
+		return state.Debt{ID: id, Environment: env, Model: model, Version: version, Range: rg, PlanID: "plan-1",
 			Policy: "trailing-gap(3)", Bound: 3, Advances: 2, AcceptedAt: h(8)}
 	}
-	p := PromoteParams{
+	p := state.PromoteParams{
 		Environment: "prod", ExpectedPlanID: "plan-1", PlanID: "plan-2", Now: h(10),
-		Snapshots: []SnapshotRef{ref("m.c", "v2"), ref("m.a", "v2"), ref("m.b", "v1")},
+		Snapshots: []state.SnapshotRef{ref("m.c", "v2"), ref("m.a", "v2"), ref("m.b", "v1")},
 	}
 	repaired := debt(6, "prod", "m.a", "v1", r(0, 1))
 	repaired.RepairedAt = h(9)
-	open := []Debt{
+	open := []state.Debt{
 		debt(1, "prod", "m.a", "v1", r(4, 8)),
 		debt(2, "prod", "m.b", "v1", r(1, 2)),
 		debt(3, "prod", "m.c", "v1", r(2, 4)),
@@ -45,28 +46,28 @@ func TestSettleDebts(t *testing.T) {
 		debt(7, "prod", "m.a", "v0", r(0, 1)),
 	}
 	keys := ReplacementKeys(p, open)
-	require.Equal(t, []VersionKey{{"m.a", "v2"}, {"m.c", "v2"}}, keys)
-	covered := map[VersionKey]interval.Set{
-		{"m.a", "v2"}: interval.NewSet(r(0, 5), r(6, 7)),
-		{"m.c", "v2"}: interval.NewSet(r(0, 9)),
+	require.Equal(t, []state.VersionKey{{Name: "m.a", Version: "v2"}, {Name: "m.c", Version: "v2"}}, keys)
+	covered := map[state.VersionKey]interval.Set{
+		{Name: "m.a", Version: "v2"}: interval.NewSet(r(0, 5), r(6, 7)),
+		{Name: "m.c", Version: "v2"}: interval.NewSet(r(0, 9)),
 	}
 
-	got, err := SettleDebts(p, open, covered)
+	got, err := Settle(p, open, covered)
 	require.NoError(t, err)
-	superseded := func(d Debt) Debt { d.SupersededAt = h(10); return d }
-	carried := func(from int64, rg interval.Range) Debt {
-		return Debt{Environment: "prod", Model: "m.a", Version: "v2", Range: rg, PlanID: "plan-2",
+	superseded := func(d state.Debt) state.Debt { d.SupersededAt = h(10); return d }
+	carried := func(from int64, rg interval.Range) state.Debt {
+		return state.Debt{Environment: "prod", Model: "m.a", Version: "v2", Range: rg, PlanID: "plan-2",
 			Policy: "trailing-gap(3)", Bound: 3, Advances: 2, AcceptedAt: h(10), CarriedFrom: from}
 	}
-	repairedNow := func(d Debt) Debt { d.RepairedAt = h(10); return d }
+	repairedNow := func(d state.Debt) state.Debt { d.RepairedAt = h(10); return d }
 	require.Equal(t, []Settlement{
-		{Debt: superseded(open[0]), Carried: []Debt{carried(1, r(5, 6)), carried(1, r(7, 8))}},
+		{Debt: superseded(open[0]), Carried: []state.Debt{carried(1, r(5, 6)), carried(1, r(7, 8))}},
 		{Debt: repairedNow(open[2])},
 		{Debt: superseded(open[3])},
 		{Debt: repairedNow(open[6])},
 	}, got)
 
-	_, err = SettleDebts(p, open, map[VersionKey]interval.Set{{"m.c", "v2"}: {}})
+	_, err = Settle(p, open, map[state.VersionKey]interval.Set{{Name: "m.c", Version: "v2"}: {}})
 	require.ErrorContains(t, err, "m.a@v2 were not read")
 
 	// Events need the carried debts' ids.
@@ -84,10 +85,10 @@ func TestSettleDebts(t *testing.T) {
 		kinds[i] = e.Kind
 	}
 	require.Equal(t, []string{
-		EventGapSuperseded, EventGapCarried, EventGapCarried,
-		EventGapRepaired,
-		EventGapSuperseded,
-		EventGapRepaired,
+		state.EventGapSuperseded, state.EventGapCarried, state.EventGapCarried,
+		state.EventGapRepaired,
+		state.EventGapSuperseded,
+		state.EventGapRepaired,
 	}, kinds)
 	require.JSONEq(t, `{"debt_id": 1, "range": {"start": "2024-01-01T04:00:00Z", "end": "2024-01-01T08:00:00Z"},
 		"version": "v1", "carried_to": [100, 101]}`, string(events[0].Data))
@@ -102,14 +103,14 @@ func TestPrepareDebtsRefusesACarriedDebt(t *testing.T) {
 	// only the store carries debts, so the promotion is refused.
 	t.Parallel()
 	now := time.Date(2024, 1, 1, 10, 0, 0, 0, time.UTC)
-	p := PromoteParams{Environment: "prod", PlanID: "plan-1", Now: now,
-		Snapshots: []SnapshotRef{{Name: "m.a", Fingerprint: "f", Version: "v1"}}}
-	d := Debt{Model: "m.a", Version: "v1", Range: interval.NewRange(now.Add(-time.Hour), now), Bound: 1}
-	got, err := PrepareDebts(p, []Debt{d})
+	p := state.PromoteParams{Environment: "prod", PlanID: "plan-1", Now: now,
+		Snapshots: []state.SnapshotRef{{Name: "m.a", Fingerprint: "f", Version: "v1"}}}
+	d := state.Debt{Model: "m.a", Version: "v1", Range: interval.NewRange(now.Add(-time.Hour), now), Bound: 1}
+	got, err := Prepare(p, []state.Debt{d})
 	require.NoError(t, err)
 	require.Equal(t, "prod", got[0].Environment)
 	d.CarriedFrom = 7
-	_, err = PrepareDebts(p, []Debt{d})
+	_, err = Prepare(p, []state.Debt{d})
 	require.ErrorContains(t, err, "carried_from")
 }
 
@@ -119,18 +120,18 @@ func TestPrepareDebtsRefusesACarriedDebt(t *testing.T) {
 func TestSettleDebtsOfAFreshEnvironmentSupersedes(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC)
-	d := Debt{ID: 7, Environment: "dev", Model: "m", Version: "v1", PlanID: "old",
+	d := state.Debt{ID: 7, Environment: "dev", Model: "m", Version: "v1", PlanID: "old",
 		Range: interval.NewRange(now.Add(-2*time.Hour), now.Add(-time.Hour)), AcceptedAt: now.Add(-time.Hour)}
-	p := PromoteParams{Environment: "dev", ExpectedPlanID: "", PlanID: "new", Now: now,
-		Snapshots: []SnapshotRef{{Name: "m", Fingerprint: "f", Version: "v1"}}}
-	got, err := SettleDebts(p, []Debt{d}, nil)
+	p := state.PromoteParams{Environment: "dev", ExpectedPlanID: "", PlanID: "new", Now: now,
+		Snapshots: []state.SnapshotRef{{Name: "m", Fingerprint: "f", Version: "v1"}}}
+	got, err := Settle(p, []state.Debt{d}, nil)
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Equal(t, now, got[0].Debt.SupersededAt)
 	require.Empty(t, got[0].Carried)
 
 	p.ExpectedPlanID = "old"
-	got, err = SettleDebts(p, []Debt{d}, nil)
+	got, err = Settle(p, []state.Debt{d}, nil)
 	require.NoError(t, err)
 	require.Empty(t, got, "a live environment still serving the version keeps the debt open")
 }
@@ -144,16 +145,16 @@ func TestTrimCarried(t *testing.T) {
 	t.Parallel()
 	h := func(n int) time.Time { return time.Date(2024, 1, 1, n, 0, 0, 0, time.UTC) }
 	r := func(a, b int) interval.Range { return interval.NewRange(h(a), h(b)) }
-	carried := func(rg interval.Range) Debt {
-		return Debt{Environment: "prod", Model: "m.a", Version: "v2", Range: rg, PlanID: "plan-2", CarriedFrom: 1}
+	carried := func(rg interval.Range) state.Debt {
+		return state.Debt{Environment: "prod", Model: "m.a", Version: "v2", Range: rg, PlanID: "plan-2", CarriedFrom: 1}
 	}
-	settled := []Settlement{{Debt: Debt{ID: 1}, Carried: []Debt{carried(r(5, 6)), carried(r(7, 8))}}}
-	repairedOwn := Debt{Model: "m.a", Version: "v2", Range: r(5, 6), RepairedAt: h(10)}
-	otherVersion := Debt{Model: "m.a", Version: "v3", Range: r(0, 9)}
-	own := Debt{Model: "m.a", Version: "v2", Range: r(7, 9)}
-	got := TrimCarried(settled, []Debt{repairedOwn, otherVersion, own})
-	require.Equal(t, []Settlement{{Debt: Debt{ID: 1}, Carried: []Debt{carried(r(5, 6))}}}, got)
+	settled := []Settlement{{Debt: state.Debt{ID: 1}, Carried: []state.Debt{carried(r(5, 6)), carried(r(7, 8))}}}
+	repairedOwn := state.Debt{Model: "m.a", Version: "v2", Range: r(5, 6), RepairedAt: h(10)}
+	otherVersion := state.Debt{Model: "m.a", Version: "v3", Range: r(0, 9)}
+	own := state.Debt{Model: "m.a", Version: "v2", Range: r(7, 9)}
+	got := TrimCarried(settled, []state.Debt{repairedOwn, otherVersion, own})
+	require.Equal(t, []Settlement{{Debt: state.Debt{ID: 1}, Carried: []state.Debt{carried(r(5, 6))}}}, got)
 
-	whole := []Settlement{{Debt: Debt{ID: 2}, Carried: []Debt{carried(r(5, 6))}}}
-	require.Empty(t, TrimCarried(whole, []Debt{{Model: "m.a", Version: "v2", Range: r(4, 7)}})[0].Carried)
+	whole := []Settlement{{Debt: state.Debt{ID: 2}, Carried: []state.Debt{carried(r(5, 6))}}}
+	require.Empty(t, TrimCarried(whole, []state.Debt{{Model: "m.a", Version: "v2", Range: r(4, 7)}})[0].Carried)
 }

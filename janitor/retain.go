@@ -1,36 +1,13 @@
-package state
+package janitor
 
 import (
 	"cmp"
 	"math"
 	"slices"
 	"time"
+
+	"github.com/gapless-dev/gapless/state"
 )
-
-// Unserved is the versions before serves that after does not, sorted by
-// name then version, without repetitions: what a change of an environment
-// from before to after stops serving (Promote, RemoveEnvironment).
-func Unserved(before, after []SnapshotRef) []VersionKey {
-	kept := make(map[VersionKey]bool, len(after))
-	for _, r := range after {
-		kept[r.VersionKey()] = true
-	}
-	var out []VersionKey
-	for _, r := range before {
-		if k := r.VersionKey(); !kept[k] {
-			out = append(out, k)
-		}
-	}
-	SortVersionKeys(out)
-	return slices.Compact(out)
-}
-
-// SortVersionKeys sorts keys by name, then version.
-func SortVersionKeys(keys []VersionKey) {
-	slices.SortFunc(keys, func(a, b VersionKey) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Version, b.Version))
-	})
-}
 
 // Forever is a snapshot TTL under which a version no environment serves is
 // never dropped (snapshot_ttl: never).
@@ -40,15 +17,15 @@ const Forever = time.Duration(math.MaxInt64)
 // a version a plan of the history references, or one a removed environment
 // served.
 type VersionUse struct {
-	Key VersionKey
+	Key state.VersionKey
 	// Served: an environment serves it now.
 	Served bool
 	// InFlight: a plan whose application may still be running references
 	// it (it may be about to reuse it).
 	InFlight bool
 	// LastServed is when an environment last stopped serving it
-	// (Store.LastServed; for an environment the janitor removes now, now).
-	// Zero when it was never served, or before that was recorded.
+	// (state.Store.LastServed; for an environment the janitor removes now,
+	// now). Zero when it was never served, or before that was recorded.
 	LastServed time.Time
 	// LastPlanned is the latest activity (creation, or any recorded stage)
 	// of a plan that references it. Zero when none does.
@@ -67,8 +44,8 @@ func (u VersionUse) UnusedSince() time.Time {
 // Retained is a version the janitor keeps only because of its snapshot
 // TTL: nothing serves it and no plan in flight references it.
 type Retained struct {
-	Key         VersionKey `json:"key"`
-	UnusedSince time.Time  `json:"unused_since"`
+	Key         state.VersionKey `json:"key"`
+	UnusedSince time.Time        `json:"unused_since"`
 	// ExpiresAt is when the TTL lets it go: UnusedSince + TTL. Zero under
 	// Forever.
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
@@ -91,8 +68,8 @@ type Retained struct {
 //
 // Several uses of one key are merged first: served or in flight if any
 // says so, and the latest times.
-func RetainUnserved(uses []VersionUse, ttl time.Duration, now time.Time) (drop []VersionKey, keep []Retained) {
-	merged := map[VersionKey]VersionUse{}
+func RetainUnserved(uses []VersionUse, ttl time.Duration, now time.Time) (drop []state.VersionKey, keep []Retained) {
+	merged := map[state.VersionKey]VersionUse{}
 	for _, u := range uses {
 		m, ok := merged[u.Key]
 		if !ok {
@@ -125,7 +102,7 @@ func RetainUnserved(uses []VersionUse, ttl time.Duration, now time.Time) (drop [
 			keep = append(keep, Retained{Key: k, UnusedSince: since.UTC(), ExpiresAt: since.Add(ttl).UTC()})
 		}
 	}
-	SortVersionKeys(drop)
+	state.SortVersionKeys(drop)
 	slices.SortFunc(keep, func(a, b Retained) int {
 		return cmp.Or(cmp.Compare(a.Key.Name, b.Key.Name), cmp.Compare(a.Key.Version, b.Key.Version))
 	})

@@ -1,4 +1,10 @@
-package state
+// Package storekit is what both state stores (state/sqlite and
+// state/postgres) share below the Store interface and nothing else uses:
+// the microsecond encoding of instants and ranges, fence validation, lease
+// tokens, and the versions a change of an environment stops serving. It is
+// internal to state/, so that the state package's public surface is the
+// interface, its records and its sentinels.
+package storekit
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package state
+package debt
 
 import (
 	"context"
@@ -6,28 +6,30 @@ import (
 	"slices"
 
 	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
-// DebtWriter is what a store offers RecordCheckResult inside a promotion's
+// Writer is what a store offers RecordCheckResult inside a promotion's
 // transaction, after the environment row was locked and rewritten. Every
 // method runs in that transaction; the store decides how each is made safe
 // against concurrent interval writes (its locking is documented on its
 // implementation).
-type DebtWriter interface {
+type Writer interface {
 	// UnservedOpenDebts returns, in id order, the environment's open debts
 	// on a (model, version) that refs does not serve, such that no interval
 	// write can repair one of them before the promotion commits.
-	UnservedOpenDebts(ctx context.Context, env string, refs []SnapshotRef) ([]Debt, error)
+	UnservedOpenDebts(ctx context.Context, env string, refs []state.SnapshotRef) ([]state.Debt, error)
 	// Coverage reads keys' stored intervals, such that no interval write
 	// on those keys commits between this read and the promotion's commit.
-	Coverage(ctx context.Context, keys []VersionKey) (map[VersionKey]interval.Set, error)
+	Coverage(ctx context.Context, keys []state.VersionKey) (map[state.VersionKey]interval.Set, error)
 	// InsertDebts inserts debts in order and sets their IDs.
-	InsertDebts(ctx context.Context, debts []Debt) error
+	InsertDebts(ctx context.Context, debts []state.Debt) error
 	// Settle stamps each settlement's debt (which must still be open) and
 	// inserts its carried debts, setting their IDs.
 	Settle(ctx context.Context, settled []Settlement) error
 	// AppendEvents appends events in order (validating them first).
-	AppendEvents(ctx context.Context, events []Event) error
+	AppendEvents(ctx context.Context, events []state.Event) error
 }
 
 // RecordCheckResult writes what a promotion's check returned, and what the
@@ -35,11 +37,11 @@ type DebtWriter interface {
 // promotion's transaction (design invariant 2: an accepted gap is never
 // served without its record, and a record never exists without its
 // promotion):
-//   - res.Debts, checked by PrepareDebts, are inserted; one whose range the
+//   - res.Debts, checked by Prepare, are inserted; one whose range the
 //     version's intervals already cover is inserted repaired at p.Now, with
 //     its gap_repaired event;
 //   - every open debt of the environment on a (model, version) that refs no
-//     longer serves is settled at p.Now by SettleDebts against the
+//     longer serves is settled at p.Now by Settle against the
 //     intervals of the version of its model refs serve instead: repaired
 //     if they cover its range, else superseded and carried to new debts on
 //     that version for what it misses, or superseded if the model is no
@@ -49,18 +51,18 @@ type DebtWriter interface {
 //   - res.Events, then those events, are appended, in that order.
 //
 // refs are the snapshots the promotion serves.
-func RecordCheckResult(ctx context.Context, w DebtWriter, p PromoteParams, refs []SnapshotRef, res CheckResult) error {
-	debts, err := PrepareDebts(p, res.Debts)
+func RecordCheckResult(ctx context.Context, w Writer, p state.PromoteParams, refs []state.SnapshotRef, res state.CheckResult) error {
+	debts, err := Prepare(p, res.Debts)
 	if err != nil {
 		return err
 	}
-	now := FromMicros(Micros(p.Now))
+	now := storekit.FromMicros(storekit.Micros(p.Now))
 	events := slices.Clone(res.Events)
 	open, err := w.UnservedOpenDebts(ctx, p.Environment, refs)
 	if err != nil {
 		return err
 	}
-	keys := make([]VersionKey, 0, len(debts))
+	keys := make([]state.VersionKey, 0, len(debts))
 	for _, d := range debts {
 		keys = append(keys, d.Key())
 	}
@@ -89,7 +91,7 @@ func RecordCheckResult(ctx context.Context, w DebtWriter, p PromoteParams, refs 
 			events = append(events, ev)
 		}
 	}
-	settled, err := SettleDebts(p, open, covered)
+	settled, err := Settle(p, open, covered)
 	if err != nil {
 		return err
 	}
