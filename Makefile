@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: build install services test test-short bench bench-smoke demo fuzz
+.PHONY: build install services test test-short lint bench bench-smoke demo fuzz
 
 # The first build on a machine compiles every dependency, DuckDB's cgo
 # bindings and the pure-Go SQLite among them; later builds take seconds.
@@ -29,6 +29,20 @@ test:
 # gapless as an OS process. CI runs `make test`.
 test-short:
 	$(GO) test -race -count=1 -short ./...
+
+# golangci-lint with .golangci.yml. The pinned version is installed into
+# bin/ on first use (go install; about 3 minutes on 2 cores) and kept there.
+GOLANGCI_LINT_VERSION = v2.15.0
+GOLANGCI_LINT = bin/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
+
+$(GOLANGCI_LINT):
+	@echo "installing golangci-lint $(GOLANGCI_LINT_VERSION) into bin/ (go install, once)"
+	GOBIN=$(CURDIR)/bin/.golangci-lint-$(GOLANGCI_LINT_VERSION) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv bin/.golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint $@
+	rmdir bin/.golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 # Every benchmark once, so CI notices a broken one; figures come from `make bench`.
 bench-smoke:

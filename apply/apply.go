@@ -216,6 +216,7 @@ func Apply(ctx context.Context, prm Params) (*Result, error) {
 		}
 		next, rerr := prm.Replan(ctx, a.Plan, a.now())
 		if rerr != nil {
+			//nolint:errorlint // the refusal is context: callers branch on the replan's error, not on the *policy.Error it replaced
 			return res, fmt.Errorf("replanning after plan %s was refused: %w (the refusal: %v)", a.Plan.ID, rerr, err)
 		}
 		a.log.InfoContext(ctx, "the scheduler advanced the incumbent; applying a fresh plan",

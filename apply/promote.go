@@ -118,6 +118,7 @@ func (a *applier) promoteOnce(ctx context.Context, res *Result, cur *state.Envir
 			a.log.DebugContext(ctx, "promotion compare-and-swap failed", slog.Any(logkey.Error, err))
 			now, rerr := a.Store.GetEnvironment(ctx, env)
 			if rerr != nil && !errors.Is(rerr, state.ErrNotFound) {
+				//nolint:errorlint // the failed re-read is context: callers branch on the compare-and-swap's error
 				return fmt.Errorf("%s: %w (and re-reading %s failed: %v)", v.Explain(), err, env, rerr)
 			}
 			return a.staleError(ctx, now)

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gapless-dev/gapless/internal/invariants"
 )
 
 // Graph is an immutable directed acyclic graph of named nodes, where an edge
@@ -80,7 +82,70 @@ func New(parents map[string][]string) (*Graph, error) {
 	if err := g.sort(); err != nil {
 		return nil, err
 	}
+	if invariants.Enabled {
+		g.mustBeValid()
+	}
 	return g, nil
+}
+
+// graphInvariant names the Graph invariant in a violation's panic.
+const graphInvariant = "dag.Graph is acyclic and its order topological"
+
+// mustBeValid panics, naming the Graph invariant, when g breaks it: a bug
+// in New, since a cycle or dangling edge is refused with an error first.
+func (g *Graph) mustBeValid() {
+	if err := g.check(); err != nil {
+		invariants.Violated(graphInvariant, err)
+	}
+}
+
+// check verifies the Graph invariant in O(V + E log E): nodes sorted and
+// unique, parents and children sorted, unique, known and mirror images of
+// each other, and order a permutation of the nodes (index its inverse) in
+// which every node comes after each of its parents, which is what makes the
+// graph acyclic.
+func (g *Graph) check() error {
+	if !slices.IsSorted(g.nodes) || len(slices.Compact(slices.Clone(g.nodes))) != len(g.nodes) {
+		return fmt.Errorf("nodes %v are not sorted and unique", g.nodes)
+	}
+	if len(g.order) != len(g.nodes) || len(g.index) != len(g.nodes) {
+		return fmt.Errorf("order %v is not a permutation of the nodes %v", g.order, g.nodes)
+	}
+	for i, n := range g.order {
+		if j, ok := g.index[n]; !ok || j != i {
+			return fmt.Errorf("order %v is not a permutation of the nodes %v", g.order, g.nodes)
+		}
+	}
+	edges := 0
+	for _, n := range g.nodes {
+		ps := g.parents[n]
+		if !slices.IsSorted(ps) || len(slices.Compact(slices.Clone(ps))) != len(ps) {
+			return fmt.Errorf("parents %v of %s are not sorted and unique", ps, n)
+		}
+		for _, p := range ps {
+			ip, ok := g.index[p]
+			if !ok {
+				return fmt.Errorf("parent %s of %s is not a node", p, n)
+			}
+			if ip >= g.index[n] {
+				return fmt.Errorf("%s comes before its parent %s in order %v (a cycle, or a wrong order)", n, p, g.order)
+			}
+			if _, ok := slices.BinarySearch(g.children[p], n); !ok {
+				return fmt.Errorf("%s is a parent of %s but %s is not its child", p, n, n)
+			}
+		}
+		edges += len(ps)
+		if !slices.IsSorted(g.children[n]) {
+			return fmt.Errorf("children %v of %s are not sorted", g.children[n], n)
+		}
+	}
+	for _, cs := range g.children {
+		edges -= len(cs)
+	}
+	if edges != 0 {
+		return fmt.Errorf("children and parents do not mirror each other (%d edges more on the parents' side)", edges)
+	}
+	return nil
 }
 
 // sort computes the topological order with Kahn's algorithm, always taking

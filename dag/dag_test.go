@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
+
+	"github.com/gapless-dev/gapless/internal/invariants"
 )
 
 func TestOrderIsTopologicalAndTieBrokenByName(t *testing.T) {
@@ -107,4 +109,43 @@ func TestOrderProperties(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, g.Order(), g2.Order())
 	})
+}
+
+// New checks the Graph invariant in invariants builds (the race builds of
+// the suite): graphs that break it, built here as only a bug in New could,
+// panic naming it.
+func TestNewChecksTheGraphInvariant(t *testing.T) {
+	t.Parallel()
+	if !invariants.Enabled {
+		t.Skip("the checks run in builds tagged invariants or race")
+	}
+	valid := func() *Graph {
+		g, err := New(map[string][]string{"a": nil, "b": {"a"}, "c": {"b"}})
+		require.NoError(t, err)
+		return g
+	}
+	for name, breakIt := range map[string]func(g *Graph){
+		"cycle": func(g *Graph) { // a -> b -> c -> a, in an order that hides nothing
+			g.parents["a"] = []string{"c"}
+			g.children["c"] = []string{"a"}
+		},
+		"order not topological": func(g *Graph) {
+			g.order = []string{"b", "a", "c"}
+			g.index = map[string]int{"b": 0, "a": 1, "c": 2}
+		},
+		"order misses a node":   func(g *Graph) { g.order = g.order[:2] },
+		"dangling parent":       func(g *Graph) { g.parents["b"] = []string{"z"} },
+		"unsorted nodes":        func(g *Graph) { g.nodes = []string{"b", "a", "c"} },
+		"children not mirrored": func(g *Graph) { g.children["a"] = nil },
+		"extra child":           func(g *Graph) { g.children["c"] = []string{"a"} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := valid()
+			breakIt(g)
+			err := g.check()
+			require.Error(t, err)
+			require.PanicsWithValue(t, "invariant violated: "+graphInvariant+": "+err.Error(), g.mustBeValid)
+		})
+	}
+	require.NotPanics(t, valid().mustBeValid)
 }

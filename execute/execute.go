@@ -497,7 +497,7 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 	)
 	switch s.Model.Kind {
 	case model.KindSeed:
-		rows, err = x.loadSeed(ctx, t, covered)
+		_, err = x.loadSeed(ctx, t, covered) // rows are counted below
 	case model.KindView:
 		if sql, err = t.Render(whole, w.Execution); err == nil {
 			err = x.Engine.CreateOrReplaceView(ctx, warehouse.ViewParams{View: t.Table, Query: sql})

@@ -126,7 +126,7 @@ func ReadSeed(path string, declared []model.Column) ([]warehouse.Column, [][]any
 	if err != nil {
 		return nil, nil, fmt.Errorf("opening %s: %w", path, err)
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // opened only to read: a close error loses nothing
 	r := csv.NewReader(f)
 	records, err := r.ReadAll()
 	if err != nil {

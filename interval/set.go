@@ -2,11 +2,14 @@ package interval
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gapless-dev/gapless/internal/invariants"
 )
 
 // Set is a set of instants held as sorted, merged ranges.
@@ -62,11 +65,17 @@ func normalise(tmp []span) Set {
 }
 
 // fromSpans wraps already-normalised spans, keeping the zero Set for none.
+// Every Set an operation returns is made here, so in invariants builds
+// (internal/invariants) this is where the Set invariant is checked: O(n).
 func fromSpans(sp []span) Set {
 	if len(sp) == 0 {
 		return Set{}
 	}
-	return Set{sp: slices.Clip(sp)}
+	s := Set{sp: slices.Clip(sp)}
+	if invariants.Enabled {
+		s.mustBeValid()
+	}
+	return s
 }
 
 // appendMerged appends non-empty sp to out, whose last span must start at or
@@ -455,8 +464,23 @@ func (s *Set) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// check verifies the Set invariant; tests call it after every operation.
+// setInvariant names the Set invariant in a violation's panic.
+const setInvariant = "interval.Set holds non-empty, sorted, disjoint, non-adjacent ranges"
+
+// mustBeValid panics, naming the Set invariant, when s breaks it: a bug in
+// this package, since every input is normalised first.
+func (s Set) mustBeValid() {
+	if err := s.check(); err != nil {
+		invariants.Violated(setInvariant, err)
+	}
+}
+
+// check verifies the Set invariant; tests call it after every operation,
+// and fromSpans in invariants builds.
 func (s Set) check() error {
+	if s.sp != nil && len(s.sp) == 0 {
+		return errors.New("an empty set is not the zero Set")
+	}
 	for i, sp := range s.sp {
 		if sp.empty() {
 			return fmt.Errorf("range %d %v is empty", i, sp.rng())

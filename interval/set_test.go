@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/internal/invariants"
 )
 
 var day0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -181,4 +183,31 @@ func TestExtendBack(t *testing.T) {
 	mid := NewSet(NewRange(day0.Add(36*time.Hour), day0.AddDate(0, 0, 3)))
 	require.Equal(t, []Range{d(1, 3)}, mid.ExtendBack(Day, 0, day0).Ranges(), "snaps to the bucket start")
 	require.Equal(t, []Range{d(0, 3)}, mid.ExtendBack(Month, 0, day0).Ranges())
+}
+
+// Every Set an operation returns comes from fromSpans, which checks the Set
+// invariant in invariants builds (the race builds of the suite): spans that
+// break it, built here as only a bug in this package could, panic naming
+// it.
+func TestFromSpansChecksTheSetInvariant(t *testing.T) {
+	if !invariants.Enabled {
+		t.Skip("the checks run in builds tagged invariants or race")
+	}
+	a, b, c, e := at(day0), at(day0.AddDate(0, 0, 1)), at(day0.AddDate(0, 0, 2)), at(day0.AddDate(0, 0, 3))
+	for name, sp := range map[string][]span{
+		"empty range":    {{lo: b, hi: b}},
+		"reversed range": {{lo: b, hi: a}},
+		"unsorted":       {{lo: b, hi: c}, {lo: a, hi: at(day0.Add(time.Hour))}},
+		"overlapping":    {{lo: a, hi: c}, {lo: b, hi: e}},
+		"adjacent":       {{lo: a, hi: b}, {lo: b, hi: c}},
+		"bad nanosecond": {{lo: a, hi: instant{sec: b.sec, nsec: 1e9}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.PanicsWithValue(t, "invariant violated: "+setInvariant+": "+Set{sp: sp}.check().Error(),
+				func() { fromSpans(sp) }, name)
+		})
+	}
+	require.PanicsWithValue(t, "invariant violated: "+setInvariant+": an empty set is not the zero Set",
+		func() { Set{sp: []span{}}.mustBeValid() })
+	require.NotPanics(t, func() { fromSpans([]span{{lo: a, hi: b}, {lo: c, hi: e}}) })
 }

@@ -53,8 +53,7 @@ func FuzzForParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, sql string) {
 		out, m, err := ForParse(sql)
 		if err != nil {
-			_, ok := err.(*Error)
-			require.True(t, ok, "%T", err)
+			require.IsType(t, &Error{}, err)
 			return
 		}
 		refs, _ := scan(out)
@@ -93,8 +92,7 @@ func FuzzRender(f *testing.F) {
 		}
 		out, err := Render(sql, v, "duckdb")
 		if err != nil {
-			_, ok := err.(*Error)
-			require.True(t, ok, "%T", err)
+			require.IsType(t, &Error{}, err)
 			return
 		}
 		refs, _ := scan(out)

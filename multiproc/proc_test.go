@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/internal/pgtest"
-	"github.com/gapless-dev/gapless/scheduler"
 	"github.com/gapless-dev/gapless/state/postgres"
 )
 
@@ -273,12 +272,4 @@ func (p *project) run(t *testing.T, name string, args ...string) *proc {
 	code := pr.wait(t)
 	require.Equal(t, 0, code, "%s %v:\n%s\n%s", name, args, pr.Stdout(), pr.stderrText())
 	return pr
-}
-
-// daemon starts `gapless scheduler prod` with a short tick and lease TTL.
-func (p *project) daemon(t *testing.T, name string, leaseTTL time.Duration) *proc {
-	t.Helper()
-	d := p.start(t, name, "scheduler", "prod", "--tick", "200ms", "--lease-ttl", leaseTTL.String(), "--grace", "20s")
-	d.waitLog(t, scheduler.MsgStarted, func(r record) bool { return r.msg == scheduler.MsgStarted })
-	return d
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/gapless-dev/gapless/dag"
+	"github.com/gapless-dev/gapless/internal/invariants"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/schedule"
@@ -151,6 +152,9 @@ func Build(ctx context.Context, p BuildParams) (*Plan, error) {
 	}
 	if err := builtBy(ctx, p, pl.Reuses); err != nil {
 		return nil, err
+	}
+	if invariants.Enabled {
+		pl.mustBeValid()
 	}
 	return pl, nil
 }

@@ -254,7 +254,7 @@ func Decode(b []byte) (*Plan, error) {
 		Format int    `json:"format"`
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, fmt.Errorf("%w: not JSON: %v", ErrInvalidPlan, err)
+		return nil, fmt.Errorf("%w: not JSON: %w", ErrInvalidPlan, err)
 	}
 	if head.Kind != FileKind {
 		return nil, fmt.Errorf("%w: kind is %q, want %q (this is not a gapless plan)", ErrInvalidPlan, head.Kind, FileKind)
@@ -270,7 +270,7 @@ func Decode(b []byte) (*Plan, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidPlan, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPlan, err)
 	}
 	want := p.Checksum
 	p.Checksum = ""

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gapless-dev/gapless/internal/invariants"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/state"
@@ -142,7 +143,19 @@ func (v Verdict) Debt(version string) (state.Debt, bool) {
 //     FrontierNow on the cron (never lookback-widened work), are at most
 //     the bound (OverBound), and no non-reused downstream candidate has
 //     coverage overlapping it (DownstreamCovered).
+//
+// In invariants builds (internal/invariants) every verdict is checked:
+// it accepts no gap, or exactly one bounded post-plan suffix.
 func Judge(p Policy, c Candidate) Verdict {
+	v := judge(p, c)
+	if invariants.Enabled {
+		v.mustBeValid()
+	}
+	return v
+}
+
+// judge is Judge without the check of its verdict.
+func judge(p Policy, c Candidate) Verdict {
 	p = p.OrDefault()
 	v := Verdict{Model: c.Model, Policy: p.String(), FrontierAtPlan: c.FrontierAtPlan.UTC(), FrontierNow: c.FrontierNow.UTC(),
 		Bound: p.MaxTrailingGapIntervals}

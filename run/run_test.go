@@ -95,7 +95,7 @@ func TestChildWaitsForItsParents(t *testing.T) {
 
 	// A full run at a time when events cover only part of a day leaves that
 	// day waiting too.
-	res, err = runOnce(b.Ctx, b, plan.Prod, at(2024, 1, 5, 0), nil, run.Hooks{})
+	_, err = runOnce(b.Ctx, b, plan.Prod, at(2024, 1, 5, 0), nil, run.Hooks{})
 	require.NoError(t, err)
 	require.Equal(t, int64(20), b.Count(t, "demo.daily_revenue"))
 }

@@ -510,7 +510,7 @@ func TestCategoryChoices(t *testing.T) {
 	t.Run("removed", func(t *testing.T) {
 		t.Parallel()
 		ps, _ := baseProject().build(t)
-		ns, g := baseProject().build(t)
+		ns, _ := baseProject().build(t)
 		delete(ns, "mart.daily")
 		g, err := dag.New(map[string][]string{"raw.events": nil, "stg.events": {"raw.events"}})
 		require.NoError(t, err)

@@ -36,7 +36,7 @@ func RewriteTables(src string, occurrences []TableRef, replace func(TableRef) (s
 		}
 		parts, end, err := lexQualifiedName(src, occ.Offset)
 		if err != nil {
-			return "", fmt.Errorf("%w %s at byte %d: %v", ErrRewrite, occ, occ.Offset, err)
+			return "", fmt.Errorf("%w %s at byte %d: %w", ErrRewrite, occ, occ.Offset, err)
 		}
 		if got := strings.Join(parts, "."); got != occ.String() {
 			return "", fmt.Errorf("%w %s at byte %d: the text there names %s", ErrRewrite, occ, occ.Offset, got)

@@ -108,15 +108,6 @@ func hours(from, to int) interval.Set {
 	})
 }
 
-// union is the union of sets.
-func union(sets ...interval.Set) interval.Set {
-	var out interval.Set
-	for _, s := range sets {
-		out = out.Union(s)
-	}
-	return out
-}
-
 func ref(name, version string) state.SnapshotRef {
 	return state.SnapshotRef{Name: name, Fingerprint: "fp-" + name + "-" + version, Version: version}
 }

@@ -329,13 +329,13 @@ func TestPromotionCheckHoldsWhatItRead(t *testing.T) {
 				return state.CheckResult{}, fmt.Errorf("check read plan %q", env.PlanID)
 			}
 			if err := impatient.RemoveIntervals(ctx, state.IntervalsParams{Key: key, Ranges: hours(0, 1), Now: t0}); !isLockTimeout(err) {
-				return state.CheckResult{}, fmt.Errorf("restatement during the check: want a lock timeout, got %v", err)
+				return state.CheckResult{}, fmt.Errorf("restatement during the check: want a lock timeout, got %w", err)
 			}
 			if err := impatient.AddIntervals(ctx, state.IntervalsParams{Key: key, Ranges: hours(10, 11), Fence: fence, Now: t0}); !isLockTimeout(err) {
-				return state.CheckResult{}, fmt.Errorf("fenced write during the check: want a lock timeout, got %v", err)
+				return state.CheckResult{}, fmt.Errorf("fenced write during the check: want a lock timeout, got %w", err)
 			}
 			if _, err := impatient.Promote(ctx, state.PromoteParams{Environment: "prod", ExpectedPlanID: "p1", PlanID: "p3", Now: t0}); !isLockTimeout(err) {
-				return state.CheckResult{}, fmt.Errorf("second promotion during the check: want a lock timeout, got %v", err)
+				return state.CheckResult{}, fmt.Errorf("second promotion during the check: want a lock timeout, got %w", err)
 			}
 			checked = true
 			return state.CheckResult{}, nil

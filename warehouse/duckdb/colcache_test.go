@@ -143,10 +143,11 @@ func TestColumnCacheQueryDDLRacesWrites(t *testing.T) {
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		altered bool
-		after   []int // hours written entirely after the ALTER returned
+		after   []int                 // hours written entirely after the ALTER returned
+		written = make(chan struct{}) // closed once the first write returned
 	)
 	wg.Go(func() {
-		time.Sleep(5 * time.Millisecond)
+		<-written // the ALTER lands among the writes, not before them
 		_, err := e.Query(ctx, "ALTER TABLE "+e.QuoteTable(tbl)+" ADD COLUMN extra VARCHAR DEFAULT 'd'")
 		require.NoError(t, err)
 		mu.Lock()
@@ -161,6 +162,9 @@ func TestColumnCacheQueryDDLRacesWrites(t *testing.T) {
 		q := "SELECT TIMESTAMP '" + start.Format("2006-01-02 15:04:05") + "' AS ts, " + strconv.Itoa(h) + " AS id, 'x' AS extra"
 		_, err := e.InsertInterval(context.WithoutCancel(ctx), warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts",
 			Start: start, End: start.Add(time.Hour), Query: q})
+		if h == 1 {
+			close(written)
+		}
 		if err != nil {
 			continue // a write racing the ALTER may fail; it must not write wrongly
 		}

@@ -86,7 +86,7 @@ func (s *session) withStmt(ctx context.Context, query string, args []any, fn fun
 			}
 			return err
 		}
-		defer st.Close()
+		defer st.Close() //nolint:errcheck // a prepared statement that only ran: its close error loses nothing
 		if n := st.NumInput(); n != len(args) {
 			return fmt.Errorf("statement takes %d parameters, got %d", n, len(args))
 		}

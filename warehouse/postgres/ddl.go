@@ -172,7 +172,7 @@ func (e *Engine) createTableSQL(ctx context.Context, p warehouse.CreateTablePara
 func (e *Engine) checkTypes(ctx context.Context, types []string) error {
 	for _, t := range types {
 		if err := lexType(t); err != nil {
-			return fmt.Errorf("%w %q: %v", warehouse.ErrInvalidType, t, err)
+			return fmt.Errorf("%w %q: %w", warehouse.ErrInvalidType, t, err)
 		}
 	}
 	const q = `SELECT u.t FROM pg_catalog.unnest($1::text[]) AS u(t) WHERE pg_catalog.to_regtype(u.t) IS NULL`
