@@ -40,7 +40,7 @@ import (
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
@@ -95,7 +95,7 @@ type Params struct {
 	Hooks   Hooks
 	// Policy, when set, overrides the promotion policy the plan recorded
 	// (apply --on-incumbent-advance and its bounds).
-	Policy *policy.Policy
+	Policy *promotion.Policy
 	// Replan builds a fresh plan for the same project source and operator
 	// choices as prev, against the environment as it is at the given time
 	// (see plan.Rebuild). The replan policy needs it: Apply refuses a
@@ -138,7 +138,7 @@ type Result struct {
 	Policy string
 	// Verdicts are the promotion check's verdicts, one per model in its
 	// scope, of the promotion that succeeded.
-	Verdicts []policy.Verdict
+	Verdicts []promotion.Verdict
 	// Debts are the gaps the promotion accepted (trailing-gap).
 	Debts []state.Debt
 	// CatchUp is what catch-up computed beyond the plan, per round.
@@ -171,11 +171,11 @@ type applier struct {
 
 // Apply runs every stage of p in order and records each in the plan's
 // application history. It returns the first failure, wrapped with the
-// stage: a *execute.BatchError from the backfill, a *policy.Error or
+// stage: a *execute.BatchError from the backfill, a *promotion.Error or
 // state.ErrConflictingPlan from the promotion.
 //
 // Under the replan policy, a promotion refused only because the scheduler
-// advanced the incumbent (policy.Error.OnlyAdvanced) is followed by a fresh
+// advanced the incumbent (promotion.Error.OnlyAdvanced) is followed by a fresh
 // plan from Params.Replan, applied in turn, at most Policy.Attempts()
 // times; Result.Attempts lists every plan applied and what it backfilled.
 // Any other failure is returned as is.
@@ -194,16 +194,16 @@ func Apply(ctx context.Context, prm Params) (*Result, error) {
 	if err := pol.Validate(); err != nil {
 		return nil, fmt.Errorf("apply %s: %w", prm.Plan.ID, err)
 	}
-	if pol.Name == policy.Replan && prm.Plan.Options.Checks() && prm.Replan == nil {
+	if pol.Name == promotion.Replan && prm.Plan.Options.Checks() && prm.Replan == nil {
 		return nil, fmt.Errorf("apply %s: %w", prm.Plan.ID, ErrNoReplanner)
 	}
 	res, err := a.run(ctx)
-	if pol.Name != policy.Replan || !prm.Plan.Options.Checks() {
+	if pol.Name != promotion.Replan || !prm.Plan.Options.Checks() {
 		return res, err
 	}
 	res.Attempts = []Attempt{{PlanID: prm.Plan.ID, Models: res.Models}}
 	for n := 1; ; n++ {
-		var perr *policy.Error
+		var perr *promotion.Error
 		if err == nil || !errors.As(err, &perr) || !perr.OnlyAdvanced() {
 			if err != nil {
 				res.Attempts[len(res.Attempts)-1].Err = err.Error()
@@ -216,13 +216,13 @@ func Apply(ctx context.Context, prm Params) (*Result, error) {
 		}
 		next, rerr := prm.Replan(ctx, a.Plan, a.now())
 		if rerr != nil {
-			//nolint:errorlint // the refusal is context: callers branch on the replan's error, not on the *policy.Error it replaced
+			//nolint:errorlint // the refusal is context: callers branch on the replan's error, not on the *promotion.Error it replaced
 			return res, fmt.Errorf("replanning after plan %s was refused: %w (the refusal: %v)", a.Plan.ID, rerr, err)
 		}
 		a.log.InfoContext(ctx, "the scheduler advanced the incumbent; applying a fresh plan",
 			slog.String(logkey.Policy, pol.String()), slog.Int(logkey.Attempt, n+1), slog.String(logkey.NextPlan, next.ID))
 		a.appendEvents(ctx, []state.Event{{At: a.now(), Kind: state.EventReplan, Environment: a.Plan.Environment, PlanID: a.Plan.ID,
-			Reason: string(policy.IncumbentAdvanced), Data: mustJSON(map[string]any{"next_plan_id": next.ID, "attempt": n + 1})}})
+			Reason: string(promotion.IncumbentAdvanced), Data: mustJSON(map[string]any{"next_plan_id": next.ID, "attempt": n + 1})}})
 		attempts := res.Attempts
 		prm.Plan = next
 		a = newApplier(prm)
@@ -236,8 +236,8 @@ func Apply(ctx context.Context, prm Params) (*Result, error) {
 // last attempt's refusal counts too: Apply then fails with
 // attempts_exhausted, which says so.
 func (a *applier) replans(err error) bool {
-	var perr *policy.Error
-	return a.policy().Name == policy.Replan && a.Plan.Options.Checks() &&
+	var perr *promotion.Error
+	return a.policy().Name == promotion.Replan && a.Plan.Options.Checks() &&
 		errors.As(err, &perr) && perr.OnlyAdvanced()
 }
 

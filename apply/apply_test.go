@@ -18,7 +18,7 @@ import (
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/run"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
@@ -292,7 +292,7 @@ func TestFailedBatchStopsTheApplyAndResumes(t *testing.T) {
 
 // Scenario (seed 000): a strict prod plan is built at 00:00; while its
 // replacement is backfilled, the scheduler advances the incumbent to 02:00.
-// Promotion refuses with a *policy.Error naming the model, the missing tail and
+// Promotion refuses with a *promotion.Error naming the model, the missing tail and
 // both frontiers, records the rejection, and changes nothing. A fresh plan
 // reuses the built intervals and backfills only the tail, then promotes.
 func TestStrictPromotionFailsWhenRunAdvancedTheIncumbent(t *testing.T) {
@@ -306,11 +306,11 @@ func TestStrictPromotionFailsWhenRunAdvancedTheIncumbent(t *testing.T) {
 		return err
 	}}
 	_, err := doApply(b, p, at(2024, 1, 3, 2), hooks, nil)
-	var perr *policy.Error
+	var perr *promotion.Error
 	require.ErrorAs(t, err, &perr)
 	gap := perr.Verdicts[0]
 	require.Equal(t, "demo.events", gap.Model)
-	require.Equal(t, policy.IncumbentAdvanced, gap.Reason)
+	require.Equal(t, promotion.IncumbentAdvanced, gap.Reason)
 	require.Equal(t, "{[2024-01-03T00:00:00Z, 2024-01-03T02:00:00Z)}", gap.Missing.String())
 	require.Equal(t, at(2024, 1, 3, 0), gap.FrontierAtPlan)
 	require.Equal(t, at(2024, 1, 3, 2), gap.FrontierNow)

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -99,7 +99,7 @@ func (a *applier) catchUpWork(ctx context.Context, incumbents map[string]*snapsh
 			continue // another plan won; the promotion will say so
 		}
 		now := covered[c.inc.Snapshot.VersionKey()].Frontier()
-		spec, err := schedule.ForModel(c.repl.Model)
+		spec, err := cadence.ForModel(c.repl.Model)
 		if err != nil {
 			return nil, fmt.Errorf("the schedule of %s: %w", c.repl.Name, err)
 		}
@@ -130,7 +130,7 @@ func (a *applier) catchUpWork(ctx context.Context, incumbents map[string]*snapsh
 		switch {
 		case above.IsEmpty() || reused:
 		case s.Model.Kind.IsIncremental():
-			spec, err := schedule.ForModel(s.Model)
+			spec, err := cadence.ForModel(s.Model)
 			if err != nil {
 				return nil, fmt.Errorf("the schedule of %s: %w", s.Name, err)
 			}
@@ -145,7 +145,7 @@ func (a *applier) catchUpWork(ctx context.Context, incumbents map[string]*snapsh
 		}
 		todo[s.Name] = own
 		b := plan.Backfill{Name: s.Name, Version: s.Version, Ranges: own}
-		if spec, err := schedule.ForModel(s.Model); err == nil {
+		if spec, err := cadence.ForModel(s.Model); err == nil {
 			b.Buckets = own.Buckets(spec.Unit)
 		}
 		out = append(out, b)

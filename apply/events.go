@@ -139,7 +139,7 @@ type PromotionAccepted struct {
 }
 
 // PromotionRejected: the promotion did not happen; Err says why (a
-// *policy.Error, or state.ErrConflictingPlan).
+// *promotion.Error, or state.ErrConflictingPlan).
 type PromotionRejected struct {
 	Environment string
 	Err         error
@@ -213,6 +213,6 @@ func (e PromotionAccepted) log(ctx context.Context, l *slog.Logger) {
 }
 
 func (e PromotionRejected) log(ctx context.Context, l *slog.Logger) {
-	// Returned to the caller as a *policy.Error too, which reports it.
+	// Returned to the caller as a *promotion.Error too, which reports it.
 	l.InfoContext(ctx, MsgPromotionRejected, slog.Any(logkey.Error, e.Err))
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/lease"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -27,7 +27,7 @@ import (
 // the promotion's transaction, and a lease lost before the promotion fails
 // the apply.
 func (a *applier) promoteLocked(ctx context.Context, res *Result, cur *state.Environment,
-	incumbents map[string]*snapshot.Snapshot, pol policy.Policy) error {
+	incumbents map[string]*snapshot.Snapshot, pol promotion.Policy) error {
 	keys := a.lockKeys(cur, incumbents)
 	opts := a.Lease
 	opts.Owner = "deploy " + a.Plan.ID

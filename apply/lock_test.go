@@ -15,7 +15,7 @@ import (
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/run"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -50,7 +50,7 @@ func lockApply(b *executetest.Bundle, p *plan.Plan, now time.Time, opts lease.Op
 func TestPolicyLockDefersTheSchedulerAndPromotesWithNoGap(t *testing.T) {
 	t.Parallel()
 	onBoth(t, seedFiles(""), func(t *testing.T, b *executetest.Bundle) {
-		p2 := seedRace(t, b, policy.Policy{Name: policy.Lock})
+		p2 := seedRace(t, b, promotion.Policy{Name: promotion.Lock})
 		clk := clockwork.NewFakeClockAt(at(2024, 1, 1, 11))
 		hooks := advanceOnce(t, b, at(2024, 1, 1, 11))
 		var deferred []string
@@ -89,7 +89,7 @@ func TestPolicyLockDefersTheSchedulerAndPromotesWithNoGap(t *testing.T) {
 func TestPolicyLockWaitsForRunningWorkWithABound(t *testing.T) {
 	t.Parallel()
 	b := executetest.Setup(t, false, seedFiles(""))
-	p2 := seedRace(t, b, policy.Policy{Name: policy.Lock})
+	p2 := seedRace(t, b, promotion.Policy{Name: promotion.Lock})
 	served, _ := b.Served(t, plan.Prod)
 	incParent := lease.VersionKey(state.VersionKey{Name: "demo.parent", Version: served["demo.parent"].Version})
 	clk := clockwork.NewFakeClockAt(at(2024, 1, 1, 11))
@@ -187,7 +187,7 @@ func TestPolicyLockTwoDeploysNeverDeadlock(t *testing.T) {
 	_, err := policyApply(b, p0, at(2024, 1, 1, 4), nil, apply.Hooks{})
 	require.NoError(t, err)
 	r := rand.New(rand.NewPCG(1, 2))
-	lock := policy.Policy{Name: policy.Lock}
+	lock := promotion.Policy{Name: promotion.Lock}
 	for round := 1; round <= 6; round++ {
 		exec := at(2024, 1, 1, 4+round)
 		env, err := b.Store.GetEnvironment(b.Ctx, plan.Prod)
@@ -244,7 +244,7 @@ func TestPolicyLockTwoDeploysNeverDeadlock(t *testing.T) {
 func TestPolicyLockReleasesItsLeasesOnCancellation(t *testing.T) {
 	t.Parallel()
 	b := executetest.Setup(t, false, seedFiles(""))
-	p2 := seedRace(t, b, policy.Policy{Name: policy.Lock})
+	p2 := seedRace(t, b, promotion.Policy{Name: promotion.Lock})
 	clk := clockwork.NewFakeClockAt(at(2024, 1, 1, 11))
 	ctx, cancel := context.WithCancel(b.Ctx)
 	var held []string

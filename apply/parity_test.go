@@ -9,7 +9,7 @@ import (
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/run"
 )
 
@@ -75,7 +75,7 @@ func TestBackendParity(t *testing.T) {
 			_, err := runOnce(ctx, b, plan.Prod, at(2024, 1, 4, 3), run.Hooks{})
 			return err
 		}}, nil)
-		var perr *policy.Error
+		var perr *promotion.Error
 		require.ErrorAs(t, err, &perr)
 		out.Gap = perr.Verdicts[0].Model + " " + perr.Verdicts[0].Missing.String()
 		snap()

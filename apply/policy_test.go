@@ -15,7 +15,7 @@ import (
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/run"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -70,12 +70,12 @@ func onBoth(t *testing.T, files map[string]string, scenario func(t *testing.T, b
 
 // policyApply applies p under pol (nil: what p recorded) at the clock now,
 // with a replanner that rebuilds from the plan's own snapshots.
-func policyApply(b *executetest.Bundle, p *plan.Plan, now time.Time, pol *policy.Policy, hooks apply.Hooks) (*apply.Result, error) {
+func policyApply(b *executetest.Bundle, p *plan.Plan, now time.Time, pol *promotion.Policy, hooks apply.Hooks) (*apply.Result, error) {
 	return policyApplyEvents(b, p, now, pol, hooks, nil)
 }
 
 // policyApplyEvents is policyApply with every apply event passed to onEvent.
-func policyApplyEvents(b *executetest.Bundle, p *plan.Plan, now time.Time, pol *policy.Policy, hooks apply.Hooks, onEvent func(apply.Event)) (*apply.Result, error) {
+func policyApplyEvents(b *executetest.Bundle, p *plan.Plan, now time.Time, pol *promotion.Policy, hooks apply.Hooks, onEvent func(apply.Event)) (*apply.Result, error) {
 	return apply.Apply(b.Ctx, apply.Params{
 		Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser, ProjectDir: b.Dir,
 		Clock: clockwork.NewFakeClockAt(now), Logger: quiet, Hooks: hooks, Policy: pol, OnEvent: onEvent,
@@ -108,7 +108,7 @@ func advanceOnce(t *testing.T, b *executetest.Bundle, execs ...time.Time) apply.
 // seedRace sets up seed 000's race: p1 serves parent and child through
 // 10:00; a breaking change to the parent is planned at 10:00 as p2 (so the
 // child changes indirectly), under pol.
-func seedRace(t *testing.T, b *executetest.Bundle, pol policy.Policy) *plan.Plan {
+func seedRace(t *testing.T, b *executetest.Bundle, pol promotion.Policy) *plan.Plan {
 	t.Helper()
 	p1 := b.Plan(t, "p1", plan.Prod, at(2024, 1, 1, 10), plan.Options{})
 	_, err := policyApply(b, p1, at(2024, 1, 1, 10), nil, apply.Hooks{})
@@ -132,15 +132,15 @@ func events(t *testing.T, b *executetest.Bundle, kind string) []state.Event {
 	return evs
 }
 
-func rejection(t *testing.T, err error) *policy.Error {
+func rejection(t *testing.T, err error) *promotion.Error {
 	t.Helper()
-	var perr *policy.Error
+	var perr *promotion.Error
 	require.ErrorAs(t, err, &perr)
 	return perr
 }
 
-func reasons(perr *policy.Error) map[string]policy.Reason {
-	out := map[string]policy.Reason{}
+func reasons(perr *promotion.Error) map[string]promotion.Reason {
+	out := map[string]promotion.Reason{}
 	for _, v := range perr.Verdicts {
 		out[v.Model] = v.Reason
 	}
@@ -160,10 +160,10 @@ const (
 func TestPolicyStrictRefusesTheSeedRace(t *testing.T) {
 	t.Parallel()
 	onBoth(t, seedFiles(""), func(t *testing.T, b *executetest.Bundle) {
-		p2 := seedRace(t, b, policy.Policy{Name: policy.Strict})
+		p2 := seedRace(t, b, promotion.Policy{Name: promotion.Strict})
 		_, err := policyApply(b, p2, at(2024, 1, 1, 11), nil, advanceOnce(t, b, at(2024, 1, 1, 11)))
 		perr := rejection(t, err)
-		require.Equal(t, map[string]policy.Reason{"demo.parent": policy.IncumbentAdvanced, "demo.child": policy.IncumbentAdvanced}, reasons(perr))
+		require.Equal(t, map[string]promotion.Reason{"demo.parent": promotion.IncumbentAdvanced, "demo.child": promotion.IncumbentAdvanced}, reasons(perr))
 		v := perr.Verdicts[0]
 		require.Equal(t, "[2024-01-01T10:00:00Z, 2024-01-01T11:00:00Z)", v.Suffix.String())
 		require.Equal(t, at(2024, 1, 1, 10), v.FrontierAtPlan)
@@ -176,7 +176,7 @@ func TestPolicyStrictRefusesTheSeedRace(t *testing.T) {
 		require.Equal(t, "p1", env.PlanID)
 		rej := events(t, b, state.EventPromotionRejected)
 		require.Len(t, rej, 2)
-		require.Equal(t, string(policy.IncumbentAdvanced), rej[0].Reason)
+		require.Equal(t, string(promotion.IncumbentAdvanced), rej[0].Reason)
 		require.Contains(t, string(rej[0].Data), `"advances":1`)
 		debts, err := b.Store.ListDebts(b.Ctx, state.DebtFilter{})
 		require.NoError(t, err)
@@ -192,7 +192,7 @@ func TestPolicyStrictRefusesTheSeedRace(t *testing.T) {
 func TestPolicyTrailingGapAcceptsAndTheNextRunRepairs(t *testing.T) {
 	t.Parallel()
 	onBoth(t, seedFiles(""), func(t *testing.T, b *executetest.Bundle) {
-		p2 := seedRace(t, b, policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: 1})
+		p2 := seedRace(t, b, promotion.Policy{Name: promotion.TrailingGap, MaxTrailingGapIntervals: 1})
 		res, err := policyApply(b, p2, at(2024, 1, 1, 11), nil, advanceOnce(t, b, at(2024, 1, 1, 11)))
 		require.NoError(t, err)
 		require.Equal(t, "trailing-gap(1)", res.Policy)
@@ -232,7 +232,7 @@ func TestPolicyTrailingGapAcceptsAndTheNextRunRepairs(t *testing.T) {
 func TestPolicyCatchUpPromotesWithNoGap(t *testing.T) {
 	t.Parallel()
 	onBoth(t, seedFiles(""), func(t *testing.T, b *executetest.Bundle) {
-		p2 := seedRace(t, b, policy.Policy{Name: policy.CatchUp, MaxAttempts: 2})
+		p2 := seedRace(t, b, promotion.Policy{Name: promotion.CatchUp, MaxAttempts: 2})
 		res, err := policyApply(b, p2, at(2024, 1, 1, 11), nil, advanceOnce(t, b, at(2024, 1, 1, 11)))
 		require.NoError(t, err)
 		require.Equal(t, "catch-up(2)", res.Policy)
@@ -270,7 +270,7 @@ func TestPolicyCatchUpPromotesWithNoGap(t *testing.T) {
 func TestPolicyCatchUpGivesUpAfterItsAttempts(t *testing.T) {
 	t.Parallel()
 	b := executetest.Setup(t, false, seedFiles(""))
-	p2 := seedRace(t, b, policy.Policy{Name: policy.CatchUp, MaxAttempts: 1})
+	p2 := seedRace(t, b, promotion.Policy{Name: promotion.CatchUp, MaxAttempts: 1})
 	var mu sync.Mutex
 	calls := 0
 	hooks := advanceOnce(t, b, at(2024, 1, 1, 11))
@@ -288,7 +288,7 @@ func TestPolicyCatchUpGivesUpAfterItsAttempts(t *testing.T) {
 	}
 	_, err := policyApply(b, p2, at(2024, 1, 1, 12), nil, hooks)
 	perr := rejection(t, err)
-	require.Equal(t, policy.AttemptsExhausted, perr.Verdicts[0].Reason)
+	require.Equal(t, promotion.AttemptsExhausted, perr.Verdicts[0].Reason)
 	require.Equal(t, "[2024-01-01T11:00:00Z, 2024-01-01T12:00:00Z)", perr.Verdicts[0].Suffix.String())
 	require.Contains(t, err.Error(), "raise --max-attempts")
 	env, err := b.Store.GetEnvironment(b.Ctx, plan.Prod)
@@ -302,7 +302,7 @@ func TestPolicyCatchUpGivesUpAfterItsAttempts(t *testing.T) {
 func TestPolicyReplanPromotesWithOnlyTheTail(t *testing.T) {
 	t.Parallel()
 	onBoth(t, seedFiles(""), func(t *testing.T, b *executetest.Bundle) {
-		p2 := seedRace(t, b, policy.Policy{Name: policy.Replan, MaxAttempts: 2})
+		p2 := seedRace(t, b, promotion.Policy{Name: promotion.Replan, MaxAttempts: 2})
 		var mu sync.Mutex
 		var failed []apply.StageFailed
 		res, err := policyApplyEvents(b, p2, at(2024, 1, 1, 11), nil, advanceOnce(t, b, at(2024, 1, 1, 11)), func(e apply.Event) {
@@ -318,7 +318,7 @@ func TestPolicyReplanPromotesWithOnlyTheTail(t *testing.T) {
 		require.Equal(t, apply.StagePromote, failed[0].Stage)
 		require.Len(t, res.Attempts, 2)
 		require.Equal(t, "p2", res.Attempts[0].PlanID)
-		require.Contains(t, res.Attempts[0].Err, string(policy.IncumbentAdvanced))
+		require.Contains(t, res.Attempts[0].Err, string(promotion.IncumbentAdvanced))
 		require.Equal(t, "p2-r1", res.Attempts[1].PlanID)
 		require.Empty(t, res.Attempts[1].Err)
 		tail := map[string]string{}
@@ -342,10 +342,10 @@ func TestPolicyReplanPromotesWithOnlyTheTail(t *testing.T) {
 func TestPolicyTrailingGapRejectsOverTheBound(t *testing.T) {
 	t.Parallel()
 	onBoth(t, seedFiles(""), func(t *testing.T, b *executetest.Bundle) {
-		p2 := seedRace(t, b, policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: 1})
+		p2 := seedRace(t, b, promotion.Policy{Name: promotion.TrailingGap, MaxTrailingGapIntervals: 1})
 		_, err := policyApply(b, p2, at(2024, 1, 1, 12), nil, advanceOnce(t, b, at(2024, 1, 1, 11), at(2024, 1, 1, 12)))
 		perr := rejection(t, err)
-		require.Equal(t, policy.OverBound, perr.Verdicts[0].Reason)
+		require.Equal(t, promotion.OverBound, perr.Verdicts[0].Reason)
 		require.Equal(t, 2, perr.Verdicts[0].Advances)
 		require.Contains(t, err.Error(), "--max-trailing-gap-intervals 2 would accept it")
 		debts, err := b.Store.ListDebts(b.Ctx, state.DebtFilter{})
@@ -361,7 +361,7 @@ func TestPolicyTrailingGapRejectsOverTheBound(t *testing.T) {
 func TestPolicyTrailingGapRejectsHistoricalAndInternalGaps(t *testing.T) {
 	t.Parallel()
 	onBoth(t, seedFiles(""), func(t *testing.T, b *executetest.Bundle) {
-		p2 := seedRace(t, b, policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: 5})
+		p2 := seedRace(t, b, promotion.Policy{Name: promotion.TrailingGap, MaxTrailingGapIntervals: 5})
 		replParent := state.VersionKey{Name: "demo.parent", Version: p2.Snapshots[0].Version}
 		require.Equal(t, "demo.parent", p2.Snapshots[0].Name)
 		hooks := advanceOnce(t, b, at(2024, 1, 1, 11), at(2024, 1, 1, 12))
@@ -372,14 +372,14 @@ func TestPolicyTrailingGapRejectsHistoricalAndInternalGaps(t *testing.T) {
 				Ranges: interval.NewSet(interval.NewRange(at(2024, 1, 1, 5), at(2024, 1, 1, 6))), Now: at(2024, 1, 1, 12)})
 		}
 		_, err := policyApply(b, p2, at(2024, 1, 1, 12), nil, hooks)
-		require.Equal(t, policy.HistoricalGap, reasons(rejection(t, err))["demo.parent"])
+		require.Equal(t, promotion.HistoricalGap, reasons(rejection(t, err))["demo.parent"])
 		require.Contains(t, err.Error(), "no policy accepts a historical gap")
 
 		// Repair the hole, then leave [10, 11) missing but [11, 12) covered.
 		require.NoError(t, b.Store.AddIntervals(b.Ctx, state.IntervalsParams{Key: replParent, Now: at(2024, 1, 1, 12),
 			Ranges: interval.NewSet(interval.NewRange(at(2024, 1, 1, 5), at(2024, 1, 1, 6)), interval.NewRange(at(2024, 1, 1, 11), at(2024, 1, 1, 12)))}))
 		_, err = policyApply(b, p2, at(2024, 1, 1, 12), nil, apply.Hooks{})
-		require.Equal(t, policy.InternalGap, reasons(rejection(t, err))["demo.parent"])
+		require.Equal(t, promotion.InternalGap, reasons(rejection(t, err))["demo.parent"])
 	})
 }
 
@@ -395,9 +395,9 @@ func TestPolicyTrailingGapRejectsAChangedSchedule(t *testing.T) {
 		src := strings.Replace(raceModel("demo.parent", "", hourExpr+" + 100"), "cron '@hourly'", "cron '0 */2 * * *'", 1)
 		executetest.WriteFiles(t, b.Dir, map[string]string{"models/parent.sql": src})
 		p2 := b.Plan(t, "p2", plan.Prod, at(2024, 1, 1, 10), plan.Options{})
-		_, err = policyApply(b, p2, at(2024, 1, 1, 11), &policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: 5},
+		_, err = policyApply(b, p2, at(2024, 1, 1, 11), &promotion.Policy{Name: promotion.TrailingGap, MaxTrailingGapIntervals: 5},
 			advanceOnce(t, b, at(2024, 1, 1, 11)))
-		require.Equal(t, policy.ScheduleChanged, reasons(rejection(t, err))["demo.parent"])
+		require.Equal(t, promotion.ScheduleChanged, reasons(rejection(t, err))["demo.parent"])
 	})
 }
 
@@ -408,7 +408,7 @@ func TestPolicyTrailingGapRejectsAChangedSchedule(t *testing.T) {
 func TestPolicyTrailingGapRejectsACoveredChild(t *testing.T) {
 	t.Parallel()
 	onBoth(t, seedFiles(""), func(t *testing.T, b *executetest.Bundle) {
-		p2 := seedRace(t, b, policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: 1})
+		p2 := seedRace(t, b, promotion.Policy{Name: promotion.TrailingGap, MaxTrailingGapIntervals: 1})
 		child := state.VersionKey{Name: "demo.child", Version: p2.Snapshots[1].Version}
 		require.Equal(t, "demo.child", p2.Snapshots[1].Name)
 		hooks := advanceOnce(t, b, at(2024, 1, 1, 11))
@@ -420,7 +420,7 @@ func TestPolicyTrailingGapRejectsACoveredChild(t *testing.T) {
 		}
 		_, err := policyApply(b, p2, at(2024, 1, 1, 11), nil, hooks)
 		perr := rejection(t, err)
-		require.Equal(t, policy.DownstreamCovered, perr.Verdicts[0].Reason)
+		require.Equal(t, promotion.DownstreamCovered, perr.Verdicts[0].Reason)
 		require.Equal(t, "demo.child", perr.Verdicts[0].Child)
 		require.Contains(t, err.Error(), "downstream model demo.child already has rows")
 	})
@@ -435,7 +435,7 @@ func TestPolicyTrailingGapRejectsACoveredChild(t *testing.T) {
 func TestPolicyTrailingGapAcceptsAForwardOnlyChild(t *testing.T) {
 	t.Parallel()
 	onBoth(t, seedFiles(", forward_only true"), func(t *testing.T, b *executetest.Bundle) {
-		p2 := seedRace(t, b, policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: 1})
+		p2 := seedRace(t, b, promotion.Policy{Name: promotion.TrailingGap, MaxTrailingGapIntervals: 1})
 		res, err := policyApply(b, p2, at(2024, 1, 1, 11), nil, advanceOnce(t, b, at(2024, 1, 1, 11)))
 		require.NoError(t, err)
 		require.Len(t, res.Debts, 1)
@@ -492,7 +492,7 @@ func TestPolicyTrailingGapCountsAdvancesOnTheCron(t *testing.T) {
 				_, err := policyApply(b, p1, tc.built, nil, apply.Hooks{})
 				require.NoError(t, err)
 				executetest.WriteFiles(t, b.Dir, map[string]string{"models/m.sql": src(hourExpr + " + 100")})
-				p2 := b.Plan(t, "p2", plan.Prod, tc.plan, plan.Options{Policy: policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: 1}})
+				p2 := b.Plan(t, "p2", plan.Prod, tc.plan, plan.Options{Policy: promotion.Policy{Name: promotion.TrailingGap, MaxTrailingGapIntervals: 1}})
 				res, err := policyApply(b, p2, tc.now, nil, advanceOnce(t, b, tc.now))
 				require.NoError(t, err)
 				require.Len(t, res.Debts, 1)
@@ -511,7 +511,7 @@ func TestPolicyTrailingGapCountsAdvancesOnTheCron(t *testing.T) {
 func TestPolicyTwoDeploysRaceExactlyOnePromotes(t *testing.T) {
 	t.Parallel()
 	onBoth(t, seedFiles(""), func(t *testing.T, b *executetest.Bundle) {
-		pol := policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: 1}
+		pol := promotion.Policy{Name: promotion.TrailingGap, MaxTrailingGapIntervals: 1}
 		p2 := seedRace(t, b, pol)
 		executetest.WriteFiles(t, b.Dir, map[string]string{"models/parent.sql": raceModel("demo.parent", "", hourExpr+" + 200")})
 		p3 := b.Plan(t, "p3", plan.Prod, at(2024, 1, 1, 10), plan.Options{Policy: pol})
@@ -551,6 +551,6 @@ func TestPolicyTwoDeploysRaceExactlyOnePromotes(t *testing.T) {
 		}
 		rej := events(t, b, state.EventPromotionRejected)
 		require.Len(t, rej, 1)
-		require.Equal(t, string(policy.ConflictingPlan), rej[0].Reason)
+		require.Equal(t, string(promotion.ConflictingPlan), rej[0].Reason)
 	})
 }

@@ -8,10 +8,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
-	"github.com/gapless-dev/gapless/schedule"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -38,10 +38,10 @@ func (a *applier) promote(ctx context.Context, res *Result) error {
 		return err
 	}
 	pol := a.policy()
-	if pol.Name == policy.Lock && a.Plan.Options.Checks() {
+	if pol.Name == promotion.Lock && a.Plan.Options.Checks() {
 		return a.promoteLocked(ctx, res, cur, incumbents, pol)
 	}
-	catchUp := pol.Name == policy.CatchUp && a.Plan.Options.Checks()
+	catchUp := pol.Name == promotion.CatchUp && a.Plan.Options.Checks()
 	for round := 1; ; round++ {
 		if catchUp {
 			if err := a.catchUp(ctx, res, incumbents, round); err != nil {
@@ -49,7 +49,7 @@ func (a *applier) promote(ctx context.Context, res *Result) error {
 			}
 		}
 		err := a.promoteOnce(ctx, res, cur, incumbents, pol)
-		var perr *policy.Error
+		var perr *promotion.Error
 		if err == nil || !catchUp || !errors.As(err, &perr) || !perr.OnlyAdvanced() {
 			return err
 		}
@@ -63,10 +63,10 @@ func (a *applier) promote(ctx context.Context, res *Result) error {
 
 // exhausted turns the last incumbent-advanced rejection of catch-up or
 // replan into an AttemptsExhausted one, recorded like every rejection.
-func (a *applier) exhausted(ctx context.Context, perr *policy.Error, attempts int) error {
-	out := &policy.Error{}
+func (a *applier) exhausted(ctx context.Context, perr *promotion.Error, attempts int) error {
+	out := &promotion.Error{}
 	for _, v := range perr.Verdicts {
-		v.Reason = policy.AttemptsExhausted
+		v.Reason = promotion.AttemptsExhausted
 		out.Verdicts = append(out.Verdicts, v)
 	}
 	a.recordVerdicts(ctx, out.Verdicts)
@@ -76,7 +76,7 @@ func (a *applier) exhausted(ctx context.Context, perr *policy.Error, attempts in
 // policy is the policy this apply promotes under: Params.Policy when the
 // caller overrides it, else what the plan recorded (strict for a plan that
 // recorded none).
-func (a *applier) policy() policy.Policy {
+func (a *applier) policy() promotion.Policy {
 	if a.Params.Policy != nil {
 		return a.Params.Policy.OrDefault()
 	}
@@ -88,9 +88,9 @@ func (a *applier) policy() policy.Policy {
 // committed with the promotion. A rejection is logged and recorded as
 // history, once per rejecting model (or once for the environment).
 func (a *applier) promoteOnce(ctx context.Context, res *Result, cur *state.Environment,
-	incumbents map[string]*snapshot.Snapshot, pol policy.Policy) error {
+	incumbents map[string]*snapshot.Snapshot, pol promotion.Policy) error {
 	env := a.Plan.Environment
-	var verdicts []policy.Verdict
+	var verdicts []promotion.Verdict
 	var check func(context.Context, state.Reader) (state.CheckResult, error)
 	if a.Plan.Options.Checks() {
 		check = func(ctx context.Context, r state.Reader) (state.CheckResult, error) {
@@ -106,13 +106,13 @@ func (a *applier) promoteOnce(ctx context.Context, res *Result, cur *state.Envir
 	})
 	if err != nil {
 		a.emit(ctx, PromotionRejected{Environment: env, Err: err})
-		var perr *policy.Error
+		var perr *promotion.Error
 		switch {
 		case errors.As(err, &perr):
 			a.recordVerdicts(ctx, perr.Verdicts)
 		case errors.Is(err, state.ErrConflictingPlan):
-			v := policy.Verdict{Policy: pol.String(), Reason: policy.ConflictingPlan}
-			a.recordVerdicts(ctx, []policy.Verdict{v})
+			v := promotion.Verdict{Policy: pol.String(), Reason: promotion.ConflictingPlan}
+			a.recordVerdicts(ctx, []promotion.Verdict{v})
 			// Another plan won after the check stage: say which, as the
 			// check stage does. The store's error is logged, not shown.
 			a.log.DebugContext(ctx, "promotion compare-and-swap failed", slog.Any(logkey.Error, err))
@@ -227,12 +227,12 @@ func (a *applier) downstream() map[string][]*snapshot.Snapshot {
 // check is the promotion check, run inside the promotion transaction so
 // that no interval write or environment change can slip between check and
 // commit. For every model in scope (see scope) whose incumbent has
-// intervals now, it gathers the facts from r and asks policy.Judge. Any
-// rejection fails the whole promotion with a *policy.Error holding every
+// intervals now, it gathers the facts from r and asks promotion.Judge. Any
+// rejection fails the whole promotion with a *promotion.Error holding every
 // rejecting verdict; otherwise the accepted debts and one acceptance event
 // per verdict are returned for the promotion to commit.
 func (a *applier) check(ctx context.Context, r state.Reader, incumbents map[string]*snapshot.Snapshot,
-	pol policy.Policy) ([]policy.Verdict, state.CheckResult, error) {
+	pol promotion.Policy) ([]promotion.Verdict, state.CheckResult, error) {
 	cands := a.scope(incumbents)
 	if len(cands) == 0 {
 		return nil, state.CheckResult{}, nil
@@ -259,7 +259,7 @@ func (a *applier) check(ctx context.Context, r state.Reader, incumbents map[stri
 	if err != nil {
 		return nil, state.CheckResult{}, fmt.Errorf("reading intervals for the promotion check: %w", err)
 	}
-	var verdicts, rejected []policy.Verdict
+	var verdicts, rejected []promotion.Verdict
 	var out state.CheckResult
 	now := a.now()
 	for _, c := range cands {
@@ -267,15 +267,15 @@ func (a *applier) check(ctx context.Context, r state.Reader, incumbents map[stri
 		if frontierNow.IsZero() {
 			continue // the incumbent has nothing a replacement could fall behind
 		}
-		incSpec, err := schedule.ForModel(c.old.Model)
+		incSpec, err := cadence.ForModel(c.old.Model)
 		if err != nil {
 			return nil, state.CheckResult{}, fmt.Errorf("the schedule of incumbent %s: %w", c.old.Name, err)
 		}
-		replSpec, err := schedule.ForModel(c.repl.Model)
+		replSpec, err := cadence.ForModel(c.repl.Model)
 		if err != nil {
 			return nil, state.CheckResult{}, fmt.Errorf("the schedule of %s: %w", c.repl.Name, err)
 		}
-		pc := policy.Candidate{Model: c.repl.Name, Recorded: c.inc.Snapshot, Served: served[c.repl.Name],
+		pc := promotion.Candidate{Model: c.repl.Name, Recorded: c.inc.Snapshot, Served: served[c.repl.Name],
 			Incumbent: incSpec, Replacement: replSpec, FrontierAtPlan: c.inc.Frontier, FrontierNow: frontierNow,
 			Covered: covered[keyOf(c.repl)]}
 		for _, d := range down[c.repl.Name] {
@@ -283,9 +283,9 @@ func (a *applier) check(ctx context.Context, r state.Reader, incumbents map[stri
 				continue // built whole, from the parents as they are then
 			}
 			reused := served[d.Name].Version == d.Version
-			pc.Downstream = append(pc.Downstream, policy.Downstream{Model: d.Name, Reused: reused, Covered: covered[keyOf(d)]})
+			pc.Downstream = append(pc.Downstream, promotion.Downstream{Model: d.Name, Reused: reused, Covered: covered[keyOf(d)]})
 		}
-		v := policy.Judge(pol, pc)
+		v := promotion.Judge(pol, pc)
 		verdicts = append(verdicts, v)
 		if !v.Accepted {
 			rejected = append(rejected, v)
@@ -298,7 +298,7 @@ func (a *applier) check(ctx context.Context, r state.Reader, incumbents map[stri
 		out.Events = append(out.Events, verdictEvent(a.Plan, v, now))
 	}
 	if len(rejected) > 0 {
-		return verdicts, state.CheckResult{}, &policy.Error{Verdicts: rejected}
+		return verdicts, state.CheckResult{}, &promotion.Error{Verdicts: rejected}
 	}
 	return verdicts, out, nil
 }
@@ -310,10 +310,10 @@ func keyOf(s *snapshot.Snapshot) state.VersionKey {
 // verdictEvent is the history record of one verdict: an acceptance
 // (promotion_accepted, or gap_accepted when it creates debt) or a
 // rejection (promotion_rejected). Data holds every field of the verdict.
-func verdictEvent(p *plan.Plan, v policy.Verdict, now time.Time) state.Event {
+func verdictEvent(p *plan.Plan, v promotion.Verdict, now time.Time) state.Event {
 	kind := state.EventPromotionRejected
 	switch {
-	case v.Reason == policy.TrailingGapAccepted:
+	case v.Reason == promotion.TrailingGapAccepted:
 		kind = state.EventGapAccepted
 	case v.Accepted:
 		kind = state.EventPromotionAccepted
@@ -324,7 +324,7 @@ func verdictEvent(p *plan.Plan, v policy.Verdict, now time.Time) state.Event {
 
 // recordVerdicts logs and records rejecting verdicts; the promotion they
 // describe did not happen, so they are appended outside its transaction.
-func (a *applier) recordVerdicts(ctx context.Context, vs []policy.Verdict) {
+func (a *applier) recordVerdicts(ctx context.Context, vs []promotion.Verdict) {
 	evs := make([]state.Event, len(vs))
 	for i, v := range vs {
 		logVerdict(ctx, a.log, v)
@@ -336,7 +336,7 @@ func (a *applier) recordVerdicts(ctx context.Context, vs []policy.Verdict) {
 // logVerdict is the one structured log line of a verdict. Its attribute
 // keys are stable: model, policy, reason, frontier_at_plan, frontier_now,
 // suffix, advances, bound (and child for downstream_covered).
-func logVerdict(ctx context.Context, l *slog.Logger, v policy.Verdict) {
+func logVerdict(ctx context.Context, l *slog.Logger, v promotion.Verdict) {
 	attrs := []slog.Attr{
 		slog.String(logkey.Model, v.Model), slog.String(logkey.Policy, v.Policy), slog.String(logkey.Reason, string(v.Reason)),
 		slog.Bool(logkey.Accepted, v.Accepted),
@@ -347,7 +347,7 @@ func logVerdict(ctx context.Context, l *slog.Logger, v policy.Verdict) {
 		attrs = append(attrs, slog.String(logkey.Child, v.Child))
 	}
 	// Info either way: a rejection is returned to the caller (in a
-	// *policy.Error), which reports it.
+	// *promotion.Error), which reports it.
 	msg := "promotion verdict: accepted"
 	if !v.Accepted {
 		msg = "promotion verdict: rejected"
@@ -355,7 +355,7 @@ func logVerdict(ctx context.Context, l *slog.Logger, v policy.Verdict) {
 	l.LogAttrs(ctx, slog.LevelInfo, msg, attrs...)
 }
 
-func rangeText(v policy.Verdict) string {
+func rangeText(v promotion.Verdict) string {
 	if v.Suffix.Empty() {
 		return ""
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/run"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -103,11 +103,11 @@ func (w *world) run(hours int) {
 func (w *world) deploy(t *testing.T) {
 	rt := w.t
 	next := w.variant + rapid.IntRange(1, 3).Draw(rt, "variant")
-	pols := []policy.Policy{
-		policy.Default,
-		{Name: policy.TrailingGap, MaxTrailingGapIntervals: rapid.IntRange(0, 2).Draw(rt, "bound")},
-		{Name: policy.CatchUp, MaxAttempts: 1},
-		{Name: policy.Replan, MaxAttempts: 1},
+	pols := []promotion.Policy{
+		promotion.Default,
+		{Name: promotion.TrailingGap, MaxTrailingGapIntervals: rapid.IntRange(0, 2).Draw(rt, "bound")},
+		{Name: promotion.CatchUp, MaxAttempts: 1},
+		{Name: promotion.Replan, MaxAttempts: 1},
 	}
 	pol := pols[rapid.IntRange(0, len(pols)-1).Draw(rt, "policy")]
 	advances := rapid.IntRange(0, 2).Draw(rt, "advances")
@@ -150,17 +150,17 @@ func (w *world) deploy(t *testing.T) {
 	if advances > 0 {
 		count = int(w.clock.Sub(frontier0) / time.Hour)
 	}
-	wantOK := advances == 0 || pol.Name == policy.CatchUp || pol.Name == policy.Replan ||
-		pol.Name == policy.TrailingGap && count <= pol.MaxTrailingGapIntervals
+	wantOK := advances == 0 || pol.Name == promotion.CatchUp || pol.Name == promotion.Replan ||
+		pol.Name == promotion.TrailingGap && count <= pol.MaxTrailingGapIntervals
 	if !wantOK {
-		var perr *policy.Error
+		var perr *promotion.Error
 		require.ErrorAs(rt, err, &perr, "policy %s with %d advances", pol, advances)
-		want := policy.IncumbentAdvanced
-		if pol.Name == policy.TrailingGap {
-			want = policy.OverBound
+		want := promotion.IncumbentAdvanced
+		if pol.Name == promotion.TrailingGap {
+			want = promotion.OverBound
 		}
 		require.Equal(rt, want, perr.Verdicts[0].Reason)
-		if pol.Name == policy.TrailingGap {
+		if pol.Name == promotion.TrailingGap {
 			require.Equal(rt, count, perr.Verdicts[0].Advances)
 		}
 		executetest.WriteFiles(t, w.b.Dir, variantFiles(w.variant)) // the deploy is abandoned
@@ -173,7 +173,7 @@ func (w *world) deploy(t *testing.T) {
 			own = append(own, d)
 		}
 	}
-	if pol.Name == policy.TrailingGap && advances > 0 {
+	if pol.Name == promotion.TrailingGap && advances > 0 {
 		require.Len(rt, own, 2, "one debt per model")
 	} else {
 		require.Empty(rt, own)

@@ -10,7 +10,7 @@ import (
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
@@ -152,7 +152,7 @@ func RollbackPlan(ctx context.Context, p RollbackParams) (*Rollback, error) {
 	pl := &plan.Plan{
 		ID: p.ID, Environment: env, ExecutionTime: p.ExecutionTime.UTC(), CreatedAt: p.Now.UTC(),
 		Expected:  plan.Expected{PlanID: cur.PlanID, Generation: cur.Generation},
-		Options:   plan.Options{Policy: policy.Default},
+		Options:   plan.Options{Policy: promotion.Default},
 		Snapshots: prev.Snapshots,
 	}
 	rb := &Rollback{Plan: pl, From: cur.PlanID, To: prev.ID}
@@ -209,7 +209,7 @@ type RollbackRefusedError struct {
 	// snapshots the rollback would have served again.
 	From, To string
 	// Verdicts are the rejecting verdicts: per model, what it misses.
-	Verdicts []policy.Verdict
+	Verdicts []promotion.Verdict
 	Err      error
 }
 
@@ -239,7 +239,7 @@ func (e *RollbackRefusedError) Unwrap() error { return e.Err }
 // says: a refusal of the promotion check becomes a *RollbackRefusedError
 // naming each model's gap; any other error is returned as it is.
 func RollbackRefusal(rb *Rollback, err error) error {
-	var perr *policy.Error
+	var perr *promotion.Error
 	if err == nil || rb == nil || !errors.As(err, &perr) {
 		return err
 	}

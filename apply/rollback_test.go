@@ -10,7 +10,7 @@ import (
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/state"
 )
 
@@ -132,7 +132,7 @@ func TestRollbackRefusedNamesTheGap(t *testing.T) {
 		_, c, err := rollback(t, b, "r1", at(2024, 1, 1, 12))
 		var rerr *apply.RollbackRefusedError
 		require.ErrorAs(t, err, &rerr)
-		var perr *policy.Error
+		var perr *promotion.Error
 		require.ErrorAs(t, err, &perr)
 		gap := "{[2024-01-01T10:00:00Z, 2024-01-01T12:00:00Z)}"
 		require.Len(t, rerr.Verdicts, 2)

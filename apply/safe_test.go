@@ -9,8 +9,8 @@ import (
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/project"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/run"
 )
 
@@ -46,9 +46,9 @@ func TestZeroOptionsRunTheNoGapCheck(t *testing.T) {
 		return err
 	}}
 	_, err = doApply(b, p, at(2024, 1, 3, 2), hooks, nil)
-	var perr *policy.Error
+	var perr *promotion.Error
 	require.ErrorAs(t, err, &perr, "the zero value checks")
-	require.Equal(t, policy.IncumbentAdvanced, perr.Verdicts[0].Reason)
+	require.Equal(t, promotion.IncumbentAdvanced, perr.Verdicts[0].Reason)
 	env, err := b.Store.GetEnvironment(b.Ctx, plan.Prod)
 	require.NoError(t, err)
 	require.Equal(t, "p1", env.PlanID, "prod still serves the incumbent")
@@ -73,7 +73,7 @@ func TestReplanWithoutReplannerIsAnError(t *testing.T) {
 	p := b.Plan(t, "p1", plan.Prod, at(2024, 1, 3, 0), plan.Options{})
 	_, err := apply.Apply(b.Ctx, apply.Params{
 		Plan: p, Store: b.Store, Engine: b.Engine, Parser: b.Parser, ProjectDir: b.Dir, Logger: quiet,
-		Policy: &policy.Policy{Name: policy.Replan, MaxAttempts: 2},
+		Policy: &promotion.Policy{Name: promotion.Replan, MaxAttempts: 2},
 	})
 	require.ErrorIs(t, err, apply.ErrNoReplanner)
 	require.EqualError(t, err, "apply p1: the replan policy needs a replanner (Params.Replan), and none was given")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/state"
 )
 
@@ -95,12 +95,12 @@ func Ago(d time.Duration) string {
 // policy flags). A failed batch, a cancelled apply or an unreachable store
 // is not a refusal: that apply may be resumed.
 func Refused(err error) (string, bool) {
-	var perr *policy.Error
+	var perr *promotion.Error
 	switch {
 	case errors.As(err, &perr) && len(perr.Verdicts) > 0:
 		return string(perr.Verdicts[0].Reason), true
 	case errors.Is(err, state.ErrConflictingPlan):
-		return string(policy.ConflictingPlan), true
+		return string(promotion.ConflictingPlan), true
 	case errors.Is(err, ErrSuperseded):
 		return "superseded", true
 	}
@@ -132,7 +132,7 @@ func (a *applier) checkCurrent(ctx context.Context) error {
 	}
 	serr := a.staleError(ctx, cur)
 	a.emit(ctx, PromotionRejected{Environment: env, Err: serr})
-	a.recordVerdicts(ctx, []policy.Verdict{{Policy: a.policy().String(), Reason: policy.ConflictingPlan}})
+	a.recordVerdicts(ctx, []promotion.Verdict{{Policy: a.policy().String(), Reason: promotion.ConflictingPlan}})
 	return serr
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/state"
 )
 
@@ -84,7 +84,7 @@ func TestStalePlanIsRefusedBeforeItsBackfill(t *testing.T) {
 		rej := events(t, b, state.EventPromotionRejected)
 		require.Len(t, rej, 1)
 		require.Equal(t, "pa", rej[0].PlanID)
-		require.Equal(t, string(policy.ConflictingPlan), rej[0].Reason)
+		require.Equal(t, string(promotion.ConflictingPlan), rej[0].Reason)
 		_, env := b.Served(t, plan.Prod)
 		require.Equal(t, "pb", env.PlanID)
 	})
@@ -99,18 +99,18 @@ func TestStalePlanIsRefusedBeforeItsBackfill(t *testing.T) {
 func TestAdvancedIncumbentIsNotStaleAndARefusalEndsTheApplication(t *testing.T) {
 	t.Parallel()
 	b := executetest.Setup(t, false, seedFiles(""))
-	p2 := seedRace(t, b, policy.Default)
+	p2 := seedRace(t, b, promotion.Default)
 	runAt(t, b.Ctx, b, at(2024, 1, 1, 11))
 	c, err := actorApply(b, p2, at(2024, 1, 1, 11), "", false)
 	perr := rejection(t, err)
-	require.Equal(t, policy.IncumbentAdvanced, perr.Verdicts[0].Reason)
+	require.Equal(t, promotion.IncumbentAdvanced, perr.Verdicts[0].Reason)
 	require.Positive(t, c.batches, "it passed the check stage and backfilled")
 	last := lastApplication(t, b, "p2")
 	require.Equal(t, string(apply.StagePromote), last.Stage)
 	require.Equal(t, apply.StatusEnded, last.Status)
 	require.Contains(t, string(last.Detail), `"reason":"incumbent_advanced"`)
 
-	_, err = policyApply(b, p2, at(2024, 1, 1, 11), &policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: 1}, apply.Hooks{})
+	_, err = policyApply(b, p2, at(2024, 1, 1, 11), &promotion.Policy{Name: promotion.TrailingGap, MaxTrailingGapIntervals: 1}, apply.Hooks{})
 	require.NoError(t, err)
 	last = lastApplication(t, b, "p2")
 	require.Equal(t, string(apply.StageFinalize), last.Stage)

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 )
 
 func newApplyCmd(g *globals) *cobra.Command {
@@ -53,7 +53,7 @@ policy acted and what it accepted, caught up or replanned.`,
 			}
 			// The flags given override the plan's recorded policy; with
 			// none, the plan's own policy applies.
-			var pol *policy.Policy
+			var pol *promotion.Policy
 			if override.given() {
 				p, err := override.on(pl.Options.Policy)
 				if err != nil {

@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/project"
-	"github.com/gapless-dev/gapless/schedule"
 )
 
 // modelRow is one line of `gapless models`; its JSON form is stable.
@@ -81,7 +81,7 @@ func modelRows(pr *project.Project, exec time.Time) ([]modelRow, error) {
 		}
 		if m.Kind == model.KindIncrementalByTimeRange {
 			// What an empty state would miss; nothing without a start.
-			gaps, err := schedule.ModelGaps(m, interval.Set{}, exec)
+			gaps, err := cadence.ModelGaps(m, interval.Set{}, exec)
 			if err != nil {
 				return nil, err
 			}

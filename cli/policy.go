@@ -8,7 +8,7 @@ import (
 
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 )
 
 // The promotion policy flags, shared by plan and apply.
@@ -37,7 +37,7 @@ func addPolicyFlags(cmd *cobra.Command, f *policyFlags, what string) {
 	fl.IntVar(&f.maxGap, flagMaxTrailingGapIntervals, 0,
 		"trailing-gap's bound: the most scheduler advances an accepted trailing gap may span (default: "+what+")")
 	fl.IntVar(&f.maxAttempts, flagMaxAttempts, 0,
-		fmt.Sprintf("catch-up rounds or replans before giving up (default: %s, else %d)", what, policy.DefaultMaxAttempts))
+		fmt.Sprintf("catch-up rounds or replans before giving up (default: %s, else %d)", what, promotion.DefaultMaxAttempts))
 	fl.DurationVar(&f.leaseTTL, flagLeaseTTL, lease.DefaultTTL,
 		"lock policy: lifetime of the deploy's version leases (renewed every third of it); a crashed deploy's leases expire after it")
 	fl.DurationVar(&f.leaseWait, flagLeaseWait, lease.DefaultWait,
@@ -64,7 +64,7 @@ func (f *policyFlags) leaseOptions() (lease.Options, error) {
 // policyOverride is what the policy flags that were given change of a
 // policy; the flags not given leave their field alone.
 type policyOverride struct {
-	name                         policy.Name
+	name                         promotion.Name
 	maxGap, maxAttempts          int
 	setName, setGap, setAttempts bool
 }
@@ -75,7 +75,7 @@ func (f *policyFlags) override(cmd *cobra.Command) (policyOverride, error) {
 	var o policyOverride
 	fl := cmd.Flags()
 	if fl.Changed(flagOnIncumbentAdvance) {
-		n, err := policy.Parse(f.name)
+		n, err := promotion.Parse(f.name)
 		if err != nil {
 			return o, usagef("--%s: %w", flagOnIncumbentAdvance, err)
 		}
@@ -102,7 +102,7 @@ func (o policyOverride) given() bool { return o.setName || o.setGap || o.setAtte
 // on returns base with the given flags' fields replaced, validated. base is
 // what the flags override: the environment's policy from gapless.yaml (plan)
 // or the policy the saved plan recorded (apply).
-func (o policyOverride) on(base policy.Policy) (policy.Policy, error) {
+func (o policyOverride) on(base promotion.Policy) (promotion.Policy, error) {
 	p := base.OrDefault()
 	if o.setName {
 		p.Name = o.name
@@ -123,18 +123,18 @@ func (o policyOverride) on(base policy.Policy) (policy.Policy, error) {
 // policy given to a plan without the no-gap check (checked false: it never
 // acts), a bound given for a policy that ignores it, or trailing-gap with a
 // bound of 0 (it then accepts no gap at all).
-func (o policyOverride) warnings(p policy.Policy, checked bool) []string {
+func (o policyOverride) warnings(p promotion.Policy, checked bool) []string {
 	var out []string
 	if o.given() && !checked {
 		return []string{"the plan runs no no-gap check at promotion (--no-gaps is off), so its promotion policy never acts"}
 	}
-	if o.setGap && p.Name != policy.TrailingGap {
+	if o.setGap && p.Name != promotion.TrailingGap {
 		out = append(out, fmt.Sprintf("--%s has no effect under %s", flagMaxTrailingGapIntervals, p))
 	}
-	if o.setAttempts && p.Name != policy.CatchUp && p.Name != policy.Replan {
+	if o.setAttempts && p.Name != promotion.CatchUp && p.Name != promotion.Replan {
 		out = append(out, fmt.Sprintf("--%s has no effect under %s", flagMaxAttempts, p))
 	}
-	if o.setName && p.Name == policy.TrailingGap && p.MaxTrailingGapIntervals == 0 {
+	if o.setName && p.Name == promotion.TrailingGap && p.MaxTrailingGapIntervals == 0 {
 		out = append(out, fmt.Sprintf("trailing-gap(0) accepts no trailing gap; set --%s N", flagMaxTrailingGapIntervals))
 	}
 	return out
@@ -156,7 +156,7 @@ type policySummary struct {
 	Checked bool `json:"checked"`
 }
 
-func summarizePolicy(p policy.Policy, checked bool) policySummary {
+func summarizePolicy(p promotion.Policy, checked bool) policySummary {
 	p = p.OrDefault()
 	return policySummary{Name: string(p.Name), Text: p.String(), MaxTrailingGapIntervals: p.MaxTrailingGapIntervals,
 		MaxAttempts: p.Attempts(), Checked: checked}

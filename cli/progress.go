@@ -7,8 +7,8 @@ import (
 	"github.com/vbauerster/mpb/v8/decor"
 
 	"github.com/gapless-dev/gapless/apply"
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
 )
 
@@ -101,7 +101,7 @@ func planSteps(pl *plan.Plan) map[string]int64 {
 		case b.Whole || !ok:
 			out[b.Name] = 1
 		default:
-			out[b.Name] = int64(schedule.BatchCount(b.Ranges, s.Model.IntervalUnit, s.Model.BatchSize))
+			out[b.Name] = int64(cadence.BatchCount(b.Ranges, s.Model.IntervalUnit, s.Model.BatchSize))
 		}
 	}
 	return out

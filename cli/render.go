@@ -7,11 +7,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
 )
 
@@ -119,7 +119,7 @@ func defaultRange(m *model.Model, exec time.Time) (interval.Range, error) {
 			return r, nil
 		}
 	}
-	spec, err := schedule.ForModel(m)
+	spec, err := cadence.ForModel(m)
 	if err != nil {
 		return interval.Range{}, err
 	}

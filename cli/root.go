@@ -21,7 +21,7 @@ import (
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/model/suggest"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 )
 
 // Exit codes.
@@ -237,7 +237,7 @@ func envArg(args []string) (string, error) {
 	return env, nil
 }
 
-// shortPolicyErrors logs a refused promotion (*policy.Error) by its models
+// shortPolicyErrors logs a refused promotion (*promotion.Error) by its models
 // and reason codes only. The full explanation of each rejection (the rule,
 // the range, the frontiers and the policy or flag that would have helped) is
 // the command's error, printed once, last; the apply's per-model
@@ -248,7 +248,7 @@ func shortPolicyErrors(_ []string, a slog.Attr) slog.Attr {
 		return a
 	}
 	err, ok := a.Value.Any().(error)
-	var perr *policy.Error
+	var perr *promotion.Error
 	if !ok || !errors.As(err, &perr) {
 		return a
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
 	"github.com/gapless-dev/gapless/project"
+	"github.com/gapless-dev/gapless/promotion"
 	runner "github.com/gapless-dev/gapless/run"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/sqlparse"
@@ -41,7 +41,7 @@ import (
 // rejecting model on its own line, with the rule that rejected it and the
 // policy or flag that would have helped.
 func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backend, projectDir string, pl *plan.Plan,
-	override *policy.Policy, lopts lease.Options) (*apply.Result, error) {
+	override *promotion.Policy, lopts lease.Options) (*apply.Result, error) {
 	parser, err := sqlparse.Open()
 	if err != nil {
 		return nil, fmt.Errorf("starting the SQL parser: %w", err)
@@ -76,7 +76,7 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 		if ctx.Err() != nil {
 			return res, &interruptedError{batches: committed.Load(), err: err}
 		}
-		var perr *policy.Error
+		var perr *promotion.Error
 		if errors.As(err, &perr) {
 			return res, &refusedError{env: pl.Environment, planID: lastPlanID(pl, res), attempts: attempts(res), policy: perr, err: err}
 		}
@@ -118,12 +118,12 @@ func plural(n int64, one, many string) string {
 
 // refusedError is a promotion the policy refused, as the command line says
 // it: which plan was not promoted, then one line per rejecting model (its
-// rule, range, frontiers, and what would have helped: policy.Verdict's
+// rule, range, frontiers, and what would have helped: promotion.Verdict's
 // Explain).
 type refusedError struct {
 	env, planID string
 	attempts    int
-	policy      *policy.Error
+	policy      *promotion.Error
 	err         error
 }
 
@@ -187,9 +187,9 @@ func printOutcome(out io.Writer, pl *plan.Plan, res *apply.Result) {
 	if pol == "" {
 		pol = pl.Options.Policy.OrDefault().String()
 	}
-	var accepted []policy.Verdict
+	var accepted []promotion.Verdict
 	for _, v := range res.Verdicts {
-		if v.Reason == policy.TrailingGapAccepted {
+		if v.Reason == promotion.TrailingGapAccepted {
 			accepted = append(accepted, v)
 		}
 	}
@@ -218,7 +218,7 @@ func printOutcome(out io.Writer, pl *plan.Plan, res *apply.Result) {
 			// every attempt but the last was refused for that.
 			what := "promoted"
 			if a.Err != "" {
-				what = "refused: " + string(policy.IncumbentAdvanced)
+				what = "refused: " + string(promotion.IncumbentAdvanced)
 			}
 			title := fmt.Sprintf("  attempt %d, plan %s (%s):", i+1, a.PlanID, what)
 			if len(a.Models) == 0 {

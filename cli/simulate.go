@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gapless-dev/gapless/interval"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/simulate"
 )
 
@@ -66,7 +66,7 @@ It needs no project.`,
 			p.Policies = nil
 			for _, s := range policies {
 				for part := range strings.SplitSeq(s, ",") {
-					n, err := policy.Parse(part)
+					n, err := promotion.Parse(part)
 					if err != nil {
 						return usagef("--policy: %w", err)
 					}

@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -30,7 +30,7 @@ type statusRow struct {
 	// Frontier is the end of the covered range; "" when nothing is covered.
 	Frontier string `json:"frontier,omitempty"`
 	// Missing lists the gaps: intervals due at the execution time and not
-	// computed (schedule.ModelGaps).
+	// computed (cadence.ModelGaps).
 	Missing        []string `json:"missing"`
 	MissingBuckets int      `json:"missing_buckets"`
 	// OpenDebt lists the model's open freshness debt: trailing gaps a
@@ -174,7 +174,7 @@ func environmentStatus(ctx context.Context, store state.Store, env string, exec 
 		if !set.IsEmpty() {
 			row.Frontier = set.Frontier().Format(time.RFC3339)
 		}
-		gaps, err := schedule.ModelGaps(m, set, exec)
+		gaps, err := cadence.ModelGaps(m, set, exec)
 		if err != nil {
 			return nil, err
 		}

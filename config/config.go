@@ -43,7 +43,7 @@ import (
 	"github.com/gapless-dev/gapless/cron"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/model/suggest"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/snapshot"
 )
 
@@ -119,19 +119,19 @@ const ProdEnvironment = snapshot.Prod
 
 // PromotionPolicy is what promotion does when the environment's incumbent
 // moved after the plan was built (see DESIGN.md and package policy).
-type PromotionPolicy = policy.Name
+type PromotionPolicy = promotion.Name
 
 // The promotion policies.
 const (
-	PolicyStrict      = policy.Strict
-	PolicyTrailingGap = policy.TrailingGap
-	PolicyCatchUp     = policy.CatchUp
-	PolicyReplan      = policy.Replan
-	PolicyLock        = policy.Lock
+	PolicyStrict      = promotion.Strict
+	PolicyTrailingGap = promotion.TrailingGap
+	PolicyCatchUp     = promotion.CatchUp
+	PolicyReplan      = promotion.Replan
+	PolicyLock        = promotion.Lock
 )
 
 // Policies lists every promotion policy.
-var Policies = policy.Names
+var Policies = promotion.Names
 
 // Environment is the configuration of one environment.
 type Environment struct {
@@ -141,7 +141,7 @@ type Environment struct {
 	// policy may accept, in intervals; never negative.
 	MaxTrailingGapIntervals int
 	// MaxAttempts bounds catch-up rounds and replans; 0 means
-	// policy.DefaultMaxAttempts; never negative.
+	// promotion.DefaultMaxAttempts; never negative.
 	MaxAttempts int
 	// TTL is environments.<name>.ttl: nil when absent (the top-level
 	// environment_ttl applies), 0 for never. Always nil for prod, which
@@ -150,8 +150,8 @@ type Environment struct {
 }
 
 // Policy is the environment's promotion policy with its bounds.
-func (e Environment) Policy() policy.Policy {
-	return policy.Policy{Name: e.OnIncumbentAdvance, MaxTrailingGapIntervals: e.MaxTrailingGapIntervals, MaxAttempts: e.MaxAttempts}
+func (e Environment) Policy() promotion.Policy {
+	return promotion.Policy{Name: e.OnIncumbentAdvance, MaxTrailingGapIntervals: e.MaxTrailingGapIntervals, MaxAttempts: e.MaxAttempts}
 }
 
 // DefaultEnvironment is the configuration of an environment gapless.yaml
@@ -687,7 +687,7 @@ func (l *loader) count(key string, raw *int, def int) (int, error) {
 }
 
 // ErrUnknownPolicy is wrapped by ParsePolicy's error.
-var ErrUnknownPolicy = policy.ErrUnknown
+var ErrUnknownPolicy = promotion.ErrUnknown
 
 // ParsePolicy returns the policy named s (case-insensitive).
-func ParsePolicy(s string) (PromotionPolicy, error) { return policy.Parse(s) }
+func ParsePolicy(s string) (PromotionPolicy, error) { return promotion.Parse(s) }

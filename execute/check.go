@@ -9,11 +9,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/model/suggest"
 	"github.com/gapless-dev/gapless/project"
-	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/warehouse"
@@ -103,7 +103,7 @@ var errParentFailed = errors.New("a parent failed")
 func (c *checker) checkModel(ctx context.Context, s *snapshot.Snapshot) error {
 	m := s.Model
 	if m.Kind != model.KindExternal {
-		if _, err := schedule.ForModel(m); err != nil {
+		if _, err := cadence.ForModel(m); err != nil {
 			return scheduleError(m, err)
 		}
 	}
@@ -183,7 +183,7 @@ func (c *checker) derive(ctx context.Context, s *snapshot.Snapshot) ([]warehouse
 		}
 		return cols, nil
 	}
-	spec, err := schedule.ForModel(m)
+	spec, err := cadence.ForModel(m)
 	if err != nil {
 		return nil, scheduleError(m, err)
 	}
@@ -257,7 +257,7 @@ func declared(m *model.Model) []warehouse.Column {
 }
 
 // scheduleError is a model without a usable schedule, at its header
-// (schedule.ForModel's error is one already).
+// (cadence.ForModel's error is one already).
 func scheduleError(m *model.Model, err error) *model.Error {
 	var me *model.Error
 	if errors.As(err, &me) {

@@ -13,9 +13,9 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
-	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -119,7 +119,7 @@ func (x *Executor) logger() *slog.Logger {
 // no schedule (no start) or nothing is due yet; the table is then built
 // but nothing is recorded.
 func WholeRange(m *model.Model, exec time.Time) (interval.Range, bool) {
-	spec, err := schedule.ForModel(m)
+	spec, err := cadence.ForModel(m)
 	if err != nil {
 		return interval.Range{}, false
 	}
@@ -156,7 +156,7 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 	if exists {
 		return nil
 	}
-	spec, err := schedule.ForModel(s.Model)
+	spec, err := cadence.ForModel(s.Model)
 	if err != nil {
 		return err
 	}
@@ -238,7 +238,7 @@ func seedFile(dir string, m *model.Model) string {
 // checkDeclared compares the columns t's query produces (rendered for the
 // model's first interval, read with LIMIT 0) with the model's declared
 // columns, by name as the engines compare them (ASCII case folded).
-func (x *Executor) checkDeclared(ctx context.Context, t *Template, spec schedule.Spec, exec time.Time) error {
+func (x *Executor) checkDeclared(ctx context.Context, t *Template, spec cadence.Spec, exec time.Time) error {
 	s := t.Snapshot
 	first := spec.Unit.Floor(spec.Start)
 	sql, err := t.Render(interval.NewRange(first, spec.Unit.Add(first, 1)), exec)
@@ -311,7 +311,7 @@ func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
 	if todo.IsEmpty() {
 		return res, nil
 	}
-	spec, err := schedule.ForModel(s.Model)
+	spec, err := cadence.ForModel(s.Model)
 	if err != nil {
 		return res, err
 	}
@@ -319,7 +319,7 @@ func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	batches := slices.Collect(schedule.Batches(todo, spec.Unit, s.Model.BatchSize))
+	batches := slices.Collect(cadence.Batches(todo, spec.Unit, s.Model.BatchSize))
 	slots := 1
 	if s.Model.Kind == model.KindIncrementalByTimeRange && s.Model.BatchConcurrency > 1 && len(batches) > 1 {
 		switch {

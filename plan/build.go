@@ -9,11 +9,11 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/internal/invariants"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
-	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -219,7 +219,7 @@ func workFor(s *snapshot.Snapshot, covered interval.Set, p BuildParams, replaced
 		w.backfill.Whole, w.todo = true, true
 		return w, nil
 	}
-	spec, err := schedule.ForModel(m)
+	spec, err := cadence.ForModel(m)
 	if err != nil {
 		return w, err
 	}
@@ -262,7 +262,7 @@ func workFor(s *snapshot.Snapshot, covered interval.Set, p BuildParams, replaced
 // when the version covers it): [Unit.Floor(start), schedule Bound(exec)).
 // It reports false when there is none (no schedule, or nothing due yet).
 func wholeRange(m *model.Model, exec time.Time) (interval.Range, bool) {
-	spec, err := schedule.ForModel(m)
+	spec, err := cadence.ForModel(m)
 	if err != nil {
 		return interval.Range{}, false
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/internal/invariants"
-	"github.com/gapless-dev/gapless/schedule"
 )
 
 // planInvariant names the invariant Build keeps in a violation's panic.
@@ -81,7 +81,7 @@ func (p *Plan) checkBounds(b Backfill, i int) error {
 	if b.Ranges.IsEmpty() {
 		return errors.New("no ranges and not a whole build")
 	}
-	spec, err := schedule.ForModel(p.Snapshots[i].Model)
+	spec, err := cadence.ForModel(p.Snapshots[i].Model)
 	if err != nil {
 		return fmt.Errorf("ranges for a model without a schedule: %w", err)
 	}

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/interval"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -103,7 +103,7 @@ type Options struct {
 	Select    []string
 	// Policy is what promotion does when the incumbent advanced after the
 	// plan was built, with its bounds; apply may override it.
-	Policy policy.Policy
+	Policy promotion.Policy
 	// Categories are the operator's category choices by model name
 	// (--category): kept so that a replan makes the same ones.
 	Categories map[string]snapshot.Choice
@@ -126,7 +126,7 @@ type optionsFile struct {
 	NoGaps       bool                       `json:"no_gaps,omitempty"`
 	Restate      []string                   `json:"restate,omitempty"`
 	Select       []string                   `json:"select,omitempty"`
-	Policy       policy.Policy              `json:"policy,omitzero"`
+	Policy       promotion.Policy           `json:"policy,omitzero"`
 	Categories   map[string]snapshot.Choice `json:"categories,omitempty"`
 }
 

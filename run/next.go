@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/model"
-	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -28,7 +28,7 @@ type Next struct {
 	At    time.Time
 }
 
-// NextDue reads what env serves and returns the earliest schedule.Spec
+// NextDue reads what env serves and returns the earliest cadence.Spec
 // NextDue after exec over its models (only the selected ones when any are
 // given), EXTERNAL models and models without a schedule excepted; ties go
 // to the model first in dependency order. ok is false when no model will
@@ -50,7 +50,7 @@ func NextDue(ctx context.Context, store Reader, env string, exec time.Time, sele
 		if s.Model.Kind == model.KindExternal || (len(selected) > 0 && !slices.Contains(selected, name)) {
 			continue
 		}
-		spec, err := schedule.ForModel(s.Model)
+		spec, err := cadence.ForModel(s.Model)
 		if err != nil {
 			continue // no schedule (no start): never due
 		}

@@ -28,13 +28,13 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/model"
-	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
@@ -352,7 +352,7 @@ type Due struct {
 // It is the one definition of "due" shared by a run and the scheduler
 // daemon's nothing-due check, so the daemon never skips work a run would
 // do.
-func DueWork(s *snapshot.Snapshot, spec schedule.Spec, set map[string]*snapshot.Snapshot, covered map[state.VersionKey]interval.Set, exec time.Time) Due {
+func DueWork(s *snapshot.Snapshot, spec cadence.Spec, set map[string]*snapshot.Snapshot, covered map[state.VersionKey]interval.Set, exec time.Time) Due {
 	due := spec.Missing(covered[state.VersionKey{Name: s.Name, Version: s.Version}], exec)
 	d := Due{Missing: due.Missing, Work: due.Work}
 	if d.Missing.IsEmpty() || !s.Model.Kind.IsIncremental() {
@@ -386,7 +386,7 @@ func parentKeys(s *snapshot.Snapshot, set map[string]*snapshot.Snapshot) []state
 // Its template (which parses the model's SQL) is built only when there is
 // work to do.
 func runModel(ctx context.Context, p Params, x *execute.Executor, s *snapshot.Snapshot, set map[string]*snapshot.Snapshot, fence *state.Fence) (*ModelResult, error) {
-	spec, err := schedule.ForModel(s.Model)
+	spec, err := cadence.ForModel(s.Model)
 	if err != nil {
 		return nil, err
 	}

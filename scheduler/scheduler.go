@@ -43,12 +43,12 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/run"
-	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
@@ -135,7 +135,7 @@ type Scheduler struct {
 // once per key.
 type entry struct {
 	snap    *snapshot.Snapshot
-	spec    schedule.Spec
+	spec    cadence.Spec
 	specErr error
 }
 
@@ -250,7 +250,7 @@ type EnvResult struct {
 	Followed int
 	// Lag is how far the oldest due interval not yet computed ends behind
 	// the execution time, after the tick, over the environment's models
-	// (schedule.Gaps.Lag); 0 when caught up.
+	// (cadence.Gaps.Lag); 0 when caught up.
 	Lag      time.Duration
 	Duration time.Duration
 	Err      error
@@ -572,7 +572,7 @@ func (s *Scheduler) check(ctx context.Context, name string, exec time.Time) (che
 	}
 	c := check{generation: env.Generation, units: v.units, known: v.known}
 	for _, m := range v.models {
-		// A model is due when it has gaps (schedule.Gaps, what status
+		// A model is due when it has gaps (cadence.Gaps, what status
 		// lists), and the environment's lag is its oldest gap's.
 		gaps := m.spec.Gaps(covered[state.VersionKey{Name: m.snap.Name, Version: m.snap.Version}], exec)
 		if gaps.Empty() {
@@ -624,7 +624,7 @@ func (s *Scheduler) view(ctx context.Context, env *state.Environment) (*view, er
 		for k, snap := range got {
 			e := &entry{snap: snap}
 			if snap.Model.Kind != model.KindExternal {
-				e.spec, e.specErr = schedule.ForModel(snap.Model)
+				e.spec, e.specErr = cadence.ForModel(snap.Model)
 			}
 			s.cache[k] = e
 		}

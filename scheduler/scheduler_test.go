@@ -18,7 +18,7 @@ import (
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/scheduler"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
@@ -161,7 +161,7 @@ func TestTickFollowsAPromotionAndRepairsTheTrailingGap(t *testing.T) {
 	retired, _ := b.Served(t, plan.Prod)
 	executetest.WriteFiles(t, b.Dir, map[string]string{"models/parent.sql": strings.Replace(hourly("demo.parent", "", ""),
 		"AS INTEGER) AS v", "AS INTEGER) + 100 AS v", 1)})
-	p2 := b.Plan(t, "p2", plan.Prod, at(2024, 1, 1, 10), plan.Options{Policy: policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: 1}})
+	p2 := b.Plan(t, "p2", plan.Prod, at(2024, 1, 1, 10), plan.Options{Policy: promotion.Policy{Name: promotion.TrailingGap, MaxTrailingGapIntervals: 1}})
 	require.NotEmpty(t, p2.Incumbents)
 
 	exec := at(2024, 1, 1, 11).Add(5 * time.Minute)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/interval"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 )
 
 // Backfill duration distributions (Params.BackfillDist).
@@ -81,8 +81,8 @@ type Params struct {
 	// leases: its final catch-up and the promotion.
 	LockHold time.Duration
 	// Policies are the policies to simulate, in order; empty means all
-	// five (policy.Names).
-	Policies []policy.Name
+	// five (promotion.Names).
+	Policies []promotion.Name
 	// Parallel bounds how many policies are simulated at once; 0 means
 	// runtime.GOMAXPROCS. It does not change the results.
 	Parallel int
@@ -108,7 +108,7 @@ var Defaults = Params{
 	History:                 24 * time.Hour,
 	Start:                   time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC),
 	MaxTrailingGapIntervals: 1,
-	MaxAttempts:             policy.DefaultMaxAttempts,
+	MaxAttempts:             promotion.DefaultMaxAttempts,
 	LockHold:                5 * time.Minute,
 }
 
@@ -160,7 +160,7 @@ func (p Params) WithDefaults() Params {
 		p.LockHold = d.LockHold
 	}
 	if len(p.Policies) == 0 {
-		p.Policies = policy.Names
+		p.Policies = promotion.Names
 	}
 	if p.Parallel <= 0 {
 		p.Parallel = runtime.GOMAXPROCS(0)
@@ -222,7 +222,7 @@ func (p Params) Validate() error {
 		return bad("backfill distribution must be one of %s, not %q", strings.Join(Dists, ", "), p.BackfillDist)
 	}
 	for _, n := range p.Policies {
-		if err := (policy.Policy{Name: n}).Validate(); err != nil {
+		if err := (promotion.Policy{Name: n}).Validate(); err != nil {
 			return bad("%v", err)
 		}
 	}
@@ -230,12 +230,12 @@ func (p Params) Validate() error {
 }
 
 // policyOf is the policy simulated for name, with the parameters' bounds.
-func (p Params) policyOf(name policy.Name) policy.Policy {
-	pol := policy.Policy{Name: name}
+func (p Params) policyOf(name promotion.Name) promotion.Policy {
+	pol := promotion.Policy{Name: name}
 	switch name {
-	case policy.TrailingGap:
+	case promotion.TrailingGap:
 		pol.MaxTrailingGapIntervals = p.MaxTrailingGapIntervals
-	case policy.CatchUp, policy.Replan:
+	case promotion.CatchUp, promotion.Replan:
 		pol.MaxAttempts = p.MaxAttempts
 	}
 	return pol

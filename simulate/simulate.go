@@ -82,8 +82,8 @@ import (
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/policy"
 	gproject "github.com/gapless-dev/gapless/project"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/run"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/sqlparse"
@@ -170,7 +170,7 @@ func Run(ctx context.Context, p Params) (*Report, error) {
 type runner struct {
 	prm    Params
 	sc     scenario
-	pol    policy.Policy
+	pol    promotion.Policy
 	pr     *project
 	parser *sqlparse.Parser
 	engine *duckdb.Engine
@@ -185,7 +185,7 @@ type runner struct {
 	delays   []time.Duration
 }
 
-func runPolicy(ctx context.Context, p Params, sc scenario, nodes []node, parser *sqlparse.Parser, pol policy.Policy) (_ *PolicyResult, err error) {
+func runPolicy(ctx context.Context, p Params, sc scenario, nodes []node, parser *sqlparse.Parser, pol promotion.Policy) (_ *PolicyResult, err error) {
 	dir, err := os.MkdirTemp("", "gapless-simulate-")
 	if err != nil {
 		return nil, fmt.Errorf("creating a temporary folder: %w", err)
@@ -397,7 +397,7 @@ func (r *runner) deploy(ctx context.Context, i int, d deploySpec) (DeployOutcome
 		perInterval = d.Backfill / time.Duration(planned)
 	}
 	backfillEnd := start.Add(d.Backfill)
-	timedExtra := r.pol.Name == policy.CatchUp || r.pol.Name == policy.Replan
+	timedExtra := r.pol.Name == promotion.CatchUp || r.pol.Name == promotion.Replan
 
 	// The hooks and events run on the apply's goroutines, one at a time
 	// (one worker), while Apply is blocked on them: no lock is needed.
@@ -453,7 +453,7 @@ func (r *runner) deploy(ctx context.Context, i int, d deploySpec) (DeployOutcome
 		out.Debts = len(res.Debts)
 		return out, nil
 	}
-	var perr *policy.Error
+	var perr *promotion.Error
 	if !errors.As(err, &perr) || len(perr.Verdicts) == 0 {
 		return out, fmt.Errorf("deploy %s: %w", id, err)
 	}

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/gapless-dev/gapless/interval"
-	"github.com/gapless-dev/gapless/policy"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/state"
 )
 
@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // small is a quick scenario: a two-model hourly chain with six hours of
 // history, six deploys whose backfills take about an hour.
-func small(pols ...policy.Name) Params {
+func small(pols ...promotion.Name) Params {
 	return Params{Seed: 7, Deploys: 6, DAG: "chain:2", History: 6 * time.Hour, BackfillMean: time.Hour,
 		BackfillStddev: 30 * time.Minute, DeployGap: time.Hour, Policies: pols}
 }
@@ -32,7 +32,7 @@ func simulate(t *testing.T, p Params) *Report {
 	return rep
 }
 
-func result(t *testing.T, rep *Report, name policy.Name) PolicyResult {
+func result(t *testing.T, rep *Report, name promotion.Name) PolicyResult {
 	t.Helper()
 	for _, r := range rep.Policies {
 		if strings.HasPrefix(r.Policy, string(name)) {
@@ -63,7 +63,7 @@ func TestFixedSeedRunsAreReproducible(t *testing.T) {
 	}
 
 	p.Seed = 8
-	p.Policies = []policy.Name{policy.Strict}
+	p.Policies = []promotion.Name{promotion.Strict}
 	var other bytes.Buffer
 	require.NoError(t, simulate(t, p).WriteJSON(&other))
 	require.NotEqual(t, outs[0].String(), other.String())
@@ -75,18 +75,18 @@ func TestFixedSeedRunsAreReproducible(t *testing.T) {
 // keeps its plan, so nothing was accepted.
 func TestStrictFailsEveryDeployRacedByTheScheduler(t *testing.T) {
 	t.Parallel()
-	p := small(policy.Strict)
+	p := small(promotion.Strict)
 	p.BackfillDist, p.BackfillMean, p.BackfillStddev = DistFixed, time.Hour+10*time.Minute, 0
 	p.Jitter = 10 * time.Minute
 	r := simulate(t, p).Policies[0]
 	require.Equal(t, "strict", r.Policy)
 	require.Zero(t, r.Promoted)
 	require.Zero(t, r.SuccessRate)
-	require.Equal(t, map[string]int{string(policy.IncumbentAdvanced): 6}, r.Failures)
+	require.Equal(t, map[string]int{string(promotion.IncumbentAdvanced): 6}, r.Failures)
 	for _, o := range r.DeployOutcomes {
 		require.GreaterOrEqual(t, o.TicksDuringBackfill, 1, o.PlanID)
 		require.False(t, o.Promoted, o.PlanID)
-		require.Equal(t, string(policy.IncumbentAdvanced), o.Reason, o.PlanID)
+		require.Equal(t, string(promotion.IncumbentAdvanced), o.Reason, o.PlanID)
 		require.Equal(t, 1, o.Attempts, o.PlanID)
 		require.Positive(t, o.PlanIntervals, o.PlanID)
 	}
@@ -101,7 +101,7 @@ func TestStrictFailsEveryDeployRacedByTheScheduler(t *testing.T) {
 // repairs every debt, within about a cadence of its acceptance.
 func TestTrailingGapDebtNeverExceedsOneAdvance(t *testing.T) {
 	t.Parallel()
-	p := small(policy.TrailingGap)
+	p := small(promotion.TrailingGap)
 	p.BackfillMean, p.BackfillStddev = 80*time.Minute, 40*time.Minute
 	r := simulate(t, p).Policies[0]
 	require.Equal(t, "trailing-gap(1)", r.Policy)
@@ -120,7 +120,7 @@ func TestTrailingGapDebtNeverExceedsOneAdvance(t *testing.T) {
 	for _, o := range r.DeployOutcomes {
 		debts += o.Debts
 		if !o.Promoted {
-			require.Equal(t, string(policy.OverBound), o.Reason, o.PlanID)
+			require.Equal(t, string(promotion.OverBound), o.Reason, o.PlanID)
 		}
 	}
 	require.Equal(t, r.Debt.Count, debts)
@@ -132,7 +132,7 @@ func TestTrailingGapDebtNeverExceedsOneAdvance(t *testing.T) {
 // promotes, none with debt, and the deferred work runs after the release.
 func TestLockHasNoDebt(t *testing.T) {
 	t.Parallel()
-	p := small(policy.Lock)
+	p := small(promotion.Lock)
 	p.LockHold = 90 * time.Minute
 	r := simulate(t, p).Policies[0]
 	require.Equal(t, "lock", r.Policy)
@@ -155,8 +155,8 @@ func TestLockHasNoDebt(t *testing.T) {
 // work beyond its plan (the catch-up round, the replanned tail).
 func TestCatchUpAndReplanHaveNoDebtButExtraCompute(t *testing.T) {
 	t.Parallel()
-	rep := simulate(t, small(policy.CatchUp, policy.Replan))
-	for _, name := range []policy.Name{policy.CatchUp, policy.Replan} {
+	rep := simulate(t, small(promotion.CatchUp, promotion.Replan))
+	for _, name := range []promotion.Name{promotion.CatchUp, promotion.Replan} {
 		r := result(t, rep, name)
 		require.Zero(t, r.Debt.Count, r.Policy)
 		require.Positive(t, r.ExtraComputeIntervals, r.Policy)
@@ -167,7 +167,7 @@ func TestCatchUpAndReplanHaveNoDebtButExtraCompute(t *testing.T) {
 			}
 			raced++
 			require.Positive(t, o.ExtraIntervals, "%s %s", r.Policy, o.PlanID)
-			if name == policy.Replan {
+			if name == promotion.Replan {
 				require.GreaterOrEqual(t, o.Attempts, 2, o.PlanID)
 			}
 		}
@@ -180,12 +180,12 @@ func TestCatchUpAndReplanHaveNoDebtButExtraCompute(t *testing.T) {
 func TestShapesAndUnits(t *testing.T) {
 	t.Parallel()
 	for _, p := range []Params{
-		{DAG: "diamond", Deploys: 3, History: 4 * time.Hour, Policies: []policy.Name{policy.TrailingGap}},
+		{DAG: "diamond", Deploys: 3, History: 4 * time.Hour, Policies: []promotion.Name{promotion.TrailingGap}},
 		{DAG: "fan:3", Deploys: 3, Unit: "five_minute", Cadence: 5 * time.Minute, Jitter: time.Minute,
 			BackfillMean: 4 * time.Minute, BackfillStddev: time.Minute, DeployGap: 5 * time.Minute, History: time.Hour,
-			LockHold: time.Minute, Policies: []policy.Name{policy.Lock}},
+			LockHold: time.Minute, Policies: []promotion.Name{promotion.Lock}},
 		{DAG: "chain:2", Deploys: 2, Unit: "day", Cadence: 24 * time.Hour, Jitter: time.Hour, BackfillMean: 20 * time.Hour,
-			DeployGap: 24 * time.Hour, History: 72 * time.Hour, Policies: []policy.Name{policy.CatchUp}},
+			DeployGap: 24 * time.Hour, History: 72 * time.Hour, Policies: []promotion.Name{promotion.CatchUp}},
 	} {
 		r := simulate(t, p).Policies[0]
 		require.Len(t, r.DeployOutcomes, p.Deploys, p.DAG)
@@ -206,7 +206,7 @@ func TestInvalidParams(t *testing.T) {
 		{Params{Unit: "month"}, "unit"},
 		{Params{Jitter: 2 * time.Hour}, "jitter"},
 		{Params{BackfillDist: "pareto"}, "distribution"},
-		{Params{Policies: []policy.Name{"yolo"}}, "yolo"},
+		{Params{Policies: []promotion.Name{"yolo"}}, "yolo"},
 	} {
 		_, err := Run(t.Context(), tc.p)
 		require.ErrorIs(t, err, ErrInvalid)
@@ -244,7 +244,7 @@ func TestDebtStatsFollowCarriedDebts(t *testing.T) {
 func TestChartIsAPNG(t *testing.T) {
 	t.Parallel()
 	rep := &Report{Params: paramsReport(Defaults.WithDefaults(), 3)}
-	for i, n := range policy.Names {
+	for i, n := range promotion.Names {
 		rep.Policies = append(rep.Policies, PolicyResult{Policy: string(n), Deploys: 4, Promoted: i, SuccessRate: float64(i) / 4,
 			ExtraComputeIntervals: i * 3, Deferred: DeferredStats{TotalMinutes: float64(i * 10)}})
 	}

@@ -1,4 +1,4 @@
-// Package schedule answers the scheduler's questions about one model: which
+// Package cadence answers the scheduler's questions about one model: which
 // intervals are due at an execution time, which of them are missing from the
 // covered state, what work that means once lookback is added, how to split
 // it into batches, and how many scheduler advances separate two frontiers.
@@ -8,7 +8,7 @@
 // computed on merged ranges: no function expands a range into its buckets,
 // so cost and memory grow with the number of gaps, not with history length.
 // All times are UTC.
-package schedule
+package cadence
 
 import (
 	"errors"

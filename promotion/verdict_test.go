@@ -1,4 +1,4 @@
-package policy_test
+package promotion_test
 
 import (
 	"testing"
@@ -7,10 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/cron"
 	"github.com/gapless-dev/gapless/interval"
-	"github.com/gapless-dev/gapless/policy"
-	"github.com/gapless-dev/gapless/schedule"
+	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/state"
 )
 
@@ -18,10 +18,10 @@ func hour(h int) time.Time {
 	return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(h) * time.Hour)
 }
 
-func spec(t testing.TB, expr string, unit interval.Unit) schedule.Spec {
+func spec(t testing.TB, expr string, unit interval.Unit) cadence.Spec {
 	c, err := cron.Parse(expr)
 	require.NoError(t, err)
-	return schedule.Spec{Start: hour(0), Cron: c, Unit: unit}
+	return cadence.Spec{Start: hour(0), Cron: c, Unit: unit}
 }
 
 func covered(rs ...[2]int) interval.Set {
@@ -35,14 +35,14 @@ func covered(rs ...[2]int) interval.Set {
 var inc = state.SnapshotRef{Name: "m", Fingerprint: "f1", Version: "v1"}
 
 // seed is seed 000's case: built through 10:00, the incumbent at 11:00.
-func seed(t testing.TB) policy.Candidate {
+func seed(t testing.TB) promotion.Candidate {
 	hourly := spec(t, "@hourly", interval.Hour)
-	return policy.Candidate{Model: "m", Recorded: inc, Served: inc, Incumbent: hourly, Replacement: hourly,
+	return promotion.Candidate{Model: "m", Recorded: inc, Served: inc, Incumbent: hourly, Replacement: hourly,
 		FrontierAtPlan: hour(10), FrontierNow: hour(11), Covered: covered([2]int{0, 10})}
 }
 
-func tg(n int) policy.Policy {
-	return policy.Policy{Name: policy.TrailingGap, MaxTrailingGapIntervals: n}
+func tg(n int) promotion.Policy {
+	return promotion.Policy{Name: promotion.TrailingGap, MaxTrailingGapIntervals: n}
 }
 
 // Scenario: each rule of Judge decides the seed's case and its variants,
@@ -52,40 +52,40 @@ func TestJudgeRules(t *testing.T) {
 	two := spec(t, "0 */2 * * *", interval.Hour)
 	cases := []struct {
 		name   string
-		pol    policy.Policy
-		edit   func(c *policy.Candidate)
-		reason policy.Reason
+		pol    promotion.Policy
+		edit   func(c *promotion.Candidate)
+		reason promotion.Reason
 		ok     bool
 	}{
-		{"covered under strict", policy.Default, func(c *policy.Candidate) { c.Covered = covered([2]int{0, 11}) }, policy.Covered, true},
-		{"seed under strict", policy.Default, nil, policy.IncumbentAdvanced, false},
-		{"seed under catch-up", policy.Policy{Name: policy.CatchUp}, nil, policy.IncumbentAdvanced, false},
-		{"seed under trailing-gap(1)", tg(1), nil, policy.TrailingGapAccepted, true},
-		{"seed under trailing-gap(0)", tg(0), nil, policy.OverBound, false},
-		{"two advances under trailing-gap(1)", tg(1), func(c *policy.Candidate) { c.FrontierNow = hour(12) }, policy.OverBound, false},
-		{"historical gap", tg(9), func(c *policy.Candidate) { c.Covered = covered([2]int{0, 4}, [2]int{5, 10}) }, policy.HistoricalGap, false},
-		{"internal gap after the plan", tg(9), func(c *policy.Candidate) {
+		{"covered under strict", promotion.Default, func(c *promotion.Candidate) { c.Covered = covered([2]int{0, 11}) }, promotion.Covered, true},
+		{"seed under strict", promotion.Default, nil, promotion.IncumbentAdvanced, false},
+		{"seed under catch-up", promotion.Policy{Name: promotion.CatchUp}, nil, promotion.IncumbentAdvanced, false},
+		{"seed under trailing-gap(1)", tg(1), nil, promotion.TrailingGapAccepted, true},
+		{"seed under trailing-gap(0)", tg(0), nil, promotion.OverBound, false},
+		{"two advances under trailing-gap(1)", tg(1), func(c *promotion.Candidate) { c.FrontierNow = hour(12) }, promotion.OverBound, false},
+		{"historical gap", tg(9), func(c *promotion.Candidate) { c.Covered = covered([2]int{0, 4}, [2]int{5, 10}) }, promotion.HistoricalGap, false},
+		{"internal gap after the plan", tg(9), func(c *promotion.Candidate) {
 			c.FrontierNow = hour(12)
 			c.Covered = covered([2]int{0, 10}, [2]int{11, 12})
-		}, policy.InternalGap, false},
-		{"hole past the incumbent's frontier", policy.Default, func(c *policy.Candidate) {
+		}, promotion.InternalGap, false},
+		{"hole past the incumbent's frontier", promotion.Default, func(c *promotion.Candidate) {
 			c.Covered = covered([2]int{0, 11}, [2]int{12, 14}) // a batch after 11:00 failed, later ones committed
-		}, policy.InternalGap, false},
-		{"covered past the incumbent's frontier", policy.Default, func(c *policy.Candidate) {
+		}, promotion.InternalGap, false},
+		{"covered past the incumbent's frontier", promotion.Default, func(c *promotion.Candidate) {
 			c.Covered = covered([2]int{0, 14})
-		}, policy.Covered, true},
-		{"changed cron", tg(9), func(c *policy.Candidate) { c.Replacement = two }, policy.ScheduleChanged, false},
-		{"changed unit", tg(9), func(c *policy.Candidate) { c.Replacement.Unit = interval.Day }, policy.ScheduleChanged, false},
-		{"incumbent changed", tg(9), func(c *policy.Candidate) { c.Served.Fingerprint = "f2" }, policy.IncumbentChanged, false},
-		{"covered child", tg(1), func(c *policy.Candidate) {
-			c.Downstream = []policy.Downstream{{Model: "child", Covered: covered([2]int{0, 11})}}
-		}, policy.DownstreamCovered, false},
-		{"reused child", tg(1), func(c *policy.Candidate) {
-			c.Downstream = []policy.Downstream{{Model: "child", Reused: true, Covered: covered([2]int{0, 11})}}
-		}, policy.TrailingGapAccepted, true},
-		{"child behind the suffix", tg(1), func(c *policy.Candidate) {
-			c.Downstream = []policy.Downstream{{Model: "child", Covered: covered([2]int{0, 10})}}
-		}, policy.TrailingGapAccepted, true},
+		}, promotion.Covered, true},
+		{"changed cron", tg(9), func(c *promotion.Candidate) { c.Replacement = two }, promotion.ScheduleChanged, false},
+		{"changed unit", tg(9), func(c *promotion.Candidate) { c.Replacement.Unit = interval.Day }, promotion.ScheduleChanged, false},
+		{"incumbent changed", tg(9), func(c *promotion.Candidate) { c.Served.Fingerprint = "f2" }, promotion.IncumbentChanged, false},
+		{"covered child", tg(1), func(c *promotion.Candidate) {
+			c.Downstream = []promotion.Downstream{{Model: "child", Covered: covered([2]int{0, 11})}}
+		}, promotion.DownstreamCovered, false},
+		{"reused child", tg(1), func(c *promotion.Candidate) {
+			c.Downstream = []promotion.Downstream{{Model: "child", Reused: true, Covered: covered([2]int{0, 11})}}
+		}, promotion.TrailingGapAccepted, true},
+		{"child behind the suffix", tg(1), func(c *promotion.Candidate) {
+			c.Downstream = []promotion.Downstream{{Model: "child", Covered: covered([2]int{0, 10})}}
+		}, promotion.TrailingGapAccepted, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,12 +94,12 @@ func TestJudgeRules(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(&c)
 			}
-			v := policy.Judge(tc.pol, c)
+			v := promotion.Judge(tc.pol, c)
 			require.Equal(t, tc.reason, v.Reason)
 			require.Equal(t, tc.ok, v.Accepted)
 			require.Equal(t, tc.ok, v.Reason.Accepts())
 			_, debt := v.Debt("v2")
-			require.Equal(t, tc.reason == policy.TrailingGapAccepted, debt)
+			require.Equal(t, tc.reason == promotion.TrailingGapAccepted, debt)
 			if !v.Accepted {
 				require.Contains(t, v.Explain(), string(tc.reason))
 			}
@@ -117,21 +117,21 @@ func TestJudgeCountsAdvancesOnTheCron(t *testing.T) {
 	c := seed(t)
 	c.Incumbent, c.Replacement = spec(t, "0 */2 * * *", interval.Hour), spec(t, "0 */2 * * *", interval.Hour)
 	c.FrontierNow = hour(12)
-	v := policy.Judge(tg(1), c)
-	require.Equal(t, policy.TrailingGapAccepted, v.Reason)
+	v := promotion.Judge(tg(1), c)
+	require.Equal(t, promotion.TrailingGapAccepted, v.Reason)
 	require.Equal(t, 1, v.Advances)
 
 	daily := spec(t, "0 12 * * *", interval.Day)
-	d := policy.Candidate{Model: "d", Recorded: inc, Served: inc, Incumbent: daily, Replacement: daily,
+	d := promotion.Candidate{Model: "d", Recorded: inc, Served: inc, Incumbent: daily, Replacement: daily,
 		FrontierAtPlan: hour(4 * 24), FrontierNow: hour(5 * 24), Covered: covered([2]int{0, 4 * 24})}
-	v = policy.Judge(tg(1), d)
-	require.Equal(t, policy.TrailingGapAccepted, v.Reason)
+	v = promotion.Judge(tg(1), d)
+	require.Equal(t, promotion.TrailingGapAccepted, v.Reason)
 	require.Equal(t, 1, v.Advances)
 
 	p := seed(t)
 	p.FrontierNow = hour(11).Add(30 * time.Minute)
-	v = policy.Judge(tg(1), p)
-	require.Equal(t, policy.OverBound, v.Reason, "one full hour and one partial")
+	v = promotion.Judge(tg(1), p)
+	require.Equal(t, promotion.OverBound, v.Reason, "one full hour and one partial")
 	require.Equal(t, 2, v.Advances)
 }
 
@@ -154,9 +154,9 @@ func TestJudgeNeverAcceptsAnUnboundedOrHistoricalGap(t *testing.T) {
 			n := rapid.IntRange(1, 10).Draw(rt, "n")
 			cov = cov.Add(interval.NewRange(hour(s), hour(s+n)))
 		}
-		c := policy.Candidate{Model: "m", Recorded: inc, Served: inc, Incumbent: hourly, Replacement: hourly,
+		c := promotion.Candidate{Model: "m", Recorded: inc, Served: inc, Incumbent: hourly, Replacement: hourly,
 			FrontierAtPlan: hour(atPlan), FrontierNow: hour(now), Covered: cov}
-		v := policy.Judge(tg(bound), c)
+		v := promotion.Judge(tg(bound), c)
 		end := hour(now)
 		if f := cov.Frontier(); f.After(end) {
 			end = f
@@ -166,12 +166,12 @@ func TestJudgeNeverAcceptsAnUnboundedOrHistoricalGap(t *testing.T) {
 			require.False(t, cov.Covers(required) && end.After(hour(0)), "a replacement without a hole is accepted")
 			return
 		}
-		if v.Reason == policy.Covered {
+		if v.Reason == promotion.Covered {
 			require.True(t, cov.Missing(required).IsEmpty(), "nothing is served after a hole")
 			return
 		}
 		require.False(t, cov.Frontier().After(hour(now)), "nothing is served after an accepted gap")
-		require.Equal(t, policy.TrailingGapAccepted, v.Reason)
+		require.Equal(t, promotion.TrailingGapAccepted, v.Reason)
 		require.False(t, v.Suffix.Start.Before(hour(atPlan)), "the suffix starts after the plan-time frontier")
 		require.Equal(t, hour(now), v.Suffix.End)
 		require.LessOrEqual(t, v.Advances, bound)
@@ -184,18 +184,18 @@ func TestJudgeNeverAcceptsAnUnboundedOrHistoricalGap(t *testing.T) {
 // closest, and String shows the bound the policy runs with.
 func TestParseAndString(t *testing.T) {
 	t.Parallel()
-	n, err := policy.Parse("Trailing-Gap")
+	n, err := promotion.Parse("Trailing-Gap")
 	require.NoError(t, err)
-	require.Equal(t, policy.TrailingGap, n)
-	_, err = policy.Parse("trailing-gaps")
-	require.ErrorIs(t, err, policy.ErrUnknown)
+	require.Equal(t, promotion.TrailingGap, n)
+	_, err = promotion.Parse("trailing-gaps")
+	require.ErrorIs(t, err, promotion.ErrUnknown)
 	require.Contains(t, err.Error(), "did you mean trailing-gap")
-	require.Equal(t, "strict", policy.Policy{}.String())
+	require.Equal(t, "strict", promotion.Policy{}.String())
 	require.Equal(t, "trailing-gap(2)", tg(2).String())
-	require.Equal(t, "catch-up(3)", policy.Policy{Name: policy.CatchUp}.String())
-	require.Equal(t, "replan(5)", policy.Policy{Name: policy.Replan, MaxAttempts: 5}.String())
-	require.ErrorIs(t, policy.Policy{Name: "nope"}.Validate(), policy.ErrInvalid)
-	require.ErrorIs(t, tg(-1).Validate(), policy.ErrInvalid)
+	require.Equal(t, "catch-up(3)", promotion.Policy{Name: promotion.CatchUp}.String())
+	require.Equal(t, "replan(5)", promotion.Policy{Name: promotion.Replan, MaxAttempts: 5}.String())
+	require.ErrorIs(t, promotion.Policy{Name: "nope"}.Validate(), promotion.ErrInvalid)
+	require.ErrorIs(t, tg(-1).Validate(), promotion.ErrInvalid)
 	require.NoError(t, tg(1).Validate())
 }
 
@@ -207,9 +207,9 @@ func TestJudgeRefusesAHolePastTheFrontier(t *testing.T) {
 	t.Parallel()
 	c := seed(t)
 	c.Covered = covered([2]int{0, 11}, [2]int{12, 14})
-	for _, p := range []policy.Policy{policy.Default, tg(5), {Name: policy.CatchUp}} {
-		v := policy.Judge(p, c)
-		require.Equal(t, policy.InternalGap, v.Reason, p.String())
+	for _, p := range []promotion.Policy{promotion.Default, tg(5), {Name: promotion.CatchUp}} {
+		v := promotion.Judge(p, c)
+		require.Equal(t, promotion.InternalGap, v.Reason, p.String())
 		require.Equal(t, covered([2]int{11, 12}).String(), v.Missing.String())
 		require.Contains(t, v.Explain(), "past the incumbent's frontier")
 		require.Contains(t, v.Explain(), "resume that apply")

@@ -1,4 +1,4 @@
-// Package policy holds the promotion policies: what a promotion does when
+// Package promotion holds the promotion policies: what a promotion does when
 // the incumbent it replaces moved after the plan was built (seed 000's
 // race), and the verdict of the promotion check for one model.
 //
@@ -13,7 +13,7 @@
 // advances, the schedules agree, and no downstream candidate already holds
 // rows computed over it. Every accepted gap is returned as a Debt, to be
 // recorded in the promotion's own transaction.
-package policy
+package promotion
 
 import (
 	"errors"

@@ -1,13 +1,13 @@
-package policy
+package promotion
 
 import (
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/internal/invariants"
 	"github.com/gapless-dev/gapless/interval"
-	"github.com/gapless-dev/gapless/schedule"
 	"github.com/gapless-dev/gapless/state"
 )
 
@@ -66,7 +66,7 @@ type Candidate struct {
 	// Served is what the environment serves now (zero if nothing).
 	Recorded, Served state.SnapshotRef
 	// Incumbent and Replacement are the two schedules.
-	Incumbent, Replacement schedule.Spec
+	Incumbent, Replacement cadence.Spec
 	// FrontierAtPlan is the incumbent's frontier when the plan was built;
 	// FrontierNow is its frontier now, in the promotion's transaction.
 	FrontierAtPlan, FrontierNow time.Time
@@ -208,7 +208,7 @@ func judge(p Policy, c Candidate) Verdict {
 
 // sameSchedule: the advances of the incumbent are the replacement's
 // advances only when both fire and bucket alike.
-func sameSchedule(a, b schedule.Spec) bool {
+func sameSchedule(a, b cadence.Spec) bool {
 	return a.Cron.String() == b.Cron.String() && a.Unit == b.Unit && a.AllowPartials == b.AllowPartials
 }
 
