@@ -7,9 +7,10 @@
 //     at the start (state.Fence{Environment, Generation}), so a run never
 //     records intervals on behalf of an environment that was promoted
 //     meanwhile;
-//   - before each model the environment is re-read; if its generation moved,
-//     the run stops there (the circuit breaker) with a *StoppedError — and
-//     a fenced write stops it the same way;
+//   - before each model the environment's generation is re-read (that one
+//     row, not the snapshots it serves); if it moved, the run stops there
+//     (the circuit breaker) with a *StoppedError — and a fenced write stops
+//     it the same way;
 //   - a child's interval runs only once its parents cover it: a child's work
 //     is clipped, per interval of its own unit, to what every parent covers
 //     after the parents ran in this same run;
@@ -270,19 +271,22 @@ func blockedBy(s *snapshot.Snapshot, blocked map[string]string) string {
 }
 
 // currentGeneration is the environment's generation now; 0 when it no
-// longer exists or is invalidated (which also trips the breaker).
-func currentGeneration(ctx context.Context, st Reader, env string) (int64, error) {
-	e, err := st.GetEnvironment(ctx, env)
+// longer exists or is invalidated (which also trips the breaker). It reads
+// the generation alone (state.Store.EnvironmentGeneration), never the
+// environment's snapshot references: the breaker runs before every model,
+// so a read that grew with the environment would make a run quadratic.
+func currentGeneration(ctx context.Context, st state.Store, env string) (int64, error) {
+	g, invalidated, err := st.EnvironmentGeneration(ctx, env)
 	if errors.Is(err, state.ErrNotFound) {
 		return 0, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	if e.Invalidated {
+	if invalidated {
 		return 0, nil
 	}
-	return e.Generation, nil
+	return g, nil
 }
 
 // served reads the environment's snapshots (those not in known) and orders

@@ -474,11 +474,11 @@ func (s *Scheduler) tickEnv(work, stop context.Context, env string, exec time.Ti
 // moved reports whether env is no longer at generation g (read errors
 // count as not moved: the run's own error is reported instead).
 func (s *Scheduler) moved(ctx context.Context, env string, g int64) bool {
-	e, err := s.p.Store.GetEnvironment(ctx, env)
+	cur, invalidated, err := s.p.Store.EnvironmentGeneration(ctx, env)
 	if errors.Is(err, state.ErrNotFound) {
 		return true
 	}
-	return err == nil && (e.Invalidated || e.Generation != g)
+	return err == nil && (invalidated || cur != g)
 }
 
 // hooks are the runs' hooks: Params.Hooks, behind a before-model check that

@@ -477,6 +477,13 @@ type Store interface {
 
 	// ListEnvironments returns every environment, sorted by name.
 	ListEnvironments(ctx context.Context) ([]*Environment, error)
+	// EnvironmentGeneration returns the named environment's generation and
+	// whether it is invalidated, as GetEnvironment would, but from one
+	// indexed read that decodes nothing else (not the snapshot references,
+	// whose size grows with the environment): what a run's circuit breaker
+	// re-reads before every model. An environment that does not exist (never
+	// promoted, or removed) is an error wrapping ErrNotFound.
+	EnvironmentGeneration(ctx context.Context, name string) (generation int64, invalidated bool, err error)
 	// Promote points an environment at a new set of snapshots, as a
 	// compare-and-swap on ExpectedPlanID: if the environment's current plan
 	// id differs, it fails with ErrConflictingPlan and changes nothing.

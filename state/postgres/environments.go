@@ -46,6 +46,27 @@ func (s *Store) GetEnvironment(ctx context.Context, name string) (*state.Environ
 	return getEnvironment(ctx, s.pool, name, false)
 }
 
+// EnvironmentGeneration returns the environment's generation and
+// invalidation mark from its row alone, without reading its snapshot
+// references (see state.Store.EnvironmentGeneration), or an error wrapping
+// state.ErrNotFound for an environment that was never promoted or was
+// removed (its row is kept, marked deleted).
+func (s *Store) EnvironmentGeneration(ctx context.Context, name string) (int64, bool, error) {
+	var (
+		gen int64
+		in  bool
+	)
+	err := s.pool.QueryRow(ctx,
+		`SELECT generation, invalidated FROM environments WHERE name = $1 AND NOT deleted`, name).Scan(&gen, &in)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, fmt.Errorf("postgres state: environment %q: %w", name, state.ErrNotFound)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("postgres state: reading the generation of environment %q: %w", name, err)
+	}
+	return gen, in, nil
+}
+
 // getEnvironment reads one environment through q; with lock (the reader
 // offered to a promotion's check) the row is locked FOR SHARE, so it cannot
 // be promoted, finalised, invalidated or deleted before the surrounding

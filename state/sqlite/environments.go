@@ -63,6 +63,26 @@ func (s *Store) GetEnvironment(ctx context.Context, name string) (*state.Environ
 	return e, nil
 }
 
+// EnvironmentGeneration returns the environment's generation and
+// invalidation mark from its row alone, without reading its snapshot
+// references (see state.Store.EnvironmentGeneration), or an error wrapping
+// state.ErrNotFound.
+func (s *Store) EnvironmentGeneration(ctx context.Context, name string) (int64, bool, error) {
+	var (
+		gen int64
+		in  int64
+	)
+	err := s.db.QueryRowContext(ctx,
+		`SELECT generation, invalidated FROM environments WHERE name = ?`, name).Scan(&gen, &in)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, fmt.Errorf("sqlite: environment %q: %w", name, state.ErrNotFound)
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("sqlite: reading the generation of environment %q: %w", name, err)
+	}
+	return gen, in != 0, nil
+}
+
 // ListEnvironments returns every environment, sorted by name.
 func (s *Store) ListEnvironments(ctx context.Context) ([]*state.Environment, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+envColumns+` FROM environments ORDER BY name`)

@@ -25,6 +25,7 @@ func environmentTests() []test {
 		{"DeleteIsPinnedToGeneration", testEnvDelete},
 		{"ThousandSnapshotsRoundTrip", testEnvLarge},
 		{"RejectsBadPromotions", testEnvBadPromote},
+		{"GenerationFollowsTheEnvironment", testEnvGeneration},
 	}
 }
 
@@ -255,3 +256,49 @@ func testEnvBadPromote(t *testing.T, b *bundle) {
 // removeErr is the error of a RemoveEnvironment call (its removal event is
 // checked where a test needs it).
 func removeErr(_ state.Event, err error) error { return err }
+
+// requireGeneration checks EnvironmentGeneration of name against want, and
+// against what GetEnvironment reads of the same row.
+func requireGeneration(t *testing.T, b *bundle, name string, want int64, invalidated bool) {
+	t.Helper()
+	gen, inv, err := b.store.EnvironmentGeneration(b.ctx, name)
+	require.NoError(t, err)
+	require.Equal(t, want, gen)
+	require.Equal(t, invalidated, inv)
+	e := getEnv(t, b, name)
+	require.Equal(t, e.Generation, gen, "EnvironmentGeneration and GetEnvironment disagree")
+	require.Equal(t, e.Invalidated, inv, "EnvironmentGeneration and GetEnvironment disagree")
+}
+
+func testEnvGeneration(t *testing.T, b *bundle) {
+	// Scenario: EnvironmentGeneration follows dev through its life: not
+	// found before its first promotion; generation 1, then 2 after a second
+	// promotion; invalidated at 2 after Invalidate; not found once removed
+	// (also by name only, whatever generation it had); and past 2, no
+	// longer invalidated, once promoted again. Another environment's
+	// promotion never shows through.
+	_, _, err := b.store.EnvironmentGeneration(b.ctx, "dev")
+	require.ErrorIs(t, err, state.ErrNotFound)
+
+	promote(t, b, "dev", "", "plan-1", hour(0), refs(3, "a")...)
+	requireGeneration(t, b, "dev", 1, false)
+	promote(t, b, "prod", "", "plan-p", hour(0), refs(2, "p")...)
+	requireGeneration(t, b, "dev", 1, false)
+	e2 := promote(t, b, "dev", "plan-1", "plan-2", hour(1), refs(2, "b")...)
+	requireGeneration(t, b, "dev", 2, false)
+
+	require.NoError(t, b.store.Invalidate(b.ctx, state.InvalidateParams{Environment: "dev", Now: hour(2)}))
+	requireGeneration(t, b, "dev", e2.Generation, true)
+	requireGeneration(t, b, "prod", 1, false)
+
+	require.NoError(t, removeErr(b.store.RemoveEnvironment(b.ctx, state.RemoveEnvironmentParams{Name: "dev", Generation: e2.Generation, Now: hour(3)})))
+	_, _, err = b.store.EnvironmentGeneration(b.ctx, "dev")
+	require.ErrorIs(t, err, state.ErrNotFound, "a removed environment has no generation")
+
+	e3 := promote(t, b, "dev", "", "plan-3", hour(4))
+	gen, inv, err := b.store.EnvironmentGeneration(b.ctx, "dev")
+	require.NoError(t, err)
+	require.Greater(t, gen, e2.Generation)
+	require.False(t, inv)
+	requireGeneration(t, b, "dev", e3.Generation, false)
+}
