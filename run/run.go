@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -187,10 +186,14 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", p.Env, err)
 	}
+	// selected is p.Select as a set: the scheduler selects every due model,
+	// so a lookup per model in the list would make a run quadratic.
+	selected := make(map[string]bool, len(p.Select))
 	for _, name := range p.Select {
 		if _, ok := set[name]; !ok {
 			return nil, fmt.Errorf("run %s: --select-model %s: the environment serves no such model", p.Env, name)
 		}
+		selected[name] = true
 	}
 	x := &execute.Executor{Engine: p.Engine, Store: p.Store, ProjectDir: p.ProjectDir, Clock: p.clock(), Logger: log, OnBatch: p.OnBatch}
 	fence := &state.Fence{Environment: p.Env, Generation: g}
@@ -201,7 +204,7 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 	var failures []error
 	for _, name := range order {
 		s := set[name]
-		if s.Model.Kind == model.KindExternal || (len(p.Select) > 0 && !slices.Contains(p.Select, name)) {
+		if s.Model.Kind == model.KindExternal || (len(p.Select) > 0 && !selected[name]) {
 			continue
 		}
 		if cause := blockedBy(s, blocked); cause != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/execute/executetest"
+	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/run"
 	"github.com/gapless-dev/gapless/state"
@@ -240,4 +242,45 @@ FROM generate_series(@start_ts, @end_ts, INTERVAL 1 HOUR) AS g(ts)`),
 	require.Equal(t, five, b.Intervals(t, "demo.a", served["demo.a"].Version))
 	require.Equal(t, five, b.Intervals(t, "demo.c", served["demo.c"].Version))
 	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-01T07:00:00Z)}", b.Intervals(t, "demo.b", served["demo.b"].Version))
+}
+
+// countingStore counts a run's environment reads.
+type countingStore struct {
+	state.Store
+	whole, generation atomic.Int64
+}
+
+func (s *countingStore) GetEnvironment(ctx context.Context, name string) (*state.Environment, error) {
+	s.whole.Add(1)
+	return s.Store.GetEnvironment(ctx, name)
+}
+
+func (s *countingStore) EnvironmentGeneration(ctx context.Context, name string) (int64, bool, error) {
+	s.generation.Add(1)
+	return s.Store.EnvironmentGeneration(ctx, name)
+}
+
+// Scenario: a run over every model of prod reads the whole environment
+// (its snapshot references) once, at the start; its circuit breaker then
+// reads only the generation, once before each model it runs, so that a run
+// of N models stays linear in N.
+func TestCircuitBreakerReadsOnlyTheGeneration(t *testing.T) {
+	t.Parallel()
+	b := setupProd(t)
+	st := &countingStore{Store: b.Store}
+	exec := time.Date(2024, 1, 4, 0, 30, 0, 0, time.UTC)
+	res, err := run.Once(b.Ctx, run.Params{Env: plan.Prod, ExecutionTime: exec, Store: st, Engine: b.Engine,
+		Parser: b.Parser, ProjectDir: b.Dir, Clock: clockwork.NewFakeClockAt(exec), Logger: quiet})
+	require.NoError(t, err)
+	served, _ := b.Served(t, plan.Prod)
+	checked := 0
+	for _, s := range served {
+		if s.Model.Kind != model.KindExternal {
+			checked++
+		}
+	}
+	require.Greater(t, checked, 1)
+	require.Len(t, res.Models, checked, "every model had work")
+	require.Equal(t, int64(1), st.whole.Load(), "the whole environment is read once per run")
+	require.Equal(t, int64(checked), st.generation.Load(), "one generation read before each model")
 }

@@ -16,6 +16,7 @@ const (
 	benchModels    = 4
 	benchReadKeys  = 10_000
 	benchEnvModels = 1_000
+	benchGenModels = 10_000
 )
 
 // RunBenchmarks runs the suite's benchmarks against stores from newStore
@@ -26,6 +27,8 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) state.Store) {
 	b.Run("RecordIntervalBatchesWithOpenDebt", func(b *testing.B) { benchRecord(b, openBench(b, newStore), true) })
 	b.Run("GetIntervals10000Snapshots", func(b *testing.B) { benchRead(b, openBench(b, newStore)) })
 	b.Run("Promote1000Snapshots", func(b *testing.B) { benchPromote(b, openBench(b, newStore)) })
+	b.Run("EnvironmentGeneration10000Snapshots", func(b *testing.B) { benchGeneration(b, openBench(b, newStore), false) })
+	b.Run("GetEnvironment10000Snapshots", func(b *testing.B) { benchGeneration(b, openBench(b, newStore), true) })
 }
 
 // openBench opens a store for b and closes it when b ends.
@@ -162,5 +165,33 @@ func benchPromote(b *testing.B, st state.Store) {
 			b.Fatal(err)
 		}
 		prev = next
+	}
+}
+
+// benchGeneration: one op is a run's circuit-breaker read of an environment
+// of 10,000 snapshots, as a run makes before every model:
+// EnvironmentGeneration (whole false: one row, nothing decoded), or the
+// GetEnvironment it replaces (whole true: every snapshot reference
+// decoded), for comparison.
+func benchGeneration(b *testing.B, st state.Store, whole bool) {
+	ctx := b.Context()
+	e, err := st.Promote(ctx, state.PromoteParams{Environment: "prod", PlanID: "plan-1", Snapshots: refs(benchGenModels, "bench"), Now: hour(0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		var gen int64
+		if whole {
+			got, err := st.GetEnvironment(ctx, "prod")
+			if err != nil {
+				b.Fatal(err)
+			}
+			gen = got.Generation
+		} else if gen, _, err = st.EnvironmentGeneration(ctx, "prod"); err != nil {
+			b.Fatal(err)
+		}
+		if gen != e.Generation {
+			b.Fatalf("generation %d, want %d", gen, e.Generation)
+		}
 	}
 }
