@@ -1,7 +1,6 @@
 package scheduler_test
 
 import (
-	"bufio"
 	"context"
 	"database/sql"
 	"fmt"
@@ -335,15 +334,13 @@ func peakRSSMB(b *testing.B) float64 { return procStatusMB(b, "VmHWM:") }
 // procStatusMB is the field key of /proc/self/status, in MB (0 where /proc
 // is missing).
 func procStatusMB(b *testing.B, key string) float64 {
-	f, err := os.Open("/proc/self/status")
+	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		b.Logf("no %s: %v", key, err)
 		return 0
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), key); ok {
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, key); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			if err == nil {
 				return kb / 1024
