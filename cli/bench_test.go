@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/project"
@@ -35,8 +36,9 @@ var benchExecTime = time.Date(2024, 3, 1, 10, 30, 0, 0, time.UTC)
 
 // writeLayeredProject writes a project of n hourly incremental models in
 // ten layers to dir: every model of a layer but the first reads one model
-// of the layer above.
-func writeLayeredProject(tb testing.TB, dir string, n int) {
+// of the layer above. With dailyEvery > 0, every dailyEvery-th model (the
+// first included) is daily instead.
+func writeLayeredProject(tb testing.TB, dir string, n, dailyEvery int) {
 	tb.Helper()
 	require.NoError(tb, os.MkdirAll(filepath.Join(dir, project.ModelsDir), 0o755))
 	require.NoError(tb, os.WriteFile(filepath.Join(dir, "gapless.yaml"), []byte(
@@ -48,7 +50,11 @@ func writeLayeredProject(tb testing.TB, dir string, n int) {
 		if i >= perLayer {
 			query = fmt.Sprintf("SELECT p.ts AS ts, p.v + 1 AS v FROM bench.m%05d AS p WHERE p.ts BETWEEN @start_ts AND @end_ts", i-perLayer)
 		}
-		src := fmt.Sprintf("MODEL (\n  name bench.%s,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ts),\n  cron '@hourly'\n);\n\n%s\n", name, query)
+		cron := "@hourly"
+		if dailyEvery > 0 && i%dailyEvery == 0 {
+			cron = "@daily"
+		}
+		src := fmt.Sprintf("MODEL (\n  name bench.%s,\n  kind INCREMENTAL_BY_TIME_RANGE (time_column ts),\n  cron '%s'\n);\n\n%s\n", name, cron, query)
 		require.NoError(tb, os.WriteFile(filepath.Join(dir, project.ModelsDir, name+".sql"), []byte(src), 0o644))
 	}
 }
@@ -57,7 +63,7 @@ func writeLayeredProject(tb testing.TB, dir string, n int) {
 func loadLayeredProject(tb testing.TB, n int) *project.Project {
 	tb.Helper()
 	dir := tb.TempDir()
-	writeLayeredProject(tb, dir, n)
+	writeLayeredProject(tb, dir, n, 0)
 	p, err := sqlparse.Open()
 	require.NoError(tb, err)
 	defer p.Close()
@@ -105,7 +111,7 @@ func BenchmarkPlanFirstDeploy(b *testing.B) {
 	for _, n := range benchSizes() {
 		b.Run(fmt.Sprintf("models=%d", n), func(b *testing.B) {
 			dir := b.TempDir()
-			writeLayeredProject(b, dir, n)
+			writeLayeredProject(b, dir, n, 0)
 			ctx := b.Context()
 			p, err := sqlparse.Open()
 			require.NoError(b, err)
@@ -123,6 +129,31 @@ func BenchmarkPlanFirstDeploy(b *testing.B) {
 				require.NoError(b, err)
 				require.Len(b, pl.Backfills, n)
 			}
+		})
+	}
+}
+
+// BenchmarkServedSchedules measures what every run, status and scheduler
+// process does first: read and decode the snapshots prod serves and compile
+// each model's schedule (cadence.ForModel).
+func BenchmarkServedSchedules(b *testing.B) {
+	for _, n := range benchSizes() {
+		b.Run(fmt.Sprintf("models=%d", n), func(b *testing.B) {
+			st := servedProject(b, loadLayeredProject(b, n))
+			ctx := b.Context()
+			e, err := st.GetEnvironment(ctx, plan.Prod)
+			require.NoError(b, err)
+			b.ReportAllocs()
+			for b.Loop() {
+				snaps, err := plan.Served(ctx, st, e)
+				require.NoError(b, err)
+				require.Len(b, snaps, n)
+				for _, s := range snaps {
+					_, err := cadence.ForModel(s.Model)
+					require.NoError(b, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/model")
 		})
 	}
 }
