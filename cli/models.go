@@ -31,13 +31,17 @@ type modelRow struct {
 }
 
 func newModelsCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, all bool
 	cmd := &cobra.Command{
 		Use:   "models",
 		Short: "Load the project and list its models in dependency order, with versions and due intervals",
 		Long: `Loads every model file, parses its SQL, resolves dependencies and computes
 fingerprints and versions. Prints the models in topological order with the
 intervals that would be due at --execution-time on an empty state.
+
+Up to 50 models are listed one per line; a larger project gets a summary
+(counts by kind and interval unit) and --all lists every model. --json
+always has every model.
 
 Any problem in the project (syntax, unknown table, cycle, bad cron) is
 reported with its file, line and column, and the command exits 1.`,
@@ -60,10 +64,11 @@ reported with its file, line and column, and the command exits 1.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(rows)
 			}
-			return printModelRows(g, rows, exec)
+			return printModelRows(g, rows, exec, all)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&all, "all", false, "list every model, however many")
 	return cmd
 }
 
@@ -95,9 +100,22 @@ func modelRows(pr *project.Project, exec time.Time) ([]modelRow, error) {
 	return rows, nil
 }
 
-func printModelRows(g *globals, rows []modelRow, exec time.Time) error {
-	fmt.Fprintf(g.env.Stdout, "%d models, at %s\n\n", len(rows), exec.Format(time.RFC3339))
-	tw := tabwriter.NewWriter(g.env.Stdout, 0, 4, 2, ' ', 0)
+// printModelRows writes `models`: every row when there are at most
+// listLimit of them or all is set, a summary by kind and unit otherwise.
+func printModelRows(g *globals, rows []modelRow, exec time.Time, all bool) error {
+	w := g.env.Stdout
+	fmt.Fprintf(w, "%d models, at %s\n\n", len(rows), exec.Format(time.RFC3339))
+	if !listAll(all, len(rows)) {
+		kinds, units := map[string]int{}, map[string]int{}
+		for _, r := range rows {
+			kinds[r.Kind]++
+			units[r.IntervalUnit]++
+		}
+		fmt.Fprintf(w, "By kind: %s\nBy interval unit: %s\n", countLine(kinds), countLine(units))
+		printElided(w, 0, len(rows), "models")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODEL\tKIND\tCRON\tUNIT\tVERSION\tDEPENDS ON\tDUE (empty state)")
 	for _, r := range rows {
 		due := "-"

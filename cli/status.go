@@ -69,7 +69,7 @@ type statusReport struct {
 }
 
 func newStatusCmd(g *globals) *cobra.Command {
-	var asJSON, wide bool
+	var asJSON, wide, all bool
 	cmd := &cobra.Command{
 		Use:   "status [ENV]",
 		Short: "Per model of ENV (default prod): version, covered ranges, gaps, debt and last run (--wide: kind, cron, frontier)",
@@ -84,7 +84,12 @@ coarser models), so that the table fits 120 columns.
 
 --wide adds the kind, cron and frontier (the end of the covered range),
 prints times in full and the missing ranges and the range the last run
-wrote; --json has all of it.`,
+wrote; --json has all of it.
+
+Up to 50 models are listed one per line. A larger environment gets a
+summary (how many models are up to date, miss intervals, have open debt)
+and the first 20 models that miss intervals or have open debt, parents
+first; --all lists every model, --json always has every model.`,
 		Args: rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
@@ -108,13 +113,23 @@ wrote; --json has all of it.`,
 			if asJSON {
 				return writeJSON(g.env.Stdout, rep)
 			}
+			printStatusHeader(g.env.Stdout, rep)
+			rows, elided := statusListed(g.env.Stdout, rep, all)
+			printTable := printStatus
 			if wide {
-				return printStatusWide(g.env.Stdout, rep)
+				printTable = printStatusWide
 			}
-			return printStatus(g.env.Stdout, rep)
+			if err := printTable(g.env.Stdout, rows); err != nil {
+				return err
+			}
+			if elided {
+				printElided(g.env.Stdout, len(rows), len(rep.Models), "models")
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&all, "all", false, "list every model, however many")
 	cmd.Flags().BoolVar(&wide, "wide", false, "add kind, cron, frontier, the missing ranges and the last run's range, with times in full")
 	return cmd
 }
@@ -229,15 +244,54 @@ func printStatusHeader(w io.Writer, rep *statusReport) {
 	}
 }
 
+// needsAttention reports whether a model misses intervals or has open debt.
+func (r *statusRow) needsAttention() bool { return r.MissingBuckets > 0 || len(r.OpenDebt) > 0 }
+
+// statusListed returns the rows `status` prints: every model when there
+// are at most listLimit or all is set. Otherwise it writes a summary to w
+// (how many models are up to date, miss intervals, have open debt) and
+// returns the first attentionLimit models that need attention, in the
+// report's order (parents first), and elided true: the caller then says,
+// under its table, that --all lists the rest (printElided).
+func statusListed(w io.Writer, rep *statusReport, all bool) (rows []statusRow, elided bool) {
+	if listAll(all, len(rep.Models)) {
+		return rep.Models, false
+	}
+	var missing, indebted, attention int
+	for _, r := range rep.Models {
+		if r.MissingBuckets > 0 {
+			missing++
+		}
+		if len(r.OpenDebt) > 0 {
+			indebted++
+		}
+		if r.needsAttention() {
+			attention++
+			if len(rows) < attentionLimit {
+				rows = append(rows, r)
+			}
+		}
+	}
+	fmt.Fprintf(w, "%d models: %d up to date, %d missing intervals, %d with open debt\n", len(rep.Models),
+		len(rep.Models)-attention, missing, indebted)
+	if attention > 0 {
+		fmt.Fprintf(w, "\nNeeding attention (missing intervals or open debt), %d of %d, parents first:\n\n", len(rows), attention)
+	}
+	return rows, true
+}
+
 // printStatus writes the table of `status`, made to fit 120 columns: per
 // model its version, covered ranges, what is missing (a count), open debt
 // and when it last ran, times in UTC to the minute (to the day for models
-// of daily or coarser units). The rest is in --wide and --json.
-func printStatus(w io.Writer, rep *statusReport) error {
-	printStatusHeader(w, rep)
+// of daily or coarser units). The rest is in --wide and --json. An empty
+// rows writes nothing.
+func printStatus(w io.Writer, rows []statusRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODEL\tVERSION\tCOVERED (UTC)\tMISSING\tDEBT\tLAST RUN (UTC)")
-	for _, r := range rep.Models {
+	for _, r := range rows {
 		unit := interval.Unit(r.IntervalUnit)
 		var covered []string
 		for rg := range r.covered.All() {
@@ -283,12 +337,15 @@ func countOf(n int, unit interval.Unit) string {
 	return fmt.Sprintf("%d %ss", n, word)
 }
 
-// printStatusWide writes `status --wide`: every column, times in full.
-func printStatusWide(w io.Writer, rep *statusReport) error {
-	printStatusHeader(w, rep)
+// printStatusWide writes the table of `status --wide`: every column, times
+// in full. An empty rows writes nothing.
+func printStatusWide(w io.Writer, rows []statusRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "MODEL\tVERSION\tKIND\tCRON\tCOVERED\tFRONTIER\tMISSING\tDEBT\tLAST RUN")
-	for _, r := range rep.Models {
+	for _, r := range rows {
 		missing := "-"
 		if len(r.Missing) > 0 {
 			missing = fmt.Sprintf("%s in %s", plural(int64(r.MissingBuckets), r.IntervalUnit+" interval", r.IntervalUnit+" intervals"), strings.Join(r.Missing, ", "))

@@ -27,7 +27,8 @@ func TestStatusLastRunColumnAndFields(t *testing.T) {
 			OpenDebt: []openDebtRow{}},
 	}}
 	var out bytes.Buffer
-	require.NoError(t, printStatusWide(&out, rep))
+	printStatusHeader(&out, rep)
+	require.NoError(t, printStatusWide(&out, rep.Models))
 	lines := bytes.Split(bytes.TrimSpace(out.Bytes()), []byte("\n"))
 	require.Len(t, lines, 5)
 	require.Regexp(t, `DEBT\s+LAST RUN$`, string(lines[2]))

@@ -77,8 +77,45 @@ type compiled struct {
 // ErrInvalid, quoting expr, for anything else, including expressions that
 // gronx accepts but gapless does not (seconds, years, other macros) and
 // expressions that can never fire (such as "0 0 30 2 *").
+//
+// A Schedule is immutable (its lazy caches are computed once, safely for
+// concurrent use), so Parse compiles each distinct expression once per
+// process and hands out the same Schedule afterwards: a project of 10,000
+// models with a handful of crons compiles, and derives the unit of, a
+// handful of schedules, however often the models are validated, planned
+// or scheduled. Only valid expressions are kept, at most compiledCap.
 func Parse(expr string) (Schedule, error) {
 	trimmed := strings.TrimSpace(expr)
+	if s, ok := compiledCache.Load(trimmed); ok {
+		return s.(Schedule), nil
+	}
+	s, err := compile(expr, trimmed)
+	if err != nil {
+		return Schedule{}, err
+	}
+	if compiledCount.Add(1) <= compiledCap {
+		if prev, loaded := compiledCache.LoadOrStore(trimmed, s); loaded {
+			compiledCount.Add(-1)
+			return prev.(Schedule), nil
+		}
+	}
+	return s, nil
+}
+
+// compiledCap bounds compiledCache: a process that parses more distinct
+// valid expressions (a fuzzer, say) compiles the rest every time.
+const compiledCap = 4096
+
+var (
+	// compiledCache maps a trimmed expression to its Schedule (see Parse).
+	compiledCache sync.Map
+	// compiledCount is how many entries compiledCache holds or is about to.
+	compiledCount atomic.Int64
+)
+
+// compile is Parse without the cache: expr as given (for errors), trimmed
+// as parsed.
+func compile(expr, trimmed string) (Schedule, error) {
 	fields := strings.Fields(trimmed)
 	if len(fields) == 1 && strings.HasPrefix(fields[0], "@") {
 		m, ok := macros[strings.ToLower(fields[0])]

@@ -317,11 +317,43 @@ func BenchmarkNext(b *testing.B) {
 	}
 }
 
+// BenchmarkParse measures parsing an expression and deriving its unit:
+// cached is what every parse after the first costs (Parse's cache),
+// compile what the first one does.
 func BenchmarkParse(b *testing.B) {
-	for b.Loop() {
-		s, _ := Parse("0 12 * * *")
-		_, _ = s.Unit()
+	b.Run("cached", func(b *testing.B) {
+		for b.Loop() {
+			s, _ := Parse("0 12 * * *")
+			_, _ = s.Unit()
+		}
+	})
+	b.Run("compile", func(b *testing.B) {
+		for b.Loop() {
+			s, _ := compile("0 12 * * *", "0 12 * * *")
+			_, _ = s.Unit()
+		}
+	})
+}
+
+// Scenario: a project's models share a few crons. Parsing one expression
+// again (even spelt with other surrounding spaces) hands out the schedule
+// compiled the first time, so its unit is derived once; an invalid
+// expression is not kept and fails every time.
+func TestParseCompilesAnExpressionOnce(t *testing.T) {
+	t.Parallel()
+	first := mustParse(t, "17 */3 * * *")
+	_, err := first.Unit()
+	require.NoError(t, err)
+	again := mustParse(t, "  17 */3 * * * ")
+	require.Same(t, first.c, again.c)
+	require.Equal(t, "17 */3 * * *", again.String())
+
+	for range 2 {
+		_, err := Parse("0 0 30 2 *")
+		require.ErrorIs(t, err, ErrInvalid)
 	}
+	_, kept := compiledCache.Load("0 0 30 2 *")
+	require.False(t, kept)
 }
 
 func TestScheduleJSON(t *testing.T) {

@@ -16,8 +16,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gapless-dev/gapless/dag"
@@ -68,8 +71,8 @@ func LoadModels(ctx context.Context, dir string, defaults model.Defaults, p *sql
 	}
 	pr := &Project{Dir: dir, Models: map[string]*model.Model{}, Queries: map[string]*sqlparse.Query{}}
 	var errs Errors
-	for _, f := range files {
-		m, q, err := loadOne(ctx, dir, f, defaults, p)
+	for _, l := range loadAll(ctx, dir, files, defaults, p) {
+		m, q, err := l.m, l.q, l.err
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -180,6 +183,33 @@ func modelFiles(root string) ([]string, error) {
 
 // loadOne parses one model file and, for kinds with a query, its SQL. SQL
 // errors are reported at the file's line and column.
+// loaded is loadOne's answer for one file.
+type loaded struct {
+	m   *model.Model
+	q   *sqlparse.Query
+	err error
+}
+
+// loadAll runs loadOne on every file, on as many goroutines as there are
+// processors (parsing is CPU-bound and the parser is safe for concurrent
+// use), and returns the answers in files' order, so that what LoadModels
+// reports does not depend on the scheduling.
+func loadAll(ctx context.Context, dir string, files []string, defaults model.Defaults, p *sqlparse.Parser) []loaded {
+	out := make([]loaded, len(files))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(files)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(files); i = int(next.Add(1) - 1) {
+				m, q, err := loadOne(ctx, dir, files[i], defaults, p)
+				out[i] = loaded{m, q, err}
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 func loadOne(ctx context.Context, dir, path string, defaults model.Defaults, p *sqlparse.Parser) (*model.Model, *sqlparse.Query, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {

@@ -2,8 +2,10 @@ package project
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -296,4 +298,34 @@ func TestLoadReadsConfigDefaults(t *testing.T) {
 	require.Equal(t, "platform", p.Models["stg.events"].Owner)
 	require.Equal(t, "@hourly", p.Models["stg.events"].Cron)
 	require.Equal(t, config.DriverDuckDB, cfg.Warehouse.Driver)
+}
+
+// Scenario: model files are loaded on several goroutines. A project of 40
+// files, every fourth with a syntax error and two defining one model,
+// reports every error in file order (then the duplicate, which the second
+// file in order defines), the same on every load.
+func TestLoadReportsErrorsInFileOrderWhateverTheConcurrency(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{}
+	var want []string
+	for i := range 40 {
+		rel := fmt.Sprintf("models/m%02d.sql", i)
+		files[rel] = fmt.Sprintf("MODEL (name s.m%02d, kind FULL);\nSELECT 1 AS x", i)
+		if i%4 == 0 {
+			files[rel] = fmt.Sprintf("MODEL (name s.m%02d, kind FULL);\nSELEC 1", i)
+			want = append(want, rel+":2:1:")
+		}
+	}
+	files["models/m39.sql"] = "MODEL (name s.m01, kind FULL);\nSELECT 1 AS x"
+	want = append(want, "models/m39.sql:1:1: model s.m01 is already defined in models/m01.sql")
+	dir := writeProject(t, files)
+	for range 3 {
+		_, err := load(t, dir)
+		var errs Errors
+		require.ErrorAs(t, err, &errs)
+		require.Len(t, errs, len(want), err.Error())
+		for i, w := range want {
+			require.True(t, strings.HasPrefix(errs[i].Error(), w), "error %d: %s, want %s...", i, errs[i], w)
+		}
+	}
 }
