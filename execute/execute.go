@@ -168,7 +168,9 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 // Every object is checked against the warehouse, those recorded as built
 // too, so a table dropped behind gapless's back is made again rather than
 // served missing. Like Prepare, it creates only what does not exist and is
-// safe to repeat; it stops at the first failure, leaving what it made.
+// safe to repeat; a creation that fails because the object exists by then
+// (made meanwhile by a concurrent apply) counts as done. It stops at the
+// first other failure, leaving what it made.
 func (x *Executor) PrepareAll(ctx context.Context, tpls []*Template, exec time.Time) error {
 	var todo []*Template
 	var tables []warehouse.Table
@@ -196,7 +198,11 @@ func (x *Executor) PrepareAll(ctx context.Context, tpls []*Template, exec time.T
 			schemas[t.Table.Schema] = true
 		}
 		if err := x.create(ctx, t, exec); err != nil {
-			return err
+			// Another apply (a plan sharing this version) may have made
+			// it since the question: what Prepare would have found.
+			if exists, xerr := x.Engine.TableExists(ctx, t.Table); xerr != nil || !exists {
+				return err
+			}
 		}
 		made[t.Table] = true
 	}

@@ -82,3 +82,44 @@ func TestPrepareAllAsksOnceAndRemakesADroppedTable(t *testing.T) {
 		})
 	}
 }
+
+// racedEngine is a real engine on which another apply creates tables[0]
+// right after TablesExist answered that it is missing.
+type racedEngine struct{ warehouse.Engine }
+
+func (r racedEngine) TablesExist(ctx context.Context, ts []warehouse.Table) ([]bool, error) {
+	found, err := r.Engine.TablesExist(ctx, ts)
+	if err != nil || found[0] {
+		return found, err
+	}
+	if err := r.Engine.CreateSchema(ctx, ts[0].Schema); err != nil {
+		return nil, err
+	}
+	return found, r.Engine.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: ts[0], Query: "SELECT 1 AS id", WithData: true})
+}
+
+// Scenario: two applies of plans that share a version create its table at
+// once; the one that finds it made between its question and its CREATE
+// takes it as done (as Prepare would have found it), and goes on.
+func TestPrepareAllTakesATableMadeMeanwhile(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"models/a.sql": "MODEL (name demo.a, kind FULL, cron '@daily', start '2024-01-01');\nSELECT 1 AS id",
+		"models/b.sql": "MODEL (name demo.b, kind FULL, cron '@daily', start '2024-01-01');\nSELECT id FROM demo.a",
+	}
+	for _, setup := range []func(testing.TB, bool, map[string]string) *executetest.Bundle{executetest.Setup, executetest.SetupPostgres} {
+		b := setup(t, false, files)
+		t.Run(b.Backends, func(t *testing.T) {
+			pr := b.Load(t)
+			tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+			require.NoError(t, err)
+			exec := at(2024, 1, 3, 0)
+			x := &execute.Executor{Engine: racedEngine{b.Engine}, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Clock: clockwork.NewFakeClockAt(exec)}
+			require.NoError(t, x.PrepareAll(b.Ctx, []*execute.Template{tpls["demo.a"], tpls["demo.b"]}, exec))
+			require.Equal(t, int64(1), b.Count(t, b.Engine.QuoteTable(tpls["demo.a"].Table)), "the other apply's table is kept")
+			ok, err := b.Engine.TableExists(b.Ctx, tpls["demo.b"].Table)
+			require.NoError(t, err)
+			require.True(t, ok)
+		})
+	}
+}
