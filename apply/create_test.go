@@ -53,3 +53,39 @@ func TestDeployRemakesATableDroppedBehindItsBack(t *testing.T) {
 		})
 	}
 }
+
+// Scenario: p1 is replaced by a breaking change p2; someone then drops one
+// of p1's physical tables. A rollback to p1 is refused before it writes
+// anything, naming the model, its version and the table that is gone (one
+// existence question for all of p1's tables), and prod still serves p2.
+func TestRollbackRefusesADroppedTableByName(t *testing.T) {
+	t.Parallel()
+	files := func(v string) map[string]string {
+		return map[string]string{
+			"models/a.sql": "MODEL (name demo.a, kind FULL, cron '@daily', start '2024-01-01');\nSELECT " + v + " AS id",
+			"models/b.sql": "MODEL (name demo.b, kind FULL, cron '@daily', start '2024-01-01');\nSELECT id FROM demo.a",
+		}
+	}
+	for _, setup := range []func(testing.TB, bool, map[string]string) *executetest.Bundle{executetest.Setup, executetest.SetupPostgres} {
+		b := setup(t, false, files("1"))
+		t.Run(b.Backends, func(t *testing.T) {
+			exec := at(2024, 1, 3, 0)
+			_, err := doApply(b, b.Plan(t, "p1", plan.Prod, exec, plan.Options{}), exec, apply.Hooks{}, nil)
+			require.NoError(t, err)
+			p1, _ := b.Served(t, plan.Prod)
+			executetest.WriteFiles(t, b.Dir, files("2"))
+			_, err = doApply(b, b.Plan(t, "p2", plan.Prod, exec, plan.Options{}), exec, apply.Hooks{}, nil)
+			require.NoError(t, err)
+			gone := execute.PhysicalTable(p1["demo.b"])
+			require.NoError(t, b.Engine.DropTable(b.Ctx, gone))
+
+			_, err = apply.RollbackPlan(b.Ctx, apply.RollbackParams{Store: b.Store, Engine: b.Engine, Environment: plan.Prod,
+				ID: "r1", ExecutionTime: exec, Now: exec})
+			var dropped *apply.DroppedError
+			require.ErrorAs(t, err, &dropped)
+			require.Equal(t, []apply.DroppedTable{{Model: "demo.b", Version: p1["demo.b"].Version, Table: gone}}, dropped.Tables)
+			_, env := b.Served(t, plan.Prod)
+			require.Equal(t, "p2", env.PlanID)
+		})
+	}
+}
