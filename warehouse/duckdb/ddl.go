@@ -159,7 +159,8 @@ func (e *Engine) TableExists(ctx context.Context, t warehouse.Table) (bool, erro
 // TablesExist reports, for each table of tables, whether a table or view of
 // that name exists, as TableExists would, reading the catalog once per
 // schema: a lookup in DuckDB's catalog functions scans every entry (about
-// 0.1 s at 10,000 tables), so N lookups cost N scans and one listing costs
+// 30 ms at 10,000 tables; the listing about 50 ms, see
+// BenchmarkCatalogLookup), so N lookups cost N scans and one listing costs
 // one. Names are matched by DuckDB's rule (ASCII letters
 // case-insensitively), by folding both sides.
 func (e *Engine) TablesExist(ctx context.Context, tables []warehouse.Table) ([]bool, error) {
