@@ -408,8 +408,9 @@ func Check(ctx context.Context, p *plan.Plan, engine warehouse.Engine, parser *s
 
 // createTables builds the templates (once for the whole apply) and creates,
 // in DAG order, every physical schema and every missing physical object of
-// every kind (see execute.Executor.Prepare), so that each model's table is
-// made from its parents' as they exist, whatever their kind.
+// every kind (see execute.Executor.PrepareAll: one existence question for
+// the whole plan), so that each model's table is made from its parents' as
+// they exist, whatever their kind.
 func (a *applier) createTables(ctx context.Context) error {
 	set := make(map[string]*snapshot.Snapshot, len(a.Plan.Snapshots))
 	for _, s := range a.Plan.Snapshots {
@@ -420,12 +421,11 @@ func (a *applier) createTables(ctx context.Context) error {
 		return err
 	}
 	a.tpls = tpls
-	for _, s := range a.Plan.Snapshots {
-		if err := a.x.Prepare(ctx, tpls[s.Name], a.Plan.ExecutionTime); err != nil {
-			return err
-		}
+	ordered := make([]*execute.Template, len(a.Plan.Snapshots))
+	for i, s := range a.Plan.Snapshots {
+		ordered[i] = tpls[s.Name]
 	}
-	return nil
+	return a.x.PrepareAll(ctx, ordered, a.Plan.ExecutionTime)
 }
 
 // snapshotRefs is the environment the plan promotes.

@@ -130,19 +130,25 @@ func RollbackPlan(ctx context.Context, p RollbackParams) (*Rollback, error) {
 	}
 
 	// Every table the previous plan serves and the environment does not
-	// serve now must still exist.
+	// serve now must still exist: one existence question for them all
+	// (each one scans DuckDB's catalog).
 	dropped := &DroppedError{Environment: env, To: prev.ID}
+	var wanted []*snapshot.Snapshot
+	var tables []warehouse.Table
 	for _, s := range prev.Snapshots {
 		if s.Model.Kind == model.KindExternal || (served[s.Name] != nil && served[s.Name].Version == s.Version) {
 			continue
 		}
-		t := execute.PhysicalTable(s)
-		ok, err := p.Engine.TableExists(ctx, t)
-		if err != nil {
-			return nil, fmt.Errorf("looking for %s (model %s, version %s): %w", t, s.Name, s.Version, err)
-		}
-		if !ok {
-			dropped.Tables = append(dropped.Tables, DroppedTable{Model: s.Name, Version: s.Version, Table: t})
+		wanted = append(wanted, s)
+		tables = append(tables, execute.PhysicalTable(s))
+	}
+	found, err := p.Engine.TablesExist(ctx, tables)
+	if err != nil {
+		return nil, fmt.Errorf("looking for the %d tables of %s's previous plan %s: %w", len(tables), env, prev.ID, err)
+	}
+	for i, s := range wanted {
+		if !found[i] {
+			dropped.Tables = append(dropped.Tables, DroppedTable{Model: s.Name, Version: s.Version, Table: tables[i]})
 		}
 	}
 	if len(dropped.Tables) > 0 {

@@ -175,6 +175,13 @@ type Engine interface {
 	DropView(ctx context.Context, t Table) error
 	// TableExists reports whether a table or view named t exists.
 	TableExists(ctx context.Context, t Table) (bool, error)
+	// TablesExist is TableExists for every table of tables at once, in one
+	// catalog read per schema (DuckDB) or in one query (PostgreSQL): found[i]
+	// is what TableExists(tables[i]) reports, names matched by the same
+	// rule. It is what a stage asks about thousands of tables calls, since
+	// one catalog read costs about as much as one TableExists. An invalid
+	// name fails the whole call, naming it.
+	TablesExist(ctx context.Context, tables []Table) (found []bool, err error)
 	// Columns returns t's columns in order.
 	Columns(ctx context.Context, t Table) ([]Column, error)
 	// Describe returns the columns p.Query produces, in order, with their

@@ -156,6 +156,65 @@ func (e *Engine) TableExists(ctx context.Context, t warehouse.Table) (bool, erro
 	return found, fail(op, object, err)
 }
 
+// TablesExist reports, for each table of tables, whether a table or view of
+// that name exists, as TableExists would, reading the catalog once per
+// schema: a lookup in DuckDB's catalog functions scans every entry (about
+// 30 ms at 10,000 tables; the listing about 50 ms, see
+// BenchmarkCatalogLookup), so N lookups cost N scans and one listing costs
+// one. Names are matched by DuckDB's rule (ASCII letters
+// case-insensitively), by folding both sides.
+func (e *Engine) TablesExist(ctx context.Context, tables []warehouse.Table) ([]bool, error) {
+	const op = "tables exist"
+	found := make([]bool, len(tables))
+	if len(tables) == 0 {
+		return found, nil
+	}
+	var schemas []string
+	seen := map[string]bool{}
+	for _, t := range tables {
+		if err := checkTable(t); err != nil {
+			return nil, fail(op, t.String(), err)
+		}
+		if k := foldASCII(t.Schema); !seen[k] {
+			seen[k] = true
+			schemas = append(schemas, t.Schema)
+		}
+	}
+	object := tables[0].String()
+	if len(tables) > 1 {
+		object = fmt.Sprintf("%s and %d more tables", object, len(tables)-1)
+	}
+	present := map[string]bool{}
+	err := e.read(ctx, func(s *session) error {
+		for _, schema := range schemas {
+			res, err := s.query(ctx, schemaTablesSQL, schema)
+			if err != nil {
+				return err
+			}
+			for _, row := range res.Rows {
+				sch, _ := row[0].(string)
+				name, _ := row[1].(string)
+				if asciiFoldEqual(sch, schema) {
+					present[foldASCII(sch)+"\x00"+foldASCII(name)] = true
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fail(op, object, err)
+	}
+	for i, t := range tables {
+		found[i] = present[foldASCII(t.Schema)+"\x00"+foldASCII(t.Name)]
+	}
+	return found, nil
+}
+
+// schemaTablesSQL lists the candidate tables and views of one schema;
+// TablesExist then applies DuckDB's exact rule (see tablesSQL).
+const schemaTablesSQL = `SELECT table_schema, table_name FROM information_schema.tables
+WHERE table_catalog = current_database() AND lower(table_schema) = lower($1)`
+
 // tablesSQL finds candidate tables and views; sameTable then applies
 // DuckDB's exact rule. lower() folds more than DuckDB's catalog does, so the
 // candidates are a superset.

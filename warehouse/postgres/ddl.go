@@ -289,6 +289,45 @@ func (e *Engine) TableExists(ctx context.Context, t warehouse.Table) (bool, erro
 	return false, nil
 }
 
+// TablesExist reports, for each table of tables, what TableExists reports,
+// in one query: names are matched exactly, a missing schema is "no".
+func (e *Engine) TablesExist(ctx context.Context, tables []warehouse.Table) ([]bool, error) {
+	const op = "tables exist"
+	found := make([]bool, len(tables))
+	if len(tables) == 0 {
+		return found, nil
+	}
+	names := make([]string, len(tables))
+	for i, t := range tables {
+		if err := e.checkQualified(t); err != nil {
+			return nil, fail(op, t.String(), "", err)
+		}
+		names[i] = quoteTable(t)
+	}
+	object := tables[0].String()
+	if len(tables) > 1 {
+		object = fmt.Sprintf("%s and %d more tables", object, len(tables)-1)
+	}
+	rows, err := e.pool.Query(ctx, tablesExistSQL, names)
+	if err != nil {
+		return nil, fail(op, object, tablesExistSQL, err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return nil, fail(op, object, tablesExistSQL, err)
+	}
+	if len(got) != len(tables) {
+		return nil, fail(op, object, tablesExistSQL, fmt.Errorf("%d answers for %d tables", len(got), len(tables)))
+	}
+	return got, nil
+}
+
+// tablesExistSQL answers, in the order of $1 (quoted qualified names), the
+// question TableExists asks: is it a table or view of a kind it counts.
+const tablesExistSQL = `SELECT coalesce((SELECT c.relkind::text IN ('r', 'p', 'v', 'm', 'f')
+  FROM pg_catalog.pg_class c WHERE c.oid = pg_catalog.to_regclass(u.name)), false)
+FROM unnest($1::text[]) WITH ORDINALITY AS u(name, i) ORDER BY u.i`
+
 const columnsSQL = `SELECT a.attname, pg_catalog.format_type(a.atttypid, a.atttypmod), a.atttypid
 FROM pg_catalog.pg_attribute a
 WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped

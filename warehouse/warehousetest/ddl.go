@@ -19,6 +19,7 @@ var tableScenarios = []scenario{
 	{"CreateAsWithData", testCreateTableAsWithData},
 	{"CreateAsWithoutData", testCreateTableAsWithoutData},
 	{"Exists", testTableExists},
+	{"ExistInOneCall", testTablesExist},
 	{"ColumnsOfMissingTableFails", testColumnsMissing},
 	{"DropIsIdempotent", testDropTable},
 	{"DropTableRefusesView", testDropTableRefusesView},
@@ -179,6 +180,47 @@ func testTableExists(t *testing.T, f *fixture) {
 		require.NoError(t, err, "%s", c.t)
 		require.Equal(t, c.want, got, "%s", c.t)
 	}
+}
+
+// Scenario: the create-tables stage of a deploy asks about every table of
+// the plan at once; each answer is the one TableExists gives for that name
+// (whatever the engine's rule on case), across schemas, for views, for
+// missing tables and schemas, in the order asked. An empty batch is empty;
+// a bad name fails the whole call.
+func testTablesExist(t *testing.T, f *fixture) {
+	tbl := f.table("present")
+	f.createAs(tbl, "SELECT 1 AS id")
+	view := f.table("present_view")
+	require.NoError(t, f.e.CreateOrReplaceView(f.ctx, warehouse.ViewParams{View: view, Query: "SELECT id FROM " + f.q(tbl)}))
+	other := warehouse.Table{Schema: "other_schema", Name: "elsewhere"}
+	require.NoError(t, f.e.CreateSchema(f.ctx, other.Schema))
+	f.createAs(other, "SELECT 2 AS id")
+
+	ask := []warehouse.Table{
+		f.table("absent"), tbl, other, view,
+		{Schema: "no_such_schema", Name: "present"},
+		{Schema: other.Schema, Name: tbl.Name}, // a name of another schema
+		{Schema: f.schema, Name: "PRESENT"},    // the engine's case rule
+		{Schema: "OTHER_SCHEMA", Name: "Elsewhere"},
+		tbl, // twice
+	}
+	got, err := f.e.TablesExist(f.ctx, ask)
+	require.NoError(t, err)
+	require.Len(t, got, len(ask))
+	for i, a := range ask {
+		one, err := f.e.TableExists(f.ctx, a)
+		require.NoError(t, err, "%s", a)
+		require.Equal(t, one, got[i], "%s: TablesExist disagrees with TableExists", a)
+	}
+	require.Equal(t, []bool{false, true, true, true, false, false}, got[:6])
+	require.True(t, got[8])
+
+	none, err := f.e.TablesExist(f.ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, none)
+
+	_, err = f.e.TablesExist(f.ctx, []warehouse.Table{tbl, {Schema: f.schema, Name: ""}})
+	require.ErrorIs(t, err, warehouse.ErrInvalidIdentifier)
 }
 
 // Scenario: reading the columns of a table that is not there is an error
