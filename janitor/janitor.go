@@ -364,12 +364,22 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 
 	deadSnaps := dec.DeadSnapshots
 	physical := map[string][]string{} // physical schema -> tables dropped from it
+	// One catalog question for every table the decision names (in DuckDB
+	// each lookup scans the whole catalog, so one per table would make a
+	// pass over many versions quadratic).
+	lookup := make([]warehouse.Table, 0, len(dec.Drop)+len(dec.Retain))
 	for _, d := range dec.Drop {
-		exists, err := b.Engine.TableExists(ctx, d.Table)
-		if err != nil {
-			return nil, fmt.Errorf("janitor: looking for %s: %w", d.Table, err)
-		}
-		if !exists {
+		lookup = append(lookup, d.Table)
+	}
+	for _, r := range dec.Retain {
+		lookup = append(lookup, r.Table)
+	}
+	found, err := b.Engine.TablesExist(ctx, lookup)
+	if err != nil {
+		return nil, fmt.Errorf("janitor: looking for the tables of %d versions: %w", len(lookup), err)
+	}
+	for i, d := range dec.Drop {
+		if !found[i] {
 			continue // an earlier pass removed it
 		}
 		if !opts.DryRun {
@@ -385,12 +395,8 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 		rep.Tables = append(rep.Tables, d.Table.String())
 		rep.Versions = append(rep.Versions, d.Key)
 	}
-	for _, r := range dec.Retain {
-		exists, err := b.Engine.TableExists(ctx, r.Table)
-		if err != nil {
-			return nil, fmt.Errorf("janitor: looking for %s: %w", r.Table, err)
-		}
-		if exists {
+	for i, r := range dec.Retain {
+		if found[len(dec.Drop)+i] {
 			rep.Retained = append(rep.Retained, RetainedVersion{Name: r.Key.Name, Version: r.Key.Version, Table: r.Table.String(),
 				UnusedSince: r.UnusedSince, ExpiresAt: r.ExpiresAt})
 		}
