@@ -2,7 +2,6 @@ package execute_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/jonboulle/clockwork"
@@ -12,23 +11,6 @@ import (
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/warehouse"
 )
-
-// countingEngine is a real engine that counts the existence questions it
-// is asked.
-type countingEngine struct {
-	warehouse.Engine
-	one, many atomic.Int32
-}
-
-func (c *countingEngine) TableExists(ctx context.Context, t warehouse.Table) (bool, error) {
-	c.one.Add(1)
-	return c.Engine.TableExists(ctx, t)
-}
-
-func (c *countingEngine) TablesExist(ctx context.Context, ts []warehouse.Table) ([]bool, error) {
-	c.many.Add(1)
-	return c.Engine.TablesExist(ctx, ts)
-}
 
 // Scenario: a deploy's create-tables stage prepares every model of the
 // plan. It asks the warehouse once for the whole set (not once per model:
@@ -50,13 +32,13 @@ func TestPrepareAllAsksOnceAndRemakesADroppedTable(t *testing.T) {
 			tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
 			require.NoError(t, err)
 			ordered := []*execute.Template{tpls["demo.a"], tpls["demo.b"], tpls["other.c"]}
-			eng := &countingEngine{Engine: b.Engine}
+			eng := &executetest.CountingEngine{Engine: b.Engine}
 			exec := at(2024, 1, 3, 0)
 			x := &execute.Executor{Engine: eng, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Clock: clockwork.NewFakeClockAt(exec)}
 
 			require.NoError(t, x.PrepareAll(b.Ctx, ordered, exec))
-			require.Equal(t, int32(1), eng.many.Load(), "one question for the whole set")
-			require.Equal(t, int32(0), eng.one.Load(), "no question per model")
+			require.Equal(t, int32(1), eng.Many.Load(), "one question for the whole set")
+			require.Equal(t, int32(0), eng.One.Load(), "no question per model")
 			for _, tpl := range ordered {
 				ok, err := b.Engine.TableExists(b.Ctx, tpl.Table)
 				require.NoError(t, err)
@@ -73,8 +55,8 @@ func TestPrepareAllAsksOnceAndRemakesADroppedTable(t *testing.T) {
 			require.NoError(t, b.Engine.DropTable(b.Ctx, c))
 
 			require.NoError(t, x.PrepareAll(b.Ctx, ordered, exec))
-			require.Equal(t, int32(2), eng.many.Load())
-			require.Equal(t, int32(0), eng.one.Load())
+			require.Equal(t, int32(2), eng.Many.Load())
+			require.Equal(t, int32(0), eng.One.Load())
 			ok, err := b.Engine.TableExists(b.Ctx, c)
 			require.NoError(t, err)
 			require.True(t, ok, "the dropped table is made again")

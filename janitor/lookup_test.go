@@ -1,8 +1,6 @@
 package janitor_test
 
 import (
-	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,22 +11,6 @@ import (
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/warehouse"
 )
-
-// countingEngine counts the engine's catalog questions.
-type countingEngine struct {
-	warehouse.Engine
-	one, many atomic.Int64
-}
-
-func (c *countingEngine) TableExists(ctx context.Context, t warehouse.Table) (bool, error) {
-	c.one.Add(1)
-	return c.Engine.TableExists(ctx, t)
-}
-
-func (c *countingEngine) TablesExist(ctx context.Context, ts []warehouse.Table) ([]bool, error) {
-	c.many.Add(1)
-	return c.Engine.TablesExist(ctx, ts)
-}
 
 // Scenario: prod is redeployed with two breaking changes in a row, so two
 // versions of demo.hits stop being served. The janitor (snapshot_ttl 0)
@@ -47,7 +29,7 @@ func TestJanitorAsksTheCatalogOncePerPass(t *testing.T) {
 		deploy(t, b, "p3", plan.Prod, at(2024, 1, 1, 6))
 		third, _ := b.Served(t, plan.Prod)
 
-		eng := &countingEngine{Engine: b.Engine}
+		eng := &executetest.CountingEngine{Engine: b.Engine}
 		rep, err := janitor.Run(b.Ctx, &backend.Backend{Store: b.Store, Engine: eng}, at(2024, 1, 9, 0),
 			janitor.Options{Log: quiet})
 		require.NoError(t, err)
@@ -55,8 +37,8 @@ func TestJanitorAsksTheCatalogOncePerPass(t *testing.T) {
 			first["demo.hits"].Version, second["demo.hits"].Version,
 		}, []string{rep.Versions[0].Version, rep.Versions[1].Version}, "both retired versions dropped")
 		require.Len(t, rep.Versions, 2)
-		require.Equal(t, int64(1), eng.many.Load(), "one catalog question for the pass")
-		require.Equal(t, int64(0), eng.one.Load(), "none per table")
+		require.Equal(t, int32(1), eng.Many.Load(), "one catalog question for the pass")
+		require.Equal(t, int32(0), eng.One.Load(), "none per table")
 		for name, s := range map[string]string{"first": first["demo.hits"].PhysicalTable(), "second": second["demo.hits"].PhysicalTable()} {
 			ok, err := b.Engine.TableExists(b.Ctx, warehouse.Table{Schema: first["demo.hits"].PhysicalSchema(), Name: s})
 			require.NoError(t, err)
