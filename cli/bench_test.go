@@ -64,6 +64,12 @@ func loadLayeredProject(tb testing.TB, n int) *project.Project {
 	tb.Helper()
 	dir := tb.TempDir()
 	writeLayeredProject(tb, dir, n, 0)
+	return loadLayeredProjectAt(tb, dir)
+}
+
+// loadLayeredProjectAt loads the project written at dir.
+func loadLayeredProjectAt(tb testing.TB, dir string) *project.Project {
+	tb.Helper()
 	p, err := sqlparse.Open()
 	require.NoError(tb, err)
 	defer p.Close()
@@ -77,8 +83,15 @@ func loadLayeredProject(tb testing.TB, n int) *project.Project {
 // time but for every tenth model, which misses its last hour.
 func servedProject(tb testing.TB, pr *project.Project) state.Store {
 	tb.Helper()
+	return servedProjectAt(tb, pr, filepath.Join(tb.TempDir(), "state.db"))
+}
+
+// servedProjectAt is servedProject with the SQLite state file at path.
+func servedProjectAt(tb testing.TB, pr *project.Project, path string) state.Store {
+	tb.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, filepath.Join(tb.TempDir(), "state.db"))
+	require.NoError(tb, os.MkdirAll(filepath.Dir(path), 0o755))
+	st, err := sqlite.Open(ctx, path)
 	require.NoError(tb, err)
 	tb.Cleanup(func() { _ = st.Close() })
 	list := make([]*snapshot.Snapshot, 0, len(pr.Snapshots))
@@ -206,4 +219,56 @@ func BenchmarkEnvironments(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkListingCommands measures each listing command whole, as a
+// process runs it (cli.Run: flags, config, loading the project or opening
+// the state, the domain function, printing), over a project of n models
+// whose prod serves every one of them from the project's own SQLite state
+// (.gapless/state.db). `models` runs twice per size: cold, with no parse
+// cache (removed before every iteration), and warm, with the cache the
+// previous run left.
+func BenchmarkListingCommands(b *testing.B) {
+	for _, n := range benchSizes() {
+		dir := b.TempDir()
+		writeLayeredProject(b, dir, n, 0)
+		st := servedProjectAt(b, loadLayeredProjectAt(b, dir), filepath.Join(dir, ".gapless", "state.db"))
+		require.NoError(b, st.Close())
+		for _, c := range []struct {
+			name string
+			args []string
+			cold bool
+		}{
+			{"models/cold", []string{"models"}, true},
+			{"models/warm", []string{"models"}, false},
+			{"status", []string{"status"}, false},
+			{"environments", []string{"environments"}, false},
+		} {
+			b.Run(fmt.Sprintf("models=%d/%s", n, c.name), func(b *testing.B) {
+				args := append([]string{"-p", dir, "--execution-time", benchExecTime.Format(time.RFC3339)}, c.args...)
+				require.Equal(b, ExitOK, runBench(b, args), "warming up")
+				b.ReportAllocs()
+				for b.Loop() {
+					if c.cold {
+						b.StopTimer()
+						require.NoError(b, os.RemoveAll(filepath.Join(dir, project.CacheDir)))
+						b.StartTimer()
+					}
+					require.Equal(b, ExitOK, runBench(b, args))
+				}
+			})
+		}
+	}
+}
+
+// runBench runs the command line args in-process, its output discarded.
+func runBench(b *testing.B, args []string) int {
+	b.Helper()
+	var out, errb strings.Builder
+	code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errb,
+		Getwd: func() (string, error) { return b.TempDir(), nil }})
+	if code != ExitOK {
+		b.Log(errb.String())
+	}
+	return code
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gapless-dev/gapless/project"
 	"github.com/gapless-dev/gapless/warehouse"
 )
 
@@ -194,7 +195,8 @@ func TestApplyRefusesACorruptPlan(t *testing.T) {
 }
 
 // Scenario: a broken model fails plan --auto-apply with the file, line and
-// column, before anything is written: no warehouse and no state file.
+// column, before anything is written: no warehouse and no state file (only
+// the parse cache, which remembers the queries that did parse).
 func TestBadModelExitsOneBeforeAnythingIsWritten(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -206,7 +208,10 @@ func TestBadModelExitsOneBeforeAnythingIsWritten(t *testing.T) {
 	require.Contains(t, r.stderr, "did you mean demo.events?")
 	require.NotContains(t, r.stderr, "goroutine")
 	require.NoFileExists(t, filepath.Join(dir, "warehouse.duckdb"))
-	require.NoDirExists(t, filepath.Join(dir, ".gapless"))
+	entries, err := os.ReadDir(filepath.Join(dir, ".gapless"))
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "nothing but the cache in .gapless: %v", entries)
+	require.Equal(t, filepath.Base(project.CacheDir), entries[0].Name())
 }
 
 // Scenario: init never overwrites; it names the file that is in the way and

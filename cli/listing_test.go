@@ -3,12 +3,16 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/project"
 )
 
 // Scenario: a project of 60 models (40 hourly, 20 daily), more than a
@@ -101,4 +105,33 @@ func TestEnvironmentsSummaryAndAll(t *testing.T) {
 	require.NoError(t, printEnvironmentRows(&out, rows, true))
 	require.Len(t, regexp.MustCompile(`(?m)^(pr\d\d|stale|halfway) `).FindAllString(out.String(), -1), 53)
 	require.NotContains(t, out.String(), "shown")
+}
+
+// Scenario: `models` runs three times on a project: without a parse cache
+// (it writes .gapless/cache/queries), with the cache, and with the cache
+// file damaged. The three print the same versions and parents, exit 0, and
+// the damaged file is rewritten, not reported as a failure.
+func TestModelsPrintsTheSameWithAndWithoutTheParseCache(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeLayeredProject(t, dir, 30, 3)
+	cache := filepath.Join(dir, project.CacheDir, "queries")
+	cold := mustRun(t, dir, "models", "--json", "--execution-time", "2024-01-02")
+	require.FileExists(t, cache)
+	info, err := os.Stat(cache)
+	require.NoError(t, err)
+	warm := mustRun(t, dir, "models", "--json", "--execution-time", "2024-01-02")
+	require.JSONEq(t, cold, warm)
+	again, err := os.Stat(cache)
+	require.NoError(t, err)
+	require.Equal(t, info.ModTime(), again.ModTime(), "a cache that answered every query is not rewritten")
+
+	require.NoError(t, os.WriteFile(cache, []byte("damaged"), 0o644))
+	r := run(t, dir, "models", "--json", "--execution-time", "2024-01-02")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	require.Empty(t, r.stderr)
+	require.JSONEq(t, cold, r.stdout)
+	b, err := os.ReadFile(cache)
+	require.NoError(t, err)
+	require.NotEqual(t, "damaged", string(b))
 }

@@ -34,13 +34,26 @@ func (g *globals) projectRoot() (string, error) {
 }
 
 // openProject finds the project (from -p or the working directory upwards)
-// and loads it. The SQL parser is closed before returning.
+// and loads it, through the project's parse cache: the SQL parser is
+// started only for queries the cache does not hold, and closed before
+// returning.
 func (g *globals) openProject(ctx context.Context) (*project.Project, *config.Config, error) {
-	pr, cfg, p, err := g.openProjectWithParser(ctx)
+	root, err := g.projectRoot()
 	if err != nil {
 		return nil, nil, err
 	}
-	p.Close()
+	var p *sqlparse.Parser
+	pr, cfg, err := g.loadProject(ctx, root, func() (*sqlparse.Parser, error) {
+		var err error
+		p, err = sqlparse.Open()
+		return p, err
+	})
+	if p != nil {
+		p.Close()
+	}
+	if err != nil {
+		return nil, nil, err
+	}
 	return pr, cfg, nil
 }
 
@@ -56,13 +69,34 @@ func (g *globals) openProjectWithParser(ctx context.Context) (*project.Project, 
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("starting the SQL parser: %w", err)
 	}
-	pr, cfg, err := project.Load(ctx, root, p)
+	pr, cfg, err := g.loadProject(ctx, root, func() (*sqlparse.Parser, error) { return p, nil })
 	if err != nil {
 		p.Close()
 		return nil, nil, nil, err
 	}
-	g.log.Debug("project loaded", logkey.Project, root, logkey.Models, len(pr.Models))
 	return pr, cfg, p, nil
+}
+
+// loadProject loads the project at root with its parse cache
+// (project.OpenQueryCache), parsing with what parser returns. A cache that
+// could not be used or written costs only time: it is logged, at debug
+// level, never reported as a failure.
+func (g *globals) loadProject(ctx context.Context, root string, parser func() (*sqlparse.Parser, error)) (*project.Project, *config.Config, error) {
+	cache := project.OpenQueryCache(root)
+	pr, cfg, err := project.LoadWith(ctx, root, project.Options{Parser: parser, Cache: cache})
+	st := cache.Stats()
+	if st.Ignored != nil {
+		g.log.Debug("parse cache ignored", logkey.Error, st.Ignored)
+	}
+	if st.SaveErr != nil {
+		g.log.Debug("parse cache not saved", logkey.Error, st.SaveErr)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	g.log.Debug("project loaded", logkey.Project, root, logkey.Models, len(pr.Models),
+		logkey.CachedQueries, st.Hits, logkey.ParsedQueries, st.Misses)
+	return pr, cfg, nil
 }
 
 // checkModels refuses a name given with flag that is not a model of pr,

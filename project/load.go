@@ -41,11 +41,27 @@ func FindRoot(start string) (string, error) {
 // Load reads the project at dir: its gapless.yaml (defaults when absent),
 // then every model, as LoadModels does with the config's model defaults.
 func Load(ctx context.Context, dir string, p *sqlparse.Parser) (*Project, *config.Config, error) {
+	return LoadWith(ctx, dir, Options{Parser: func() (*sqlparse.Parser, error) { return p, nil }})
+}
+
+// Options are how LoadWith parses queries.
+type Options struct {
+	// Parser returns the SQL parser. LoadWith calls it at most once, and
+	// only when a query is not in Cache; the caller closes the parser.
+	Parser func() (*sqlparse.Parser, error)
+	// Cache, when not nil, answers for the queries it holds and learns the
+	// others; LoadWith saves it (see QueryCache).
+	Cache *QueryCache
+}
+
+// LoadWith is Load with opts: the parser opened only when needed, and a
+// parse cache.
+func LoadWith(ctx context.Context, dir string, opts Options) (*Project, *config.Config, error) {
 	cfg, err := config.Load(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	pr, err := LoadModels(ctx, dir, cfg.ModelDefaults, p)
+	pr, err := loadModels(ctx, dir, cfg.ModelDefaults, opts)
 	if err != nil {
 		return nil, cfg, err
 	}

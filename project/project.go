@@ -41,7 +41,7 @@ const ModelsDir = "models"
 type Project struct {
 	Dir       string
 	Models    map[string]*model.Model
-	Queries   map[string]*sqlparse.Query // nil for EXTERNAL and SEED models
+	Queries   map[string]*Query // nil for EXTERNAL and SEED models; offsets into the model's text
 	Graph     *dag.Graph
 	Snapshots map[string]*snapshot.Snapshot
 }
@@ -65,13 +65,37 @@ func (e Errors) Unwrap() []error { return e }
 // order), parses each with defaults, parses its query with p, resolves
 // references between models, and builds the graph and snapshots.
 func LoadModels(ctx context.Context, dir string, defaults model.Defaults, p *sqlparse.Parser) (*Project, error) {
+	return loadModels(ctx, dir, defaults, Options{Parser: func() (*sqlparse.Parser, error) { return p, nil }})
+}
+
+// loadModels is LoadModels with opts (see LoadWith). It saves opts.Cache
+// once every file is parsed, even when some failed: the next load then
+// parses only what changed since.
+func loadModels(ctx context.Context, dir string, defaults model.Defaults, opts Options) (*Project, error) {
 	files, err := modelFiles(filepath.Join(dir, ModelsDir))
 	if err != nil {
 		return nil, err
 	}
-	pr := &Project{Dir: dir, Models: map[string]*model.Model{}, Queries: map[string]*sqlparse.Query{}}
+	pr := &Project{Dir: dir, Models: map[string]*model.Model{}, Queries: map[string]*Query{}}
 	var errs Errors
-	for _, l := range loadAll(ctx, dir, files, defaults, p) {
+	var openErr error // the parser's, set at most once, before loadAll returns
+	ld := &loader{dir: dir, defaults: defaults, cache: opts.Cache, parser: sync.OnceValues(func() (*sqlparse.Parser, error) {
+		if opts.Parser == nil {
+			openErr = errors.New("project: loading needs a SQL parser")
+			return nil, openErr
+		}
+		p, err := opts.Parser()
+		if err != nil {
+			openErr = fmt.Errorf("starting the SQL parser: %w", err)
+		}
+		return p, openErr
+	})}
+	answers := ld.loadAll(ctx, files)
+	opts.Cache.save()
+	if openErr != nil {
+		return nil, openErr
+	}
+	for _, l := range answers {
 		m, q, err := l.m, l.q, l.err
 		if err != nil {
 			errs = append(errs, err)
@@ -186,22 +210,31 @@ func modelFiles(root string) ([]string, error) {
 // loaded is loadOne's answer for one file.
 type loaded struct {
 	m   *model.Model
-	q   *sqlparse.Query
+	q   *Query
 	err error
+}
+
+// loader is what loading each file needs: the project folder, the model
+// defaults, the parser (opened on first use) and the parse cache.
+type loader struct {
+	dir      string
+	defaults model.Defaults
+	parser   func() (*sqlparse.Parser, error)
+	cache    *QueryCache
 }
 
 // loadAll runs loadOne on every file, on as many goroutines as there are
 // processors (parsing is CPU-bound and the parser is safe for concurrent
 // use), and returns the answers in files' order, so that what LoadModels
 // reports does not depend on the scheduling.
-func loadAll(ctx context.Context, dir string, files []string, defaults model.Defaults, p *sqlparse.Parser) []loaded {
+func (ld *loader) loadAll(ctx context.Context, files []string) []loaded {
 	out := make([]loaded, len(files))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(files)) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(files); i = int(next.Add(1) - 1) {
-				m, q, err := loadOne(ctx, dir, files[i], defaults, p)
+				m, q, err := ld.loadOne(ctx, files[i])
 				out[i] = loaded{m, q, err}
 			}
 		})
@@ -210,16 +243,16 @@ func loadAll(ctx context.Context, dir string, files []string, defaults model.Def
 	return out
 }
 
-func loadOne(ctx context.Context, dir, path string, defaults model.Defaults, p *sqlparse.Parser) (*model.Model, *sqlparse.Query, error) {
+func (ld *loader) loadOne(ctx context.Context, path string) (*model.Model, *Query, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading model file: %w", err)
 	}
-	rel, err := filepath.Rel(dir, path)
+	rel, err := filepath.Rel(ld.dir, path)
 	if err != nil {
 		rel = path
 	}
-	m, err := model.ParseFile(rel, src, defaults)
+	m, err := model.ParseFile(rel, src, ld.defaults)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -234,7 +267,7 @@ func loadOne(ctx context.Context, dir, path string, defaults model.Defaults, p *
 		}
 		return nil, nil, &model.Error{Pos: m.QueryPos, Code: model.CodeSyntax, Msg: err.Error(), Err: err}
 	}
-	q, err := p.Parse(ctx, sqlText)
+	q, err := ld.parse(ctx, sqlText)
 	if err != nil {
 		var se *sqlparse.SyntaxError
 		if errors.As(err, &se) && se.Offset >= 0 {
@@ -243,13 +276,35 @@ func loadOne(ctx context.Context, dir, path string, defaults model.Defaults, p *
 		}
 		return nil, nil, &model.Error{Pos: m.QueryPos, Code: model.CodeSyntax, Msg: "SQL: " + err.Error(), Err: err}
 	}
-	// Keep reference offsets pointing into the model's own text.
-	for i := range q.Tables {
-		if q.Tables[i].Offset >= 0 {
-			q.Tables[i].Offset = mapper.Original(q.Tables[i].Offset)
+	// Keep reference offsets pointing into the model's own text (a copy:
+	// the cache keeps the parser's offsets).
+	out := &Query{Canonical: q.Canonical, Tables: slices.Clone(q.Tables)}
+	for i := range out.Tables {
+		if out.Tables[i].Offset >= 0 {
+			out.Tables[i].Offset = mapper.Original(out.Tables[i].Offset)
 		}
 	}
-	return m, q, nil
+	return m, out, nil
+}
+
+// parse is the cache's answer for src, or else the parser's, which the
+// cache then learns. Failures are not cached: the next load reports them
+// afresh.
+func (ld *loader) parse(ctx context.Context, src string) (Query, error) {
+	if q, ok := ld.cache.lookup(src); ok {
+		return q, nil
+	}
+	p, err := ld.parser()
+	if err != nil {
+		return Query{}, err
+	}
+	sq, err := p.Parse(ctx, src)
+	if err != nil {
+		return Query{}, err
+	}
+	q := Query{Tables: sq.Tables, Canonical: sq.Canonical}
+	ld.cache.store(src, q)
+	return q, nil
 }
 
 // resolve maps every table a model's query reads to a model of the project.

@@ -39,6 +39,7 @@ const (
 	Batches            = "batches"             // a number of batches
 	Bound              = "bound"               // a policy's bound
 	By                 = "by"                  // what still uses a physical schema
+	CachedQueries      = "cached_queries"      // model queries the parse cache answered
 	Changes            = "changes"             // a plan's number of changes
 	Child              = "child"               // the child a verdict is about
 	CurrentGeneration  = "current_generation"  // the environment's generation when a run stopped
@@ -79,6 +80,7 @@ const (
 	Models             = "models"              // a number of models
 	NextPlan           = "next_plan"           // the plan a replan applies next
 	Owner              = "owner"               // a lease's owner
+	ParsedQueries      = "parsed_queries"      // model queries parsed (not in the parse cache)
 	Path               = "path"                // a file's path
 	PID                = "pid"                 // this process's id
 	Plan               = "plan"                // a plan's id
@@ -109,12 +111,12 @@ const (
 
 // All is every key gapless writes, besides slog's own time, level and msg.
 var All = []string{
-	Accepted, Addr, Advances, Attempt, Backfills, Batches, Bound, By, Changes, Child,
+	Accepted, Addr, Advances, Attempt, Backfills, Batches, Bound, By, CachedQueries, Changes, Child,
 	CurrentGeneration, CurrentPlan, Debts, Deferred, DeferredModels, Deploys, DryRun, DueModels,
 	DurationMS, Environment, Environments, Error, ExpiresAt, Failed, Files, FollowedPromotions,
 	FromGeneration, FrontierAtPlan, FrontierNow, Generation, GraceMS, Holder, HolderExpiresAt,
 	HolderHost, HolderPID, Host, Interval, Intervals, Invalidated, JitterMS, LagSeconds, Lease,
-	Leases, LockWaitMS, Model, Models, NextPlan, Owner, Path, PID, Plan, Policy, Project, Promoted,
+	Leases, LockWaitMS, Model, Models, NextPlan, Owner, ParsedQueries, Path, PID, Plan, Policy, Project, Promoted,
 	RanModels, Reason, Round, Rows, Schema, SchemaVersion, Schemas, Skipped, Snapshots, Stage,
 	State, Suffix, Table, Tables, TickMS, Until, Version, Views, Warehouse, Whole,
 }
