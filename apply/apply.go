@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -159,9 +160,13 @@ type Attempt struct {
 
 type applier struct {
 	Params
-	log  *slog.Logger
-	tpls map[string]*execute.Template
-	x    *execute.Executor
+	log *slog.Logger
+	// snaps is the plan's snapshots by model name.
+	snaps map[string]*snapshot.Snapshot
+	// tpls holds the templates built so far (see template), under tplMu.
+	tplMu sync.Mutex
+	tpls  map[string]*execute.Template
+	x     *execute.Executor
 	// unchangedViews names the models whose environment view already
 	// points at the right physical table: set only when this apply made
 	// the promotion and the environment it replaced had been finalised
@@ -246,7 +251,11 @@ func newApplier(prm Params) *applier {
 	if base == nil {
 		base = slog.Default()
 	}
-	a := &applier{Params: prm, log: base.With(slog.String(logkey.Environment, prm.Plan.Environment), slog.String(logkey.Plan, prm.Plan.ID))}
+	a := &applier{Params: prm, log: base.With(slog.String(logkey.Environment, prm.Plan.Environment), slog.String(logkey.Plan, prm.Plan.ID)),
+		snaps: make(map[string]*snapshot.Snapshot, len(prm.Plan.Snapshots)), tpls: map[string]*execute.Template{}}
+	for _, s := range prm.Plan.Snapshots {
+		a.snaps[s.Name] = s
+	}
 	a.x = &execute.Executor{Engine: prm.Engine, Store: prm.Store, ProjectDir: prm.ProjectDir, Clock: a.clock(), Logger: a.log,
 		OnBatch: func(b execute.Batch) { a.emit(context.Background(), BatchCommitted{Batch: b}) }}
 	return a
@@ -406,26 +415,46 @@ func Check(ctx context.Context, p *plan.Plan, engine warehouse.Engine, parser *s
 	return err
 }
 
-// createTables builds the templates (once for the whole apply) and creates,
-// in DAG order, every physical schema and every missing physical object of
-// every kind (see execute.Executor.PrepareAll: one existence question for
-// the whole plan), so that each model's table is made from its parents' as
-// they exist, whatever their kind.
+// createTables creates, in DAG order, every physical schema and every
+// missing physical object of every kind (see
+// execute.Executor.PrepareSnapshots: one existence question for the whole
+// plan, its tables recorded as built included, so that one dropped behind
+// gapless's back is made again), so that each model's table is made from
+// its parents' as they exist, whatever their kind. It builds the template
+// of a snapshot only when its object is missing: a deploy that changes one
+// model of thousands parses one query here.
 func (a *applier) createTables(ctx context.Context) error {
-	set := make(map[string]*snapshot.Snapshot, len(a.Plan.Snapshots))
-	for _, s := range a.Plan.Snapshots {
-		set[s.Name] = s
+	return a.x.PrepareSnapshots(ctx, a.Plan.Snapshots, func(s *snapshot.Snapshot) (*execute.Template, error) {
+		return a.template(ctx, s.Name)
+	}, a.Plan.ExecutionTime)
+}
+
+// template returns the template of the plan's snapshot of model name,
+// pointed at the plan's snapshots, building it on first use (it parses the
+// model's query) and keeping it for the rest of the apply. It is safe for
+// concurrent use by the backfill's workers.
+func (a *applier) template(ctx context.Context, name string) (*execute.Template, error) {
+	a.tplMu.Lock()
+	t, ok := a.tpls[name]
+	a.tplMu.Unlock()
+	if ok {
+		return t, nil
 	}
-	tpls, err := execute.Templates(ctx, a.Parser, a.Engine, set)
+	s, ok := a.snaps[name]
+	if !ok {
+		return nil, fmt.Errorf("model %s is not among the snapshots of plan %s", name, a.Plan.ID)
+	}
+	t, err := execute.TemplateOf(ctx, a.Parser, a.Engine, s, a.snaps)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	a.tpls = tpls
-	ordered := make([]*execute.Template, len(a.Plan.Snapshots))
-	for i, s := range a.Plan.Snapshots {
-		ordered[i] = tpls[s.Name]
+	a.tplMu.Lock()
+	defer a.tplMu.Unlock()
+	if built, ok := a.tpls[name]; ok {
+		return built, nil // another worker built it meanwhile; they are equal
 	}
-	return a.x.PrepareAll(ctx, ordered, a.Plan.ExecutionTime)
+	a.tpls[name] = t
+	return t, nil
 }
 
 // snapshotRefs is the environment the plan promotes.

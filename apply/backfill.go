@@ -151,9 +151,12 @@ func (a *applier) backfillModel(ctx context.Context, b plan.Backfill, exec time.
 			return ModelResult{}, fmt.Errorf("before-model hook for %s: %w", b.Name, err)
 		}
 	}
-	t, ok := a.tpls[b.Name]
-	if !ok {
+	if _, ok := a.snaps[b.Name]; !ok {
 		return ModelResult{}, fmt.Errorf("plan %s backfills %s, which is not among its snapshots", a.Plan.ID, b.Name)
+	}
+	t, err := a.template(ctx, b.Name)
+	if err != nil {
+		return ModelResult{}, err
 	}
 	if t.Snapshot.Version != b.Version {
 		return ModelResult{}, fmt.Errorf("plan %s backfills %s at version %s, but its snapshot has version %s", a.Plan.ID, b.Name, b.Version, t.Snapshot.Version)
@@ -260,11 +263,11 @@ func (a *applier) clearRestated(ctx context.Context) error {
 		}
 		ranges := b.Ranges
 		if b.Whole {
-			t := a.tpls[b.Name]
-			if t == nil {
+			s := a.snaps[b.Name]
+			if s == nil {
 				continue
 			}
-			if r, ok := execute.WholeRange(t.Snapshot.Model, a.Plan.ExecutionTime); ok {
+			if r, ok := execute.WholeRange(s.Model, a.Plan.ExecutionTime); ok {
 				ranges = interval.NewSet(r)
 			}
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -172,14 +173,29 @@ func (x *Executor) Prepare(ctx context.Context, t *Template, exec time.Time) err
 // (made meanwhile by a concurrent apply) counts as done. It stops at the
 // first other failure, leaving what it made.
 func (x *Executor) PrepareAll(ctx context.Context, tpls []*Template, exec time.Time) error {
-	var todo []*Template
+	snaps := make([]*snapshot.Snapshot, len(tpls))
+	byName := make(map[string]*Template, len(tpls))
+	for i, t := range tpls {
+		snaps[i] = t.Snapshot
+		byName[t.Snapshot.Name] = t
+	}
+	return x.PrepareSnapshots(ctx, snaps, func(s *snapshot.Snapshot) (*Template, error) { return byName[s.Name], nil }, exec)
+}
+
+// PrepareSnapshots is PrepareAll for snaps, asking template for the
+// template of a snapshot only when its object is missing: the existence
+// question needs only the physical table (PhysicalTable), and building a
+// template parses the model's query, so a deploy that changes one model of
+// 10,000 builds one template here, not 10,000.
+func (x *Executor) PrepareSnapshots(ctx context.Context, snaps []*snapshot.Snapshot, template func(*snapshot.Snapshot) (*Template, error), exec time.Time) error {
+	var todo []*snapshot.Snapshot
 	var tables []warehouse.Table
-	for _, t := range tpls {
-		if t.Snapshot.Model.Kind == model.KindExternal {
+	for _, s := range snaps {
+		if s.Model.Kind == model.KindExternal {
 			continue
 		}
-		todo = append(todo, t)
-		tables = append(tables, t.Table)
+		todo = append(todo, s)
+		tables = append(tables, PhysicalTable(s))
 	}
 	found, err := x.Engine.TablesExist(ctx, tables)
 	if err != nil {
@@ -187,24 +203,29 @@ func (x *Executor) PrepareAll(ctx context.Context, tpls []*Template, exec time.T
 	}
 	made := map[warehouse.Table]bool{}
 	schemas := map[string]bool{}
-	for i, t := range todo {
-		if found[i] || made[t.Table] {
+	for i, s := range todo {
+		table := tables[i]
+		if found[i] || made[table] {
 			continue
 		}
-		if !schemas[t.Table.Schema] {
-			if err := x.Engine.CreateSchema(ctx, t.Table.Schema); err != nil {
-				return fmt.Errorf("creating schema for %s: %w", t.Snapshot.Name, err)
+		t, err := template(s)
+		if err != nil {
+			return err
+		}
+		if !schemas[table.Schema] {
+			if err := x.Engine.CreateSchema(ctx, table.Schema); err != nil {
+				return fmt.Errorf("creating schema for %s: %w", s.Name, err)
 			}
-			schemas[t.Table.Schema] = true
+			schemas[table.Schema] = true
 		}
 		if err := x.create(ctx, t, exec); err != nil {
 			// Another apply (a plan sharing this version) may have made
 			// it since the question: what Prepare would have found.
-			if exists, xerr := x.Engine.TableExists(ctx, t.Table); xerr != nil || !exists {
+			if exists, xerr := x.Engine.TableExists(ctx, table); xerr != nil || !exists {
 				return err
 			}
 		}
-		made[t.Table] = true
+		made[table] = true
 	}
 	return nil
 }

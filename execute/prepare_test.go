@@ -9,6 +9,7 @@ import (
 
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/execute/executetest"
+	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/warehouse"
 )
 
@@ -102,6 +103,48 @@ func TestPrepareAllTakesATableMadeMeanwhile(t *testing.T) {
 			ok, err := b.Engine.TableExists(b.Ctx, tpls["demo.b"].Table)
 			require.NoError(t, err)
 			require.True(t, ok)
+		})
+	}
+}
+
+// Scenario: a deploy prepares three models whose tables exist but for one,
+// dropped behind gapless's back. PrepareSnapshots asks for the template
+// (which parses the query) of that one only, and makes it again; on a first
+// deploy it asks for every one, in order, and on a repeat for none.
+func TestPrepareSnapshotsBuildsTemplatesOnlyForMissingObjects(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{
+		"models/a.sql": "MODEL (name demo.a, kind FULL, cron '@daily', start '2024-01-01');\nSELECT 1 AS id",
+		"models/b.sql": "MODEL (name demo.b, kind VIEW, cron '@daily', start '2024-01-01');\nSELECT id FROM demo.a",
+		"models/c.sql": "MODEL (name other.c, kind FULL, cron '@daily', start '2024-01-01');\nSELECT id, id + 1 AS next FROM demo.b",
+	}
+	for _, setup := range []func(testing.TB, bool, map[string]string) *executetest.Bundle{executetest.Setup, executetest.SetupPostgres} {
+		b := setup(t, false, files)
+		t.Run(b.Backends, func(t *testing.T) {
+			pr := b.Load(t)
+			snaps := []*snapshot.Snapshot{pr.Snapshots["demo.a"], pr.Snapshots["demo.b"], pr.Snapshots["other.c"]}
+			var asked []string
+			template := func(s *snapshot.Snapshot) (*execute.Template, error) {
+				asked = append(asked, s.Name)
+				return execute.TemplateOf(b.Ctx, b.Parser, b.Engine, s, pr.Snapshots)
+			}
+			exec := at(2024, 1, 3, 0)
+			x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Clock: clockwork.NewFakeClockAt(exec)}
+
+			require.NoError(t, x.PrepareSnapshots(b.Ctx, snaps, template, exec))
+			require.Equal(t, []string{"demo.a", "demo.b", "other.c"}, asked, "a first deploy builds every template, parents first")
+
+			asked = nil
+			require.NoError(t, x.PrepareSnapshots(b.Ctx, snaps, template, exec))
+			require.Empty(t, asked, "every object exists: no template is built")
+
+			c := execute.PhysicalTable(pr.Snapshots["other.c"])
+			require.NoError(t, b.Engine.DropTable(b.Ctx, c))
+			require.NoError(t, x.PrepareSnapshots(b.Ctx, snaps, template, exec))
+			require.Equal(t, []string{"other.c"}, asked, "only the dropped table's template is built")
+			ok, err := b.Engine.TableExists(b.Ctx, c)
+			require.NoError(t, err)
+			require.True(t, ok, "the dropped table is made again")
 		})
 	}
 }
