@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 
 	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/macro"
+	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/project"
 	"github.com/gapless-dev/gapless/snapshot"
@@ -227,13 +230,30 @@ func BenchmarkEnvironments(b *testing.B) {
 // whose prod serves every one of them from the project's own SQLite state
 // (.gapless/state.db). `models` runs twice per size: cold, with no parse
 // cache (removed before every iteration), and warm, with the cache the
-// previous run left.
+// previous run left; raw-parse is the floor a load without the cache
+// cannot go under: raw DuckDB serialising each model's query
+// (json_serialize_sql, what sqlparse asks), one statement at a time.
 func BenchmarkListingCommands(b *testing.B) {
 	for _, n := range benchSizes() {
 		dir := b.TempDir()
 		writeLayeredProject(b, dir, n, 0)
 		st := servedProjectAt(b, loadLayeredProjectAt(b, dir), filepath.Join(dir, ".gapless", "state.db"))
 		require.NoError(b, st.Close())
+		b.Run(fmt.Sprintf("models=%d/raw-parse", n), func(b *testing.B) {
+			queries := parserInputs(b, dir)
+			db, err := sql.Open("duckdb", "?threads=1")
+			require.NoError(b, err)
+			defer func() { require.NoError(b, db.Close()) }()
+			stmt, err := db.PrepareContext(b.Context(), "SELECT json_serialize_sql(?::VARCHAR)::VARCHAR")
+			require.NoError(b, err)
+			defer func() { require.NoError(b, stmt.Close()) }()
+			for b.Loop() {
+				for _, q := range queries {
+					var tree string
+					require.NoError(b, stmt.QueryRowContext(b.Context(), q).Scan(&tree))
+				}
+			}
+		})
 		for _, c := range []struct {
 			name string
 			args []string
@@ -246,7 +266,7 @@ func BenchmarkListingCommands(b *testing.B) {
 		} {
 			b.Run(fmt.Sprintf("models=%d/%s", n, c.name), func(b *testing.B) {
 				args := append([]string{"-p", dir, "--execution-time", benchExecTime.Format(time.RFC3339)}, c.args...)
-				require.Equal(b, ExitOK, runBench(b, args), "warming up")
+				require.Equal(b, ExitOK, runBench(b, dir, args), "warming up")
 				b.ReportAllocs()
 				for b.Loop() {
 					if c.cold {
@@ -254,21 +274,41 @@ func BenchmarkListingCommands(b *testing.B) {
 						require.NoError(b, os.RemoveAll(filepath.Join(dir, project.CacheDir)))
 						b.StartTimer()
 					}
-					require.Equal(b, ExitOK, runBench(b, args))
+					require.Equal(b, ExitOK, runBench(b, dir, args))
 				}
 			})
 		}
 	}
 }
 
-// runBench runs the command line args in-process, its output discarded.
-func runBench(b *testing.B, args []string) int {
+// runBench runs the command line args in-process in the folder wd, its
+// output discarded.
+func runBench(b *testing.B, wd string, args []string) int {
 	b.Helper()
 	var out, errb strings.Builder
 	code := Run(context.Background(), args, Env{Stdout: &out, Stderr: &errb,
-		Getwd: func() (string, error) { return b.TempDir(), nil }})
+		Getwd: func() (string, error) { return wd, nil }})
 	if code != ExitOK {
 		b.Log(errb.String())
 	}
 	return code
+}
+
+// parserInputs reads the project at dir's model files and returns each
+// query as loading gives it to the parser (macro.ForParse).
+func parserInputs(tb testing.TB, dir string) []string {
+	tb.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, project.ModelsDir, "*.sql"))
+	require.NoError(tb, err)
+	out := make([]string, 0, len(files))
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		require.NoError(tb, err)
+		m, err := model.ParseFile(f, src, model.Defaults{})
+		require.NoError(tb, err)
+		q, _, err := macro.ForParse(m.Query)
+		require.NoError(tb, err)
+		out = append(out, q)
+	}
+	return out
 }
