@@ -37,7 +37,9 @@ func newModelsCmd(g *globals) *cobra.Command {
 		Short: "Load the project and list its models in dependency order, with versions and due intervals",
 		Long: `Loads every model file, parses its SQL, resolves dependencies and computes
 fingerprints and versions. Prints the models in topological order with the
-intervals that would be due at --execution-time on an empty state.
+intervals that would be due at --execution-time on an empty state. Only
+the queries that changed since the last load are parsed again (the parse
+cache in .gapless/cache, which can always be deleted).
 
 Up to 50 models are listed one per line; a larger project gets a summary
 (counts by kind and interval unit) and --all lists every model. --json
