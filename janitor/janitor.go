@@ -309,15 +309,12 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 	protectedVersions := map[state.VersionKey]bool{}
 	protectedSnaps := map[state.SnapshotKey]bool{}
 	lastPlanned := map[state.VersionKey]time.Time{}
-	for i := range saved {
-		id := saved[i].ID
-		pu, err := g.readPlan(ctx, b.Store, &saved[i], exec, opts.Grace)
-		if err != nil {
-			return nil, err
-		}
-		if pu == nil {
-			continue
-		}
+	uses, err := g.readPlans(ctx, b.Store, saved, exec, opts.Grace)
+	if err != nil {
+		return nil, err
+	}
+	for _, pu := range uses {
+		id := pu.id
 		if pu.active {
 			rep.InFlight = append(rep.InFlight, id)
 		}
@@ -535,6 +532,8 @@ func (g *executor) dropEmptySchema(ctx context.Context, e warehouse.Engine, sche
 
 // planUse is what the janitor reads of one saved plan.
 type planUse struct {
+	// id is the saved plan's id.
+	id   string
 	plan *plan.Plan
 	// active: its application may still be running (see readPlan).
 	active bool
@@ -543,20 +542,37 @@ type planUse struct {
 	last time.Time
 }
 
-// readPlan decodes saved plan sp and reads its application history; whether
-// the application may still be running is planActivity's decision. A plan
-// that cannot be decoded is skipped (nil): its snapshots are neither
-// candidates nor protected.
-func (g *executor) readPlan(ctx context.Context, store state.Store, sp *state.Plan, exec time.Time, grace time.Duration) (*planUse, error) {
-	var pl plan.Plan
-	if err := json.Unmarshal(sp.Payload, &pl); err != nil {
-		g.log.Warn("janitor: plan not decodable; its tables are left alone", logkey.Plan, sp.ID, logkey.Error, err)
-		return nil, nil
+// readPlans decodes the saved plans and reads each one's application
+// history; whether an application may still be running is planActivity's
+// decision. The snapshots of plans saved in the stored format (which name
+// them by key) are read in one batch for all of them. A plan that cannot
+// be decoded is left out: its snapshots are neither candidates nor
+// protected. A plan naming snapshots the store lacks keeps those found,
+// with a warning: there is nothing to drop or keep of the others.
+func (g *executor) readPlans(ctx context.Context, store state.Store, saved []state.Plan, exec time.Time, grace time.Duration) ([]*planUse, error) {
+	uses := make([]*planUse, 0, len(saved))
+	plans := make([]*plan.Plan, 0, len(saved))
+	for i := range saved {
+		sp := &saved[i]
+		pl, err := plan.DecodeStored(sp.Payload)
+		if err != nil {
+			g.log.Warn("janitor: plan not decodable; its tables are left alone", logkey.Plan, sp.ID, logkey.Error, err)
+			continue
+		}
+		apps, err := store.ListApplications(ctx, sp.ID)
+		if err != nil {
+			return nil, fmt.Errorf("janitor: reading the application history of plan %s: %w", sp.ID, err)
+		}
+		active, last := planActivity(sp.CreatedAt, apps, exec, grace)
+		uses = append(uses, &planUse{id: sp.ID, plan: pl, active: active, last: last})
+		plans = append(plans, pl)
 	}
-	apps, err := store.ListApplications(ctx, sp.ID)
-	if err != nil {
-		return nil, fmt.Errorf("janitor: reading the application history of plan %s: %w", sp.ID, err)
+	if err := plan.ResolveSnapshots(ctx, store, plans...); err != nil {
+		var missing *plan.MissingSnapshotsError
+		if !errors.As(err, &missing) {
+			return nil, fmt.Errorf("janitor: %w", err)
+		}
+		g.log.Warn("janitor: saved plans name snapshots the state store does not hold", logkey.Error, err)
 	}
-	active, last := planActivity(sp.CreatedAt, apps, exec, grace)
-	return &planUse{plan: &pl, active: active, last: last}, nil
+	return uses, nil
 }
