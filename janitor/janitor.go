@@ -69,6 +69,10 @@ type Report struct {
 	// passed since they were last used: a revert finds their tables and
 	// intervals.
 	Retained []RetainedVersion `json:"retained"`
+	// PrunedPlans are the saved plans deleted (see prunePlans): finished,
+	// inactive for --grace, neither served nor an environment's previous
+	// plan, and naming no snapshot that is kept unserved.
+	PrunedPlans []string `json:"pruned_plans"`
 	// Skipped names environments left alone because they were promoted
 	// while the janitor ran.
 	Skipped []string `json:"skipped,omitempty"`
@@ -207,7 +211,13 @@ func closeRemoval(ctx context.Context, st state.Store, r removedEnv, at time.Tim
 //     (state.Store.LastServed; now, for an environment removed in this
 //     pass), or since the last activity of a plan that references it.
 //     Until then its table, intervals and snapshots stay, so a revert is a
-//     view swap.
+//     view swap;
+//   - a snapshot record a kept saved plan names is never deleted (the plan
+//     must resolve it: see plan.StoredFormat), and a saved plan is pruned
+//     only when nothing it names is still to be tracked (prunePlans), after
+//     the snapshot deletions, in a store transaction that keeps it anyway
+//     when an environment serves it or served it before, or it was active
+//     within opts.Grace (state.Store.DeletePlans).
 func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) (*Report, error) {
 	g := &executor{log: opts.Log}
 	if g.log == nil {
@@ -215,7 +225,7 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 	}
 	rep := &Report{DryRun: opts.DryRun, Environments: []string{}, Views: []string{}, Schemas: []string{},
 		KeptSchemas: []KeptSchema{}, Tables: []string{}, Versions: []state.VersionKey{}, InFlight: []string{},
-		Retained: []RetainedVersion{}}
+		Retained: []RetainedVersion{}, PrunedPlans: []string{}}
 	envs, err := b.Store.ListEnvironments(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("janitor: listing environments: %w", err)
@@ -359,7 +369,16 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 		return rep, nil
 	}
 
-	deadSnaps := dec.DeadSnapshots
+	// The plans pruned, and the snapshots the kept ones name: a kept plan
+	// must still resolve every snapshot key it names.
+	prune, named := prunePlans(pruneInput{Plans: uses, Live: live, ServedSnaps: servedSnaps,
+		DeadSnaps: dec.DeadSnapshots, Exec: exec, Grace: opts.Grace})
+	deadSnaps := make([]state.SnapshotKey, 0, len(dec.DeadSnapshots))
+	for _, k := range dec.DeadSnapshots {
+		if !named[k] {
+			deadSnaps = append(deadSnaps, k)
+		}
+	}
 	physical := map[string][]string{} // physical schema -> tables dropped from it
 	// One catalog question for every table the decision names (in DuckDB
 	// each lookup scans the whole catalog, so one per table would make a
@@ -420,6 +439,18 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 		}
 	}
 	rep.Snapshots = len(deadSnaps)
+
+	// Plans last, after the snapshots: a pass stopped in between leaves
+	// plans naming snapshots that are gone, which the next pass prunes,
+	// never snapshots no plan names.
+	rep.PrunedPlans = prune
+	if len(prune) > 0 && !opts.DryRun {
+		deleted, err := b.Store.DeletePlans(ctx, state.DeletePlansParams{IDs: prune, Before: exec.Add(-opts.Grace)})
+		if err != nil {
+			return nil, fmt.Errorf("janitor: pruning %d finished plan(s): %w", len(prune), err)
+		}
+		rep.PrunedPlans = deleted
+	}
 
 	// Physical schemas emptied by these drops, when nothing live uses them.
 	for _, schema := range sortedKeys(physical) {
