@@ -37,7 +37,10 @@ func stateBytes(b *testing.B, db *sql.DB) int64 {
 // whole) costs: B-plan-format2/op, and B-state-format2/op, the deploy's
 // growth with the stored plan's cost replaced by the format-2 one's (both
 // measured by saving a copy of each in the same file). Target: a few KB
-// per deploy whatever N.
+// per deploy whatever N. B-plan-whole/op is the plan stored whole (what
+// a chain of stored changes ends at, see plan.StoredFormat), and
+// B-plan-amortized/op a change plus the whole plan's share over the
+// longest chain the rule allows for these sizes.
 //
 //	go test -run '^$' -bench OneModelDeployStateGrowth -benchtime 3x ./apply/
 //	GAPLESS_BENCH_LARGE=1 go test -run '^$' -bench OneModelDeployStateGrowth -benchtime 3x -timeout 60m ./apply/
@@ -58,7 +61,7 @@ func BenchmarkOneModelDeployStateGrowth(b *testing.B) {
 				require.NoError(b, bu.Store.SavePlan(bu.Ctx, state.Plan{ID: id, Environment: p.Environment, Payload: payload, CreatedAt: p.CreatedAt}))
 				return stateBytes(b, db) - before
 			}
-			var grown, grown2, grown3, plan3, plan2 int64
+			var grown, grown2, grown3, plan3, plan2, whole int64
 			b.ResetTimer()
 			for rev := 1; rev <= b.N; rev++ {
 				b.StopTimer()
@@ -71,20 +74,31 @@ func BenchmarkOneModelDeployStateGrowth(b *testing.B) {
 				require.NoError(b, err)
 				grown += stateBytes(b, db) - before
 
-				stored, err := plan.EncodeStored(p)
+				stored, err := plan.EncodeStored(bu.Ctx, bu.Store, p)
 				require.NoError(b, err)
 				file, err := plan.Encode(p)
 				require.NoError(b, err)
 				var old bytes.Buffer
 				require.NoError(b, json.Compact(&old, file)) // as the store keeps it
+				alone := *p
+				alone.Expected.PlanID = "" // no base: stored whole
+				wholePayload, err := plan.EncodeStored(bu.Ctx, bu.Store, &alone)
+				require.NoError(b, err)
 				plan3 += int64(len(stored))
 				plan2 += int64(old.Len())
+				whole += int64(len(wholePayload))
 				grown3 += saveCopy(p.ID+"-copy-stored", p, stored)
 				grown2 += saveCopy(p.ID+"-copy-format2", p, old.Bytes())
 			}
 			per := float64(b.N)
 			b.ReportMetric(float64(grown)/per, "B-state/op")
 			b.ReportMetric(float64(plan3)/per, "B-plan/op")
+			// A chain of changes ends at a whole plan, stored again once
+			// the changes outweigh it or after plan.MaxChain plans: its
+			// cost spread over the chain's plans.
+			chain := min(float64(plan.MaxChain), float64(whole)/float64(plan3))
+			b.ReportMetric(float64(whole)/per, "B-plan-whole/op")
+			b.ReportMetric(float64(plan3)/per+float64(whole)/per/max(chain, 1), "B-plan-amortized/op")
 			b.ReportMetric(float64(grown-grown3+grown2)/per, "B-state-format2/op")
 			b.ReportMetric(float64(plan2)/per, "B-plan-format2/op")
 		})

@@ -306,7 +306,9 @@ type pruneInput struct {
 //     snapshot that stopped being served and that snapshot_ttl keeps is
 //     found by the janitor through the saved plans that name it, so they
 //     stay until it is dropped (a served one is named by the plan that
-//     serves it, which is kept).
+//     serves it, which is kept);
+//   - no kept plan is stored as a change of it, directly or through other
+//     plans (plan.StoredFormat): a kept plan is read through its chain.
 //
 // The snapshots the kept plans name are never deleted, so a kept plan
 // always resolves every snapshot key it names.
@@ -323,16 +325,34 @@ func prunePlans(in pruneInput) (prune []string, named map[state.SnapshotKey]bool
 		dead[k] = true
 	}
 	cutoff := in.Exec.Add(-in.Grace)
+	byID := make(map[string]*planUse, len(in.Plans))
+	kept := map[string]bool{}
+	for _, pu := range in.Plans {
+		byID[pu.id] = pu
+		tracked := func(k state.SnapshotKey) bool { return !in.ServedSnaps[k] && !dead[k] }
+		if pinned[pu.id] || pu.active || !pu.last.Before(cutoff) || slices.ContainsFunc(pu.plan.SnapshotKeys(), tracked) {
+			kept[pu.id] = true
+		}
+	}
+	// A kept stored plan is read through its chain: every plan of it stays.
+	for _, pu := range in.Plans {
+		if !kept[pu.id] {
+			continue
+		}
+		base := pu.base
+		for steps := 0; base != "" && byID[base] != nil && steps <= plan.MaxChain; steps++ {
+			kept[base] = true
+			base = byID[base].base
+		}
+	}
 	named = map[state.SnapshotKey]bool{}
 	prune = []string{}
 	for _, pu := range in.Plans {
-		keys := pu.plan.SnapshotKeys()
-		tracked := func(k state.SnapshotKey) bool { return !in.ServedSnaps[k] && !dead[k] }
-		if !pinned[pu.id] && !pu.active && pu.last.Before(cutoff) && !slices.ContainsFunc(keys, tracked) {
+		if !kept[pu.id] {
 			prune = append(prune, pu.id)
 			continue
 		}
-		for _, k := range keys {
+		for _, k := range pu.plan.SnapshotKeys() {
 			named[k] = true
 		}
 	}

@@ -245,6 +245,7 @@ func TestRemoval(t *testing.T) {
 // version snapshot_ttl keeps); p-recent was last active an hour ago and
 // p-busy is in flight. Only p-dead and p-old are pruned, and the kept
 // plans' snapshots are named, the dead one only if a kept plan names it.
+// A plan a kept one is stored as a change of, directly or not, is kept.
 func TestPrunePlans(t *testing.T) {
 	t.Parallel()
 	snap := func(name, fp string) *snapshot.Snapshot {
@@ -270,6 +271,13 @@ func TestPrunePlans(t *testing.T) {
 	prune, named := prunePlans(in)
 	require.Equal(t, []string{"p-dead", "p-old"}, prune)
 	require.Equal(t, map[state.SnapshotKey]bool{state.KeyOf(served): true, state.KeyOf(dead): true, state.KeyOf(retained): true}, named)
+
+	// p-old and p-dead go unless a kept plan is stored as a change of
+	// them: p-kept of p-dead, itself a change of p-old.
+	in.Plans[4].base, in.Plans[3].base = "p-dead", "p-old"
+	prune, _ = prunePlans(in)
+	require.Empty(t, prune)
+	in.Plans[4].base, in.Plans[3].base = "", ""
 
 	// Once p-prev and p-recent are gone, nothing kept names the dead
 	// snapshot.

@@ -563,9 +563,10 @@ func (g *executor) dropEmptySchema(ctx context.Context, e warehouse.Engine, sche
 
 // planUse is what the janitor reads of one saved plan.
 type planUse struct {
-	// id is the saved plan's id.
-	id   string
-	plan *plan.Plan
+	// id is the saved plan's id; base the plan it is stored as a change
+	// of (plan.Plan.StoredBase), "" when stored whole.
+	id, base string
+	plan     *plan.Plan
 	// active: its application may still be running (see readPlan).
 	active bool
 	// last is its last recorded activity: its creation, or any record of
@@ -575,17 +576,24 @@ type planUse struct {
 
 // readPlans decodes the saved plans and reads each one's application
 // history; whether an application may still be running is planActivity's
-// decision. The snapshots of plans saved in the stored format (which name
-// them by key) are read in one batch for all of them. A plan that cannot
-// be decoded is left out: its snapshots are neither candidates nor
-// protected. A plan naming snapshots the store lacks keeps those found,
-// with a warning: there is nothing to drop or keep of the others.
+// decision. A plan saved in the stored format names its snapshots by key,
+// through a chain of the saved plans (plan.StoredFormat), read from saved
+// itself; the snapshots of every plan are read in one batch. A plan that
+// cannot be decoded (or whose chain is broken) is left out: its snapshots
+// are neither candidates nor protected, and it is not pruned. A plan
+// naming snapshots the store lacks keeps those found, with a warning:
+// there is nothing to drop or keep of the others.
 func (g *executor) readPlans(ctx context.Context, store state.Store, saved []state.Plan, exec time.Time, grace time.Duration) ([]*planUse, error) {
+	byID := make(savedPlans, len(saved))
+	for i := range saved {
+		byID[saved[i].ID] = &saved[i]
+	}
+	chains := plan.NewChainReader(byID)
 	uses := make([]*planUse, 0, len(saved))
 	plans := make([]*plan.Plan, 0, len(saved))
 	for i := range saved {
 		sp := &saved[i]
-		pl, err := plan.DecodeStored(sp.Payload)
+		pl, err := chains.Decode(ctx, sp)
 		if err != nil {
 			g.log.Warn("janitor: plan not decodable; its tables are left alone", logkey.Plan, sp.ID, logkey.Error, err)
 			continue
@@ -595,7 +603,7 @@ func (g *executor) readPlans(ctx context.Context, store state.Store, saved []sta
 			return nil, fmt.Errorf("janitor: reading the application history of plan %s: %w", sp.ID, err)
 		}
 		active, last := planActivity(sp.CreatedAt, apps, exec, grace)
-		uses = append(uses, &planUse{id: sp.ID, plan: pl, active: active, last: last})
+		uses = append(uses, &planUse{id: sp.ID, base: pl.StoredBase(), plan: pl, active: active, last: last})
 		plans = append(plans, pl)
 	}
 	if err := plan.ResolveSnapshots(ctx, store, plans...); err != nil {
@@ -606,4 +614,16 @@ func (g *executor) readPlans(ctx context.Context, store state.Store, saved []sta
 		g.log.Warn("janitor: saved plans name snapshots the state store does not hold", logkey.Error, err)
 	}
 	return uses, nil
+}
+
+// savedPlans is the saved plans one pass listed, by id: the chains of the
+// stored plans are read from them (plan.SavedPlans).
+type savedPlans map[string]*state.Plan
+
+// GetPlan returns the listed plan id or an error wrapping state.ErrNotFound.
+func (s savedPlans) GetPlan(_ context.Context, id string) (*state.Plan, error) {
+	if p, ok := s[id]; ok {
+		return p, nil
+	}
+	return nil, fmt.Errorf("plan %s: %w", id, state.ErrNotFound)
 }

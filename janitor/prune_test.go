@@ -1,6 +1,7 @@
 package janitor_test
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -39,9 +40,22 @@ func saveUnapplied(t *testing.T, b *executetest.Bundle, id string, created time.
 	t.Helper()
 	p := b.Plan(t, id, plan.Prod, created, plan.Options{})
 	require.NoError(t, b.Store.PushSnapshots(b.Ctx, p.Snapshots))
-	payload, err := plan.EncodeStored(p)
+	payload, err := plan.EncodeStored(b.Ctx, b.Store, p)
 	require.NoError(t, err)
 	require.NoError(t, b.Store.SavePlan(b.Ctx, state.Plan{ID: id, Environment: plan.Prod, Payload: payload, CreatedAt: created}))
+}
+
+// storedBase is the plan saved plan id is stored as a change of
+// (plan.StoredFormat), "" when it is stored whole.
+func storedBase(t *testing.T, b *executetest.Bundle, id string) string {
+	t.Helper()
+	sp, err := b.Store.GetPlan(b.Ctx, id)
+	require.NoError(t, err)
+	var head struct {
+		Base string `json:"base"`
+	}
+	require.NoError(t, json.Unmarshal(sp.Payload, &head))
+	return head.Base
 }
 
 func savedPlanIDs(t *testing.T, b *executetest.Bundle) []string {
@@ -71,9 +85,10 @@ func requireEveryPlanResolves(t *testing.T, b *executetest.Bundle) {
 // plans were saved and never applied: u-old four days ago, u-new an hour
 // ago. On day 6, with the default grace (24 h) and a snapshot_ttl of 2.5
 // days (p1's and p2's versions of demo.hits have expired, p3's has not),
-// the janitor prunes p1, p2 and u-old, with their application histories.
-// It keeps p4, which prod serves, p3, which prod served before (the
-// rollback finds it and promotes it again), and u-new, within the grace.
+// the janitor prunes p1 and u-old, with their application histories. It
+// keeps p4, which prod serves, p3, which prod served before (the rollback
+// finds it and promotes it again), p2, which p3 is stored as a change of
+// (plan.StoredFormat: p3 is read through it), and u-new, within the grace.
 // A dry run first reports the same and deletes nothing.
 func TestJanitorPrunesFinishedPlans(t *testing.T) {
 	t.Parallel()
@@ -85,20 +100,22 @@ func TestJanitorPrunesFinishedPlans(t *testing.T) {
 		saveUnapplied(t, b, "u-new", exec.Add(-time.Hour))
 		all := []string{"u-new", "p4", "p3", "p2", "u-old", "p1"}
 		require.Equal(t, all, savedPlanIDs(t, b))
+		require.Equal(t, "p2", storedBase(t, b, "p3"), "p3 changes one model of p2")
+		require.Empty(t, storedBase(t, b, "p2"), "two models: p2 weighs as much whole as a change of p1")
 		bk := &backend.Backend{Store: b.Store, Engine: b.Engine}
 		opts := janitor.Options{Grace: janitor.DefaultGrace, SnapshotTTL: 60 * time.Hour, Log: quiet, DryRun: true}
 
 		rep, err := janitor.Run(b.Ctx, bk, exec, opts)
 		require.NoError(t, err)
-		require.Equal(t, []string{"p1", "p2", "u-old"}, rep.PrunedPlans)
+		require.Equal(t, []string{"p1", "u-old"}, rep.PrunedPlans)
 		require.Equal(t, all, savedPlanIDs(t, b), "a dry run deletes nothing")
 
 		opts.DryRun = false
 		rep, err = janitor.Run(b.Ctx, bk, exec, opts)
 		require.NoError(t, err)
-		require.Equal(t, []string{"p1", "p2", "u-old"}, rep.PrunedPlans)
+		require.Equal(t, []string{"p1", "u-old"}, rep.PrunedPlans)
 		require.Len(t, rep.Tables, 2, "p1's and p2's versions of demo.hits")
-		require.Equal(t, []string{"u-new", "p4", "p3"}, savedPlanIDs(t, b))
+		require.Equal(t, []string{"u-new", "p4", "p3", "p2"}, savedPlanIDs(t, b))
 		apps, err := b.Store.ListApplications(b.Ctx, "p1")
 		require.NoError(t, err)
 		require.Empty(t, apps)
@@ -124,11 +141,11 @@ func TestJanitorPrunesFinishedPlans(t *testing.T) {
 // demo.hits is kept by it, so the plans that name them stay (through them
 // the janitor finds those versions again): none of p1 to p4 is pruned. On
 // day 12 the TTL has passed for p1's, p2's and p3's versions: their tables
-// go, p1 and p2 are pruned and the snapshot records only they named are
-// deleted; p3, prod's previous plan, is kept and so is the snapshot record
-// of its demo.hits, whose table is gone: p3 still resolves every key, and
-// a rollback to it is refused naming the dropped table, not a missing
-// snapshot.
+// go, p1 is pruned and the snapshot record only it named is deleted; p3,
+// prod's previous plan, is kept, and p2, which p3 is stored as a change
+// of, and so are the snapshot records of their demo.hits, whose tables are
+// gone: every kept plan still resolves every key, and a rollback to p3 is
+// refused naming the dropped table, not a missing snapshot.
 func TestJanitorNeverDeletesASnapshotAKeptPlanNames(t *testing.T) {
 	t.Parallel()
 	files := map[string]string{"models/hits.sql": hourly("demo.hits", 0), "models/other.sql": hourly("demo.other", 0)}
@@ -146,15 +163,16 @@ func TestJanitorNeverDeletesASnapshotAKeptPlanNames(t *testing.T) {
 		rep, err = janitor.Run(b.Ctx, bk, at(2024, 1, 12, 0), opts)
 		require.NoError(t, err)
 		require.Len(t, rep.Tables, 3)
-		require.Equal(t, []string{"p1", "p2"}, rep.PrunedPlans)
-		require.Equal(t, []string{"p4", "p3"}, savedPlanIDs(t, b))
+		require.Equal(t, "p2", storedBase(t, b, "p3"))
+		require.Equal(t, []string{"p1"}, rep.PrunedPlans)
+		require.Equal(t, []string{"p4", "p3", "p2"}, savedPlanIDs(t, b))
 		requireEveryPlanResolves(t, b)
 
 		snaps, err := b.Store.GetSnapshots(b.Ctx, []state.SnapshotKey{hits["p1"], hits["p2"], hits["p3"]})
 		require.NoError(t, err)
 		require.Contains(t, snaps, hits["p3"], "p3 is kept and names it")
+		require.Contains(t, snaps, hits["p2"], "p2 is kept and names it")
 		require.NotContains(t, snaps, hits["p1"])
-		require.NotContains(t, snaps, hits["p2"])
 
 		_, err = apply.RollbackPlan(b.Ctx, apply.RollbackParams{Store: b.Store, Engine: b.Engine, Environment: plan.Prod,
 			ID: "r1", ExecutionTime: at(2024, 1, 12, 0), Now: at(2024, 1, 12, 0)})

@@ -86,6 +86,8 @@ type Plan struct {
 	// keys are the snapshot keys of a StoredFormat plan DecodeStored read,
 	// until ResolveSnapshots reads its Snapshots (nil otherwise).
 	keys []state.SnapshotKey
+	// base is the saved plan a StoredFormat plan changes ("" when whole).
+	base string
 }
 
 // Expected is the environment state a plan was built against.
