@@ -567,7 +567,7 @@ type planUse struct {
 	// of (plan.Plan.StoredBase), "" when stored whole.
 	id, base string
 	plan     *plan.Plan
-	// active: its application may still be running (see readPlan).
+	// active: its application may still be running (see readPlans).
 	active bool
 	// last is its last recorded activity: its creation, or any record of
 	// its application history.
