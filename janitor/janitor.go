@@ -1,7 +1,8 @@
 // Package janitor removes what no environment needs any more: expired and
 // invalidated environments (their state, views and view schemas), then the
 // tables, intervals and snapshots of versions nothing serves once their
-// snapshot_ttl has passed.
+// snapshot_ttl has passed, and last the saved plans nothing needs any more
+// (prunePlans).
 //
 // It is split as a reconcile from its apply: decide.go (and retain.go, the
 // snapshot_ttl rule) holds the pure decisions (which environment is expired, which removals an earlier pass
