@@ -580,8 +580,9 @@ type planUse struct {
 // decision. A plan saved in the stored format names its snapshots by key,
 // through a chain of the saved plans (plan.StoredFormat), read from saved
 // itself; the snapshots of every plan are read in one batch. A plan that
-// cannot be decoded (or whose chain is broken) is left out: its snapshots
-// are neither candidates nor protected, and it is not pruned. A plan
+// cannot be decoded is left out: its snapshots are neither candidates nor
+// protected, and it is not pruned. A plan whose chain is broken (a plan of
+// it is gone) names nothing, and is pruned like any other. A plan
 // naming snapshots the store lacks keeps those found, with a warning:
 // there is nothing to drop or keep of the others.
 func (g *executor) readPlans(ctx context.Context, store state.Store, saved []state.Plan, exec time.Time, grace time.Duration) ([]*planUse, error) {
@@ -595,7 +596,15 @@ func (g *executor) readPlans(ctx context.Context, store state.Store, saved []sta
 	for i := range saved {
 		sp := &saved[i]
 		pl, err := chains.Decode(ctx, sp)
-		if err != nil {
+		var broken *plan.MissingBaseError
+		switch {
+		case errors.As(err, &broken):
+			// Its chain goes through a plan that is gone (a janitor pruned
+			// it while this plan was being saved against it): it names
+			// nothing that can be read, and goes once past the grace.
+			g.log.Warn("janitor: plan's chain is broken; it is pruned once past the grace", logkey.Plan, sp.ID, logkey.Error, err)
+			pl = &plan.Plan{ID: sp.ID}
+		case err != nil:
 			g.log.Warn("janitor: plan not decodable; its tables are left alone", logkey.Plan, sp.ID, logkey.Error, err)
 			continue
 		}

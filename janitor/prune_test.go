@@ -181,3 +181,40 @@ func TestJanitorNeverDeletesASnapshotAKeptPlanNames(t *testing.T) {
 		require.Equal(t, "p3", dropped.To)
 	})
 }
+
+// Scenario: plan x was saved as a change of p1 (plan.StoredFormat), and p1
+// was deleted meanwhile (a janitor pruned it while x's apply was saving x
+// against it): x's chain is broken and x can no longer be read. Within
+// the grace the janitor keeps it (its apply may be running); past the
+// grace it prunes it, instead of warning about it at every pass.
+func TestJanitorPrunesAPlanWhoseChainIsBroken(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"models/hits.sql": hourly("demo.hits", 0), "models/other.sql": hourly("demo.other", 0)}
+	onBothBackends(t, files, func(t *testing.T, b *executetest.Bundle) {
+		fourDeploys(t, b)
+		created := at(2024, 1, 4, 12)
+		x := b.Plan(t, "x", plan.Prod, created, plan.Options{})
+		x.Expected.PlanID = "p1"
+		payload, err := plan.EncodeStored(b.Ctx, b.Store, x)
+		require.NoError(t, err)
+		require.NoError(t, b.Store.SavePlan(b.Ctx, state.Plan{ID: "x", Environment: plan.Prod, Payload: payload, CreatedAt: created}))
+		require.Equal(t, "p1", storedBase(t, b, "x"))
+		deleted, err := b.Store.DeletePlans(b.Ctx, state.DeletePlansParams{IDs: []string{"p1"}, Before: created})
+		require.NoError(t, err)
+		require.Equal(t, []string{"p1"}, deleted)
+		sp, err := b.Store.GetPlan(b.Ctx, "x")
+		require.NoError(t, err)
+		_, err = plan.LoadStored(b.Ctx, b.Store, sp)
+		require.ErrorContains(t, err, "plan x is stored as a change of plan p1, which the state store does not hold")
+
+		bk := &backend.Backend{Store: b.Store, Engine: b.Engine}
+		opts := janitor.Options{Grace: janitor.DefaultGrace, SnapshotTTL: 7 * day, Log: quiet}
+		rep, err := janitor.Run(b.Ctx, bk, created.Add(time.Hour), opts)
+		require.NoError(t, err)
+		require.Empty(t, rep.PrunedPlans, "within the grace")
+		rep, err = janitor.Run(b.Ctx, bk, created.Add(janitor.DefaultGrace+time.Hour), opts)
+		require.NoError(t, err)
+		require.Equal(t, []string{"x"}, rep.PrunedPlans)
+		requireEveryPlanResolves(t, b)
+	})
+}
