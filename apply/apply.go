@@ -369,13 +369,16 @@ func (a *applier) record(ctx context.Context, stage Stage, status string, detail
 	return nil
 }
 
-// recordSnapshots stores the plan's snapshots and the plan itself. Both are
-// idempotent, so a resumed apply repeats them harmlessly.
+// recordSnapshots stores the plan's snapshots and then the plan itself, in
+// the stored format (plan.EncodeStored): what the plan adds, and the keys
+// of the snapshots it changes against the plan it was built against, which
+// the push before has recorded (so every key a saved plan names resolves).
+// Both are idempotent, so a resumed apply repeats them harmlessly.
 func (a *applier) recordSnapshots(ctx context.Context) error {
 	if err := a.Store.PushSnapshots(ctx, a.Plan.Snapshots); err != nil {
 		return fmt.Errorf("recording snapshots: %w", err)
 	}
-	payload, err := plan.Encode(a.Plan)
+	payload, err := plan.EncodeStored(ctx, a.Store, a.Plan)
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func RollbackPlan(ctx context.Context, p RollbackParams) (*Rollback, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading %s's previous plan %s: %w", env, cur.PreviousPlanID, err)
 	}
-	prev, err := plan.Decode(saved.Payload)
+	prev, err := plan.LoadStored(ctx, p.Store, saved)
 	if err != nil {
 		return nil, fmt.Errorf("%s's previous plan %s: %w", env, cur.PreviousPlanID, err)
 	}

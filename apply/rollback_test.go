@@ -173,3 +173,33 @@ func TestRollbackWithoutAPreviousPlan(t *testing.T) {
 	_, err = b.Store.GetPlan(b.Ctx, "r1")
 	require.ErrorIs(t, err, state.ErrNotFound)
 }
+
+// Scenario: prod served p1, then p2 (a breaking change of the parent),
+// and p1's snapshot of the parent has since gone from the state store (a
+// damaged store: the janitor never deletes what a kept plan names). The
+// rollback, which reads p1 from the store, refuses before writing
+// anything, naming the plan and the missing snapshot.
+func TestRollbackNamesAMissingSnapshotOfThePreviousPlan(t *testing.T) {
+	t.Parallel()
+	onBoth(t, seedFiles(""), func(t *testing.T, b *executetest.Bundle) {
+		p1 := b.Plan(t, "p1", plan.Prod, at(2024, 1, 1, 10), plan.Options{})
+		_, err := policyApply(b, p1, at(2024, 1, 1, 10), nil, apply.Hooks{})
+		require.NoError(t, err)
+		served, _ := b.Served(t, plan.Prod)
+		gone := state.KeyOf(served["demo.parent"])
+		executetest.WriteFiles(t, b.Dir, map[string]string{"models/parent.sql": raceModel("demo.parent", "", hourExpr+" + 100")})
+		p2 := b.Plan(t, "p2", plan.Prod, at(2024, 1, 1, 10), plan.Options{})
+		_, err = policyApply(b, p2, at(2024, 1, 1, 10), nil, apply.Hooks{})
+		require.NoError(t, err)
+		require.NoError(t, b.Store.DeleteSnapshots(b.Ctx, []state.SnapshotKey{gone}))
+
+		_, err = apply.RollbackPlan(b.Ctx, apply.RollbackParams{Store: b.Store, Engine: b.Engine, Environment: plan.Prod,
+			ID: "r1", ExecutionTime: at(2024, 1, 1, 11), Now: at(2024, 1, 1, 11)})
+		require.ErrorIs(t, err, state.ErrNotFound)
+		var missing *plan.MissingSnapshotsError
+		require.ErrorAs(t, err, &missing)
+		require.ErrorContains(t, err, "prod's previous plan p1: plan p1 names 1 snapshot(s) the state store does not hold: demo.parent at "+gone.Fingerprint)
+		_, err = b.Store.GetPlan(b.Ctx, "r1")
+		require.ErrorIs(t, err, state.ErrNotFound, "nothing is written")
+	})
+}

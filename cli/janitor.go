@@ -55,8 +55,13 @@ finished and was active within --grace is kept whatever the TTL: that
 apply may still be building it, also when it has not reached its promotion
 yet (apply saves its plan first); a plan that was refused (stale, or its
 promotion check failed) has finished. Physical schemas gapless__<schema>
-left empty are dropped too. If any environment is promoted while it works,
-it drops no table and asks to be run again.
+left empty are dropped too.
+
+Last it prunes the saved plans that are finished and were last active
+before --grace, except each environment's current plan and the one it
+served before (gapless rollback promotes it again), and any plan that
+names a version snapshot_ttl still keeps. If any environment is promoted
+while it works, it drops no table, prunes no plan and asks to be run again.
 
 --dry-run prints what it would remove and changes nothing.`,
 		Args: rangeArgs(0, 0),
@@ -130,6 +135,13 @@ func printJanitor(out io.Writer, rep *janitorReport) {
 			}
 			fmt.Fprintf(out, "  table %s, unused since %s, %s\n", r.Table, r.UnusedSince.UTC().Format(time.RFC3339), until)
 		}
+	}
+	if len(rep.PrunedPlans) > 0 {
+		verb := "Pruned"
+		if rep.DryRun {
+			verb = "Would prune"
+		}
+		fmt.Fprintf(out, "%s %d finished saved plan(s) (--json lists them).\n", verb, len(rep.PrunedPlans))
 	}
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(out, "Left %s alone: it was promoted while the janitor ran.\n", s)

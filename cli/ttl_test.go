@@ -233,7 +233,8 @@ func TestJanitorRemovesInvalidatedEnvAndKeepsASchemaHoldingUserTables(t *testing
 // janitor finds it among the saved plans, reports it in flight and keeps
 // v1's table, which the apply is about to reuse; after the grace period
 // the plan is no longer in flight and v1's table is dropped (with
-// --snapshot-ttl 0: at once). prod's v2 is never touched.
+// --snapshot-ttl 0: at once), and the plan itself is pruned; prod's two
+// plans (current and previous) are kept. prod's v2 is never touched.
 func TestJanitorKeepsTheVersionsOfASavedPlanNotYetPromoted(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -280,11 +281,13 @@ func TestJanitorKeepsTheVersionsOfASavedPlanNotYetPromoted(t *testing.T) {
 
 	rep := janitorAt(t, dir, clock0.Add(time.Hour), "--snapshot-ttl", "0")
 	require.Equal(t, []string{pl.ID}, rep.InFlight)
+	require.Empty(t, rep.PrunedPlans, "the saved plan is within the grace; prod serves the others")
 	require.NotContains(t, rep.Tables, "gapless__demo."+retired)
 	require.True(t, tableExists(t, dir, "gapless__demo", retired), "the saved plan's version was dropped")
 
 	rep = janitorAt(t, dir, clock0.Add(25*time.Hour), "--snapshot-ttl", "0")
 	require.Empty(t, rep.InFlight)
+	require.Equal(t, []string{pl.ID}, rep.PrunedPlans, "past the grace, the plan never promoted is pruned (saved in format 2, as an older gapless did)")
 	require.Contains(t, rep.Tables, "gapless__demo."+retired)
 	require.False(t, tableExists(t, dir, "gapless__demo", retired))
 	for name, row := range prod {

@@ -276,3 +276,86 @@ func retire(in retireInput) retirement {
 	}
 	return out
 }
+
+// pruneInput is what one read of state says about the saved plans the
+// janitor may prune.
+type pruneInput struct {
+	// Plans are the decodable saved plans, their snapshots resolved.
+	Plans []*planUse
+	// Live are the environments that remain.
+	Live []*state.Environment
+	// ServedSnaps are the snapshots Live serve; DeadSnaps those retire
+	// found dead (nothing serves them, no plan in flight references them,
+	// snapshot_ttl keeps nothing of them).
+	ServedSnaps map[state.SnapshotKey]bool
+	DeadSnaps   []state.SnapshotKey
+	Exec        time.Time
+	Grace       time.Duration
+}
+
+// prunePlans decides which saved plans the janitor deletes, sorted, and
+// returns the snapshot keys the plans it keeps name.
+//
+// Invariants: a plan is pruned only when
+//   - no live environment serves it or served it before (its PlanID or
+//     PreviousPlanID: a rollback reads the previous plan);
+//   - its last activity (creation, or any record of its application) is
+//     older than Grace, so a plan saved and not yet applied, or one being
+//     applied, within the grace period is kept;
+//   - every snapshot it names is served by a live environment or dead: a
+//     snapshot that stopped being served and that snapshot_ttl keeps is
+//     found by the janitor through the saved plans that name it, so they
+//     stay until it is dropped (a served one is named by the plan that
+//     serves it, which is kept);
+//   - no kept plan is stored as a change of it, directly or through other
+//     plans (plan.StoredFormat): a kept plan is read through its chain.
+//
+// The snapshots the kept plans name are never deleted, so a kept plan
+// always resolves every snapshot key it names.
+func prunePlans(in pruneInput) (prune []string, named map[state.SnapshotKey]bool) {
+	pinned := map[string]bool{}
+	for _, e := range in.Live {
+		pinned[e.PlanID] = true
+		if e.PreviousPlanID != "" {
+			pinned[e.PreviousPlanID] = true
+		}
+	}
+	dead := make(map[state.SnapshotKey]bool, len(in.DeadSnaps))
+	for _, k := range in.DeadSnaps {
+		dead[k] = true
+	}
+	cutoff := in.Exec.Add(-in.Grace)
+	byID := make(map[string]*planUse, len(in.Plans))
+	kept := map[string]bool{}
+	for _, pu := range in.Plans {
+		byID[pu.id] = pu
+		tracked := func(k state.SnapshotKey) bool { return !in.ServedSnaps[k] && !dead[k] }
+		if pinned[pu.id] || pu.active || !pu.last.Before(cutoff) || slices.ContainsFunc(pu.plan.SnapshotKeys(), tracked) {
+			kept[pu.id] = true
+		}
+	}
+	// A kept stored plan is read through its chain: every plan of it stays.
+	for _, pu := range in.Plans {
+		if !kept[pu.id] {
+			continue
+		}
+		base := pu.base
+		for steps := 0; base != "" && byID[base] != nil && steps <= plan.MaxChain; steps++ {
+			kept[base] = true
+			base = byID[base].base
+		}
+	}
+	named = map[state.SnapshotKey]bool{}
+	prune = []string{}
+	for _, pu := range in.Plans {
+		if !kept[pu.id] {
+			prune = append(prune, pu.id)
+			continue
+		}
+		for _, k := range pu.plan.SnapshotKeys() {
+			named[k] = true
+		}
+	}
+	slices.Sort(prune)
+	return prune, named
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
@@ -235,4 +236,52 @@ func TestRemoval(t *testing.T) {
 	require.Equal(t, []warehouse.Table{{Schema: "demo__dev", Name: "a"}, {Schema: "demo__dev", Name: "b"}}, r.views)
 	require.Zero(t, r.removing)
 	require.Equal(t, []*snapshot.Snapshot{a, bb, ext}, retiring)
+}
+
+// Scenario: six saved plans, the grace 24 h. prod serves p-cur after
+// p-prev; p-old and p-dead are finished and older than the grace, p-old
+// naming only what prod serves and p-dead also a snapshot retire found
+// dead; p-kept names a snapshot that is neither served nor dead (a
+// version snapshot_ttl keeps); p-recent was last active an hour ago and
+// p-busy is in flight. Only p-dead and p-old are pruned, and the kept
+// plans' snapshots are named, the dead one only if a kept plan names it.
+// A plan a kept one is stored as a change of, directly or not, is kept.
+func TestPrunePlans(t *testing.T) {
+	t.Parallel()
+	snap := func(name, fp string) *snapshot.Snapshot {
+		return &snapshot.Snapshot{Name: name, Version: fp, Fingerprint: snapshot.Fingerprint{DataHash: fp}, Model: &model.Model{Name: name}}
+	}
+	served, dead, retained := snap("demo.a", "1"), snap("demo.a", "0"), snap("demo.b", "0")
+	exec := t0.Add(48 * time.Hour)
+	use := func(id string, last time.Time, active bool, snaps ...*snapshot.Snapshot) *planUse {
+		return &planUse{id: id, plan: &plan.Plan{ID: id, Snapshots: snaps}, active: active, last: last}
+	}
+	in := pruneInput{
+		Plans: []*planUse{
+			use("p-cur", t0, false, served), use("p-prev", t0, false, dead),
+			use("p-old", t0, false, served), use("p-dead", t0, false, served, dead),
+			use("p-kept", t0, false, served, retained),
+			use("p-recent", exec.Add(-time.Hour), false, dead), use("p-busy", exec.Add(-2*time.Hour), true, served),
+		},
+		Live:        []*state.Environment{{Name: "prod", PlanID: "p-cur", PreviousPlanID: "p-prev"}},
+		ServedSnaps: map[state.SnapshotKey]bool{state.KeyOf(served): true},
+		DeadSnaps:   []state.SnapshotKey{state.KeyOf(dead)},
+		Exec:        exec, Grace: 24 * time.Hour,
+	}
+	prune, named := prunePlans(in)
+	require.Equal(t, []string{"p-dead", "p-old"}, prune)
+	require.Equal(t, map[state.SnapshotKey]bool{state.KeyOf(served): true, state.KeyOf(dead): true, state.KeyOf(retained): true}, named)
+
+	// p-old and p-dead go unless a kept plan is stored as a change of
+	// them: p-kept of p-dead, itself a change of p-old.
+	in.Plans[4].base, in.Plans[3].base = "p-dead", "p-old"
+	prune, _ = prunePlans(in)
+	require.Empty(t, prune)
+	in.Plans[4].base, in.Plans[3].base = "", ""
+
+	// Once p-prev and p-recent are gone, nothing kept names the dead
+	// snapshot.
+	in.Plans = slices.DeleteFunc(in.Plans, func(u *planUse) bool { return u.id == "p-prev" || u.id == "p-recent" })
+	_, named = prunePlans(in)
+	require.False(t, named[state.KeyOf(dead)])
 }

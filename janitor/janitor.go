@@ -1,7 +1,8 @@
 // Package janitor removes what no environment needs any more: expired and
 // invalidated environments (their state, views and view schemas), then the
 // tables, intervals and snapshots of versions nothing serves once their
-// snapshot_ttl has passed.
+// snapshot_ttl has passed, and last the saved plans nothing needs any more
+// (prunePlans).
 //
 // It is split as a reconcile from its apply: decide.go (and retain.go, the
 // snapshot_ttl rule) holds the pure decisions (which environment is expired, which removals an earlier pass
@@ -69,6 +70,10 @@ type Report struct {
 	// passed since they were last used: a revert finds their tables and
 	// intervals.
 	Retained []RetainedVersion `json:"retained"`
+	// PrunedPlans are the saved plans deleted (see prunePlans): finished,
+	// inactive for --grace, neither served nor an environment's previous
+	// plan, and naming no snapshot that is kept unserved.
+	PrunedPlans []string `json:"pruned_plans"`
 	// Skipped names environments left alone because they were promoted
 	// while the janitor ran.
 	Skipped []string `json:"skipped,omitempty"`
@@ -207,7 +212,13 @@ func closeRemoval(ctx context.Context, st state.Store, r removedEnv, at time.Tim
 //     (state.Store.LastServed; now, for an environment removed in this
 //     pass), or since the last activity of a plan that references it.
 //     Until then its table, intervals and snapshots stay, so a revert is a
-//     view swap.
+//     view swap;
+//   - a snapshot record a kept saved plan names is never deleted (the plan
+//     must resolve it: see plan.StoredFormat), and a saved plan is pruned
+//     only when nothing it names is still to be tracked (prunePlans), after
+//     the snapshot deletions, in a store transaction that keeps it anyway
+//     when an environment serves it or served it before, or it was active
+//     within opts.Grace (state.Store.DeletePlans).
 func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) (*Report, error) {
 	g := &executor{log: opts.Log}
 	if g.log == nil {
@@ -215,7 +226,7 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 	}
 	rep := &Report{DryRun: opts.DryRun, Environments: []string{}, Views: []string{}, Schemas: []string{},
 		KeptSchemas: []KeptSchema{}, Tables: []string{}, Versions: []state.VersionKey{}, InFlight: []string{},
-		Retained: []RetainedVersion{}}
+		Retained: []RetainedVersion{}, PrunedPlans: []string{}}
 	envs, err := b.Store.ListEnvironments(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("janitor: listing environments: %w", err)
@@ -309,15 +320,12 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 	protectedVersions := map[state.VersionKey]bool{}
 	protectedSnaps := map[state.SnapshotKey]bool{}
 	lastPlanned := map[state.VersionKey]time.Time{}
-	for i := range saved {
-		id := saved[i].ID
-		pu, err := g.readPlan(ctx, b.Store, &saved[i], exec, opts.Grace)
-		if err != nil {
-			return nil, err
-		}
-		if pu == nil {
-			continue
-		}
+	uses, err := g.readPlans(ctx, b.Store, saved, exec, opts.Grace)
+	if err != nil {
+		return nil, err
+	}
+	for _, pu := range uses {
+		id := pu.id
 		if pu.active {
 			rep.InFlight = append(rep.InFlight, id)
 		}
@@ -362,7 +370,16 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 		return rep, nil
 	}
 
-	deadSnaps := dec.DeadSnapshots
+	// The plans pruned, and the snapshots the kept ones name: a kept plan
+	// must still resolve every snapshot key it names.
+	prune, named := prunePlans(pruneInput{Plans: uses, Live: live, ServedSnaps: servedSnaps,
+		DeadSnaps: dec.DeadSnapshots, Exec: exec, Grace: opts.Grace})
+	deadSnaps := make([]state.SnapshotKey, 0, len(dec.DeadSnapshots))
+	for _, k := range dec.DeadSnapshots {
+		if !named[k] {
+			deadSnaps = append(deadSnaps, k)
+		}
+	}
 	physical := map[string][]string{} // physical schema -> tables dropped from it
 	// One catalog question for every table the decision names (in DuckDB
 	// each lookup scans the whole catalog, so one per table would make a
@@ -423,6 +440,18 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 		}
 	}
 	rep.Snapshots = len(deadSnaps)
+
+	// Plans last, after the snapshots: a pass stopped in between leaves
+	// plans naming snapshots that are gone, which the next pass prunes,
+	// never snapshots no plan names.
+	rep.PrunedPlans = prune
+	if len(prune) > 0 && !opts.DryRun {
+		deleted, err := b.Store.DeletePlans(ctx, state.DeletePlansParams{IDs: prune, Before: exec.Add(-opts.Grace)})
+		if err != nil {
+			return nil, fmt.Errorf("janitor: pruning %d finished plan(s): %w", len(prune), err)
+		}
+		rep.PrunedPlans = deleted
+	}
 
 	// Physical schemas emptied by these drops, when nothing live uses them.
 	for _, schema := range sortedKeys(physical) {
@@ -535,28 +564,76 @@ func (g *executor) dropEmptySchema(ctx context.Context, e warehouse.Engine, sche
 
 // planUse is what the janitor reads of one saved plan.
 type planUse struct {
-	plan *plan.Plan
-	// active: its application may still be running (see readPlan).
+	// id is the saved plan's id; base the plan it is stored as a change
+	// of (plan.Plan.StoredBase), "" when stored whole.
+	id, base string
+	plan     *plan.Plan
+	// active: its application may still be running (see readPlans).
 	active bool
 	// last is its last recorded activity: its creation, or any record of
 	// its application history.
 	last time.Time
 }
 
-// readPlan decodes saved plan sp and reads its application history; whether
-// the application may still be running is planActivity's decision. A plan
-// that cannot be decoded is skipped (nil): its snapshots are neither
-// candidates nor protected.
-func (g *executor) readPlan(ctx context.Context, store state.Store, sp *state.Plan, exec time.Time, grace time.Duration) (*planUse, error) {
-	var pl plan.Plan
-	if err := json.Unmarshal(sp.Payload, &pl); err != nil {
-		g.log.Warn("janitor: plan not decodable; its tables are left alone", logkey.Plan, sp.ID, logkey.Error, err)
-		return nil, nil
+// readPlans decodes the saved plans and reads each one's application
+// history; whether an application may still be running is planActivity's
+// decision. A plan saved in the stored format names its snapshots by key,
+// through a chain of the saved plans (plan.StoredFormat), read from saved
+// itself; the snapshots of every plan are read in one batch. A plan that
+// cannot be decoded is left out: its snapshots are neither candidates nor
+// protected, and it is not pruned. A plan whose chain is broken (a plan of
+// it is gone) names nothing, and is pruned like any other. A plan
+// naming snapshots the store lacks keeps those found, with a warning:
+// there is nothing to drop or keep of the others.
+func (g *executor) readPlans(ctx context.Context, store state.Store, saved []state.Plan, exec time.Time, grace time.Duration) ([]*planUse, error) {
+	byID := make(savedPlans, len(saved))
+	for i := range saved {
+		byID[saved[i].ID] = &saved[i]
 	}
-	apps, err := store.ListApplications(ctx, sp.ID)
-	if err != nil {
-		return nil, fmt.Errorf("janitor: reading the application history of plan %s: %w", sp.ID, err)
+	chains := plan.NewChainReader(byID)
+	uses := make([]*planUse, 0, len(saved))
+	plans := make([]*plan.Plan, 0, len(saved))
+	for i := range saved {
+		sp := &saved[i]
+		pl, err := chains.Decode(ctx, sp)
+		var broken *plan.MissingBaseError
+		switch {
+		case errors.As(err, &broken):
+			// Its chain goes through a plan that is gone (a janitor pruned
+			// it while this plan was being saved against it): it names
+			// nothing that can be read, and goes once past the grace.
+			g.log.Warn("janitor: plan's chain is broken; it is pruned once past the grace", logkey.Plan, sp.ID, logkey.Error, err)
+			pl = &plan.Plan{ID: sp.ID}
+		case err != nil:
+			g.log.Warn("janitor: plan not decodable; its tables are left alone", logkey.Plan, sp.ID, logkey.Error, err)
+			continue
+		}
+		apps, err := store.ListApplications(ctx, sp.ID)
+		if err != nil {
+			return nil, fmt.Errorf("janitor: reading the application history of plan %s: %w", sp.ID, err)
+		}
+		active, last := planActivity(sp.CreatedAt, apps, exec, grace)
+		uses = append(uses, &planUse{id: sp.ID, base: pl.StoredBase(), plan: pl, active: active, last: last})
+		plans = append(plans, pl)
 	}
-	active, last := planActivity(sp.CreatedAt, apps, exec, grace)
-	return &planUse{plan: &pl, active: active, last: last}, nil
+	if err := plan.ResolveSnapshots(ctx, store, plans...); err != nil {
+		var missing *plan.MissingSnapshotsError
+		if !errors.As(err, &missing) {
+			return nil, fmt.Errorf("janitor: %w", err)
+		}
+		g.log.Warn("janitor: saved plans name snapshots the state store does not hold", logkey.Error, err)
+	}
+	return uses, nil
+}
+
+// savedPlans is the saved plans one pass listed, by id: the chains of the
+// stored plans are read from them (plan.SavedPlans).
+type savedPlans map[string]*state.Plan
+
+// GetPlan returns the listed plan id or an error wrapping state.ErrNotFound.
+func (s savedPlans) GetPlan(_ context.Context, id string) (*state.Plan, error) {
+	if p, ok := s[id]; ok {
+		return p, nil
+	}
+	return nil, fmt.Errorf("plan %s: %w", id, state.ErrNotFound)
 }

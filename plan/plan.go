@@ -36,6 +36,10 @@ const FileKind = "gapless.plan"
 //     (Reuses). A format-1 plan reads as a plan without them; an older
 //     gapless refuses a format-2 plan by its format instead of misreading
 //     the choices it does not know.
+//
+// A plan saved in a state store is written at StoredFormat (3) instead,
+// which names its snapshots by key; Decode refuses it (it is not a file),
+// DecodeStored reads every format.
 const FormatVersion = 2
 
 // OldestFormat is the oldest plan format this build reads.
@@ -78,6 +82,12 @@ type Plan struct {
 	// Checksum is a SHA-256 over the plan's JSON with Checksum empty. A
 	// hand-edited or truncated plan fails Decode.
 	Checksum string `json:"checksum"`
+
+	// keys are the snapshot keys of a StoredFormat plan DecodeStored read,
+	// until ResolveSnapshots reads its Snapshots (nil otherwise).
+	keys []state.SnapshotKey
+	// base is the saved plan a StoredFormat plan changes ("" when whole).
+	base string
 }
 
 // Expected is the environment state a plan was built against.
@@ -232,6 +242,9 @@ type Incumbent struct {
 // Encode returns the plan as indented JSON with Kind, Format and Checksum
 // set. The checksum covers every other byte of meaning.
 func Encode(p *Plan) ([]byte, error) {
+	if !p.Resolved() {
+		return nil, fmt.Errorf("encoding plan %s: its snapshots are not resolved (ResolveSnapshots)", p.ID)
+	}
 	c := *p
 	c.Kind, c.Format, c.Checksum = FileKind, FormatVersion, ""
 	sum, err := checksum(&c)
@@ -247,24 +260,24 @@ func Encode(p *Plan) ([]byte, error) {
 }
 
 // Decode parses a plan file and refuses, with a reason wrapping
-// ErrInvalidPlan, anything that is not an intact plan of this format.
+// ErrInvalidPlan, anything that is not an intact plan file of a format
+// from OldestFormat to FormatVersion (a StoredFormat payload, which names
+// its snapshots instead of holding them, is refused as such: see
+// DecodeStored).
 func Decode(b []byte) (*Plan, error) {
-	var head struct {
-		Kind   string `json:"kind"`
-		Format int    `json:"format"`
-	}
-	if err := json.Unmarshal(b, &head); err != nil {
-		return nil, fmt.Errorf("%w: not JSON: %w", ErrInvalidPlan, err)
-	}
-	if head.Kind != FileKind {
-		return nil, fmt.Errorf("%w: kind is %q, want %q (this is not a gapless plan)", ErrInvalidPlan, head.Kind, FileKind)
+	format, err := peekFormat(b)
+	if err != nil {
+		return nil, err
 	}
 	switch {
-	case head.Format > FormatVersion:
+	case format == StoredFormat:
+		return nil, fmt.Errorf("%w: format %d is a plan saved in a state store, which names its snapshots instead of holding them, not a plan file; write a plan file with `gapless plan --out`",
+			ErrInvalidPlan, format)
+	case format > FormatVersion:
 		return nil, fmt.Errorf("%w: format %d was written by a newer gapless (this one reads formats %d to %d); apply it with that gapless, or build the plan again with this one",
-			ErrInvalidPlan, head.Format, OldestFormat, FormatVersion)
-	case head.Format < OldestFormat:
-		return nil, fmt.Errorf("%w: format %d, this gapless reads formats %d to %d; build a new plan", ErrInvalidPlan, head.Format, OldestFormat, FormatVersion)
+			ErrInvalidPlan, format, OldestFormat, FormatVersion)
+	case format < OldestFormat:
+		return nil, fmt.Errorf("%w: format %d, this gapless reads formats %d to %d; build a new plan", ErrInvalidPlan, format, OldestFormat, FormatVersion)
 	}
 	var p Plan
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -282,15 +295,38 @@ func Decode(b []byte) (*Plan, error) {
 		return nil, fmt.Errorf("%w: checksum mismatch (the file was edited or truncated); build a new plan", ErrInvalidPlan)
 	}
 	p.Checksum = want
-	switch {
-	case p.ID == "":
-		return nil, fmt.Errorf("%w: no id", ErrInvalidPlan)
-	case p.Environment == "":
-		return nil, fmt.Errorf("%w: no environment", ErrInvalidPlan)
-	case p.ExecutionTime.IsZero():
-		return nil, fmt.Errorf("%w: no execution time", ErrInvalidPlan)
+	if err := checkDecoded(&p); err != nil {
+		return nil, err
 	}
 	return &p, nil
+}
+
+// peekFormat reads a payload's kind and format, refusing a foreign one.
+func peekFormat(b []byte) (int, error) {
+	var head struct {
+		Kind   string `json:"kind"`
+		Format int    `json:"format"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return 0, fmt.Errorf("%w: not JSON: %w", ErrInvalidPlan, err)
+	}
+	if head.Kind != FileKind {
+		return 0, fmt.Errorf("%w: kind is %q, want %q (this is not a gapless plan)", ErrInvalidPlan, head.Kind, FileKind)
+	}
+	return head.Format, nil
+}
+
+// checkDecoded refuses a decoded plan without the fields every plan has.
+func checkDecoded(p *Plan) error {
+	switch {
+	case p.ID == "":
+		return fmt.Errorf("%w: no id", ErrInvalidPlan)
+	case p.Environment == "":
+		return fmt.Errorf("%w: no environment", ErrInvalidPlan)
+	case p.ExecutionTime.IsZero():
+		return fmt.Errorf("%w: no execution time", ErrInvalidPlan)
+	}
+	return nil
 }
 
 func checksum(p *Plan) (string, error) {
@@ -298,6 +334,10 @@ func checksum(p *Plan) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encoding plan %s for its checksum: %w", p.ID, err)
 	}
+	return checksumOf(b), nil
+}
+
+func checksumOf(b []byte) string {
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:]), nil
+	return hex.EncodeToString(sum[:])
 }

@@ -306,6 +306,17 @@ type PlanFilter struct {
 	Limit        int
 }
 
+// DeletePlansParams are the parameters of DeletePlans.
+type DeletePlansParams struct {
+	// IDs are the plans to delete; an id that names no saved plan is
+	// ignored.
+	IDs []string
+	// Before: a plan created, or with an application record, at or after
+	// it is kept. Required: a zero Before is refused, wrapping ErrNoNow,
+	// and nothing is deleted.
+	Before time.Time
+}
+
 // Application is one entry of a plan's application history: a stage of an
 // apply, started, finished or failed.
 type Application struct {
@@ -540,6 +551,14 @@ type Store interface {
 	// payload. A plan is listed from the moment it is saved, whether or not
 	// it was ever promoted.
 	ListPlans(ctx context.Context, f PlanFilter) ([]Plan, error)
+	// DeletePlans deletes saved plans and their application histories (the
+	// janitor's pruning of finished plans), in one transaction that keeps,
+	// whatever the caller read, every plan an environment serves or served
+	// before (its PlanID or PreviousPlanID: a rollback reads it) and every
+	// plan with activity at or after p.Before (see DeletePlansParams). It
+	// returns the ids it deleted, sorted. Debts and events that name a
+	// deleted plan stay.
+	DeletePlans(ctx context.Context, p DeletePlansParams) ([]string, error)
 	// RecordApplication appends to a plan's application history.
 	RecordApplication(ctx context.Context, a Application) (Application, error)
 	// ListApplications returns a plan's application history in order.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -199,4 +200,52 @@ func (s *Store) ListApplications(ctx context.Context, planID string) ([]state.Ap
 		return nil, fmt.Errorf("postgres state: listing the applications of plan %q: %w", planID, err)
 	}
 	return apps, nil
+}
+
+// DeletePlans deletes the named saved plans and their application
+// histories in one transaction, keeping every plan a live environment
+// serves or served before and every plan with activity at or after
+// p.Before (see state.Store.DeletePlans): one DELETE whose conditions are
+// checked on the rows it deletes, so a plan promoted or applied by another
+// transaction that committed before it is kept.
+func (s *Store) DeletePlans(ctx context.Context, p state.DeletePlansParams) ([]string, error) {
+	if p.Before.IsZero() {
+		return nil, fmt.Errorf("postgres state: delete plans: before: %w", state.ErrNoNow)
+	}
+	deleted := []string{}
+	if len(p.IDs) == 0 {
+		return deleted, nil
+	}
+	before := storekit.Micros(p.Before)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		deleted = deleted[:0]
+		rows, err := tx.Query(ctx, `
+			DELETE FROM plans
+			WHERE id = ANY($1::text[])
+			  AND NOT EXISTS (SELECT 1 FROM environments e
+			                  WHERE NOT e.deleted AND (e.plan_id = plans.id OR e.previous_plan_id = plans.id))
+			  AND created_at_us < $2
+			  AND NOT EXISTS (SELECT 1 FROM applications a WHERE a.plan_id = plans.id AND a.at_us >= $2)
+			RETURNING id`, p.IDs, before)
+		if err != nil {
+			return err
+		}
+		deleted, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		if len(deleted) == 0 {
+			return nil
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM applications WHERE plan_id = ANY($1::text[])`, deleted)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: delete plans: %w", err)
+	}
+	if deleted == nil {
+		deleted = []string{}
+	}
+	slices.Sort(deleted)
+	return deleted, nil
 }

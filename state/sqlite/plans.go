@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gapless-dev/gapless/state"
@@ -205,4 +206,64 @@ func (s *Store) ListApplications(ctx context.Context, planID string) ([]state.Ap
 		return nil, fmt.Errorf("sqlite: list applications of plan %q: %w", planID, err)
 	}
 	return out, nil
+}
+
+// DeletePlans deletes the named saved plans and their application
+// histories in one write transaction, keeping every plan an environment
+// serves or served before and every plan with activity at or after
+// p.Before (see state.Store.DeletePlans). The ids travel as one JSON
+// array (json_each), so the statement is the same however many there are.
+func (s *Store) DeletePlans(ctx context.Context, p state.DeletePlansParams) ([]string, error) {
+	if p.Before.IsZero() {
+		return nil, fmt.Errorf("sqlite: delete plans: before: %w", errNoNow)
+	}
+	deleted := []string{}
+	if len(p.IDs) == 0 {
+		return deleted, nil
+	}
+	ids, err := json.Marshal(p.IDs)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: delete plans: %w", err)
+	}
+	before := storekit.Micros(p.Before)
+	err = s.write(ctx, func(tx *sql.Tx) error {
+		deleted = deleted[:0]
+		rows, err := tx.QueryContext(ctx, `
+			DELETE FROM plans
+			WHERE id IN (SELECT value FROM json_each(?))
+			  AND id NOT IN (SELECT plan_id FROM environments UNION SELECT previous_plan_id FROM environments)
+			  AND created_at_us < ?
+			  AND NOT EXISTS (SELECT 1 FROM plan_applications a WHERE a.plan_id = plans.id AND a.at_us >= ?)
+			RETURNING id`, string(ids), before, before)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			deleted = append(deleted, id)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(deleted) == 0 {
+			return nil
+		}
+		gone, err := json.Marshal(deleted)
+		if err != nil {
+			return err
+		}
+		// The foreign key cascades; the explicit delete keeps the history
+		// gone even on a connection without foreign_keys.
+		_, err = tx.ExecContext(ctx, `DELETE FROM plan_applications WHERE plan_id IN (SELECT value FROM json_each(?))`, string(gone))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: delete plans: %w", err)
+	}
+	slices.Sort(deleted)
+	return deleted, nil
 }

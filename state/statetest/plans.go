@@ -21,6 +21,9 @@ func planTests() []test {
 		{"ApplicationOfUnknownPlan", testPlanApplicationUnknown},
 		{"ListFiltersAndOrder", testPlanList},
 		{"ListRejectsNegativeLimit", testPlanListNegativeLimit},
+		{"DeleteKeepsServedAndRecentPlans", testPlanDelete},
+		{"DeleteAfterTheEnvironmentIsRemoved", testPlanDeleteAfterRemoval},
+		{"DeleteRequiresBefore", testPlanDeleteRequiresBefore},
 	}
 }
 
@@ -215,4 +218,101 @@ func testPlanListNegativeLimit(t *testing.T, b *bundle) {
 	got, err := b.store.ListPlans(b.ctx, state.PlanFilter{})
 	require.NoError(t, err)
 	require.Equal(t, []string{"plan-1"}, planIDs(got))
+}
+
+func testPlanDelete(t *testing.T, b *bundle) {
+	// Scenario: seven plans. prod serves p-cur, promoted after p-prev (its
+	// previous plan); dev serves d-cur. p-old is older and finished; p-new
+	// was created after the cutoff; p-busy is old but has an application
+	// record after it; p-edge was created exactly at the cutoff. Asked to
+	// delete all of them (and an unknown id) before the cutoff, DeletePlans
+	// deletes p-old alone, with its application history, and says so: the
+	// served, previous and recently active plans stay, whatever the caller
+	// asked, readable with their histories.
+	for _, p := range []state.Plan{
+		{ID: "p-old", Environment: "prod", CreatedAt: hour(1)},
+		{ID: "p-prev", Environment: "prod", CreatedAt: hour(1)},
+		{ID: "p-cur", Environment: "prod", CreatedAt: hour(2)},
+		{ID: "d-cur", Environment: "dev", CreatedAt: hour(1)},
+		{ID: "p-busy", Environment: "prod", CreatedAt: hour(1)},
+		{ID: "p-edge", Environment: "prod", CreatedAt: hour(5)},
+		{ID: "p-new", Environment: "prod", CreatedAt: hour(7)},
+	} {
+		p.Payload = json.RawMessage(fmt.Sprintf(`{"id": %q}`, p.ID))
+		require.NoError(t, b.store.SavePlan(b.ctx, p))
+	}
+	for _, a := range []state.Application{
+		{PlanID: "p-old", Stage: "finalize", Status: "finished", At: hour(2)},
+		{PlanID: "p-busy", Stage: "backfill", Status: "started", At: hour(6)},
+		{PlanID: "p-cur", Stage: "finalize", Status: "finished", At: hour(2)},
+	} {
+		_, err := b.store.RecordApplication(b.ctx, a)
+		require.NoError(t, err)
+	}
+	ref := state.SnapshotRef{Name: "a", Fingerprint: "f", Version: "v"}
+	promote(t, b, "prod", "", "p-prev", hour(1), ref)
+	promote(t, b, "prod", "p-prev", "p-cur", hour(2), ref)
+	promote(t, b, "dev", "", "d-cur", hour(1), ref)
+
+	deleted, err := b.store.DeletePlans(b.ctx, state.DeletePlansParams{
+		IDs:    []string{"p-old", "p-prev", "p-cur", "d-cur", "p-busy", "p-edge", "p-new", "p-unknown"},
+		Before: hour(5),
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"p-old"}, deleted)
+
+	_, err = b.store.GetPlan(b.ctx, "p-old")
+	require.ErrorIs(t, err, state.ErrNotFound)
+	apps, err := b.store.ListApplications(b.ctx, "p-old")
+	require.NoError(t, err)
+	require.Empty(t, apps, "the deleted plan's history goes with it")
+	left, err := b.store.ListPlans(b.ctx, state.PlanFilter{})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"p-prev", "p-cur", "d-cur", "p-busy", "p-edge", "p-new"}, planIDs(left))
+	apps, err = b.store.ListApplications(b.ctx, "p-busy")
+	require.NoError(t, err)
+	require.Len(t, apps, 1)
+
+	// Once prod moves on twice, p-prev is neither served nor previous:
+	// deleting it now deletes it. Deleting again deletes nothing.
+	promote(t, b, "prod", "p-cur", "p-new", hour(8), ref)
+	deleted, err = b.store.DeletePlans(b.ctx, state.DeletePlansParams{IDs: []string{"p-prev", "p-cur"}, Before: hour(5)})
+	require.NoError(t, err)
+	require.Equal(t, []string{"p-prev"}, deleted, "p-cur is prod's previous plan now")
+	deleted, err = b.store.DeletePlans(b.ctx, state.DeletePlansParams{IDs: []string{"p-prev"}, Before: hour(5)})
+	require.NoError(t, err)
+	require.Empty(t, deleted)
+	deleted, err = b.store.DeletePlans(b.ctx, state.DeletePlansParams{Before: hour(5)})
+	require.NoError(t, err)
+	require.Empty(t, deleted)
+}
+
+func testPlanDeleteAfterRemoval(t *testing.T, b *bundle) {
+	// Scenario: dev serves d2 after d1 and is removed. Its plans are no
+	// longer any environment's current or previous plan: both can be
+	// deleted.
+	for _, id := range []string{"d1", "d2"} {
+		require.NoError(t, b.store.SavePlan(b.ctx, state.Plan{ID: id, Environment: "dev", Payload: json.RawMessage(`{}`), CreatedAt: hour(1)}))
+	}
+	ref := state.SnapshotRef{Name: "a", Fingerprint: "f", Version: "v"}
+	promote(t, b, "dev", "", "d1", hour(1), ref)
+	dev := promote(t, b, "dev", "d1", "d2", hour(2), ref)
+	deleted, err := b.store.DeletePlans(b.ctx, state.DeletePlansParams{IDs: []string{"d1", "d2"}, Before: hour(5)})
+	require.NoError(t, err)
+	require.Empty(t, deleted, "dev serves d2, after d1")
+	_, err = b.store.RemoveEnvironment(b.ctx, state.RemoveEnvironmentParams{Name: "dev", Generation: dev.Generation, Now: hour(3)})
+	require.NoError(t, err)
+	deleted, err = b.store.DeletePlans(b.ctx, state.DeletePlansParams{IDs: []string{"d1", "d2"}, Before: hour(5)})
+	require.NoError(t, err)
+	require.Equal(t, []string{"d1", "d2"}, deleted)
+}
+
+func testPlanDeleteRequiresBefore(t *testing.T, b *bundle) {
+	// Scenario: a deletion without its cutoff is refused (time is
+	// injected) and deletes nothing.
+	require.NoError(t, b.store.SavePlan(b.ctx, state.Plan{ID: "p1", Environment: "prod", Payload: json.RawMessage(`{}`), CreatedAt: hour(1)}))
+	_, err := b.store.DeletePlans(b.ctx, state.DeletePlansParams{IDs: []string{"p1"}})
+	require.ErrorIs(t, err, state.ErrNoNow)
+	_, err = b.store.GetPlan(b.ctx, "p1")
+	require.NoError(t, err)
 }
