@@ -11,18 +11,29 @@ import (
 )
 
 // InsertInterval replaces the rows of [p.Start, p.End) in p.TimeColumn of
-// p.Table with the rows of p.Query in that range, in one transaction:
+// p.Table with the rows of p.Query in that range, atomically:
 //
 //	DELETE FROM t WHERE tc >= $start AND tc < $end;
 //	INSERT INTO t (c1, c2, …) SELECT q.c1, q.c2, … FROM (query) AS q
 //	  WHERE q.tc >= $start AND q.tc < $end;
 //
+// in one transaction when the range holds rows, and the INSERT alone, as a
+// statement of its own (its own transaction), when it holds none: a
+// backfill's batches mostly fill empty ranges, and on a database file an
+// explicit BEGIN … COMMIT around a DELETE that finds nothing costs about as
+// much again as the batch's INSERT on its own (BenchmarkSmallBatch: 1.8 to
+// 2.4 times the INSERT alone, against 1.0 to 1.2 with the question first).
+// The outcome is the same either way: the
+// range is held (see writeLock) from the question to the commit, so no
+// other write of the engine's can put rows into it in between, and no other
+// process can hold the file.
+//
 // The column list is the table's (cached per table, see the package
 // comment), so the query's columns are matched by name whatever their order; the query must produce every column of the
 // table, and any other column it produces is ignored. Rows of the query
 // outside the range, or with a NULL time, are not inserted; rows of the
-// table outside the range are not touched. If anything fails, the delete is
-// rolled back and the interval keeps its previous rows. Start must be
+// table outside the range are not touched. If anything fails, nothing is
+// changed: the interval keeps its previous rows. Start must be
 // before End; both are bound as UTC instants. With p.Text the text bounds
 // are bound instead (a VARCHAR compares byte by byte). It returns the
 // number of rows inserted.
@@ -51,21 +62,31 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 		lo, hi = p.Text.Start, p.Text.End
 	}
 	var inserted int64
-	err := e.writeRangeColumns(ctx, p.Table, start, end, func(s *session, cols []warehouse.Column) error {
+	err := e.writeRangeColumns(ctx, p.Table, start, end, func(s *session, cols []warehouse.Column, inTx func(func() error) error) error {
 		if !hasColumn(cols, p.TimeColumn) {
 			return invalidf("time column %q is not a column of %s", p.TimeColumn, p.Table)
 		}
 		tc := quoteIdent(p.TimeColumn)
-		del := "DELETE FROM " + quoteTable(p.Table) + " WHERE " + tc + " >= $1 AND " + tc + " < $2"
-		if _, err := s.exec(ctx, del, lo, hi); err != nil {
-			return err
-		}
+		inRange := " WHERE " + tc + " >= $1 AND " + tc + " < $2"
 		ins := "INSERT INTO " + quoteTable(p.Table) + " (" + columnList("", cols) + ")\nSELECT " +
 			columnList("gapless_q", cols) + " FROM (\n" + body(p.Query) + "\n) AS gapless_q\nWHERE gapless_q." +
 			tc + " >= $1 AND gapless_q." + tc + " < $2"
-		var err error
-		inserted, err = s.exec(ctx, ins, lo, hi)
-		return err
+		occupied, err := s.findsRows(ctx, "SELECT 1 FROM "+quoteTable(p.Table)+inRange+" LIMIT 1", lo, hi)
+		if err != nil {
+			return err
+		}
+		if !occupied {
+			inserted, err = s.exec(ctx, ins, lo, hi)
+			return err
+		}
+		return inTx(func() error {
+			if _, err := s.exec(ctx, "DELETE FROM "+quoteTable(p.Table)+inRange, lo, hi); err != nil {
+				return err
+			}
+			var err error
+			inserted, err = s.exec(ctx, ins, lo, hi)
+			return err
+		})
 	})
 	if err != nil {
 		return 0, fail(op, object, err)
