@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/gapless-dev/gapless/warehouse"
@@ -190,6 +191,14 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 // crash, since it was never committed. Views over the table keep working:
 // DuckDB binds a view's names when the view is queried. A missing table is
 // created; a view of that name is an error, and stays.
+//
+// With p.FirstBuild, a table that is empty and has exactly the query's
+// columns (DESCRIBE of both agree: names, types, order, nullability) gets
+// the query's rows appended instead, in one statement (its own
+// transaction), under the same write lock: readers see it empty until
+// the commit and full after it, what the swap would show, at about half
+// its cost on a database file (one commit without catalog changes). Any
+// other table, or an append that fails, takes the swap.
 func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParams) error {
 	const op = "replace table"
 	object := p.Table.String()
@@ -205,6 +214,9 @@ func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParam
 	}
 	tmp := warehouse.Table{Schema: p.Table.Schema, Name: tmpName}
 	return fail(op, object, e.write(ctx, func(s *session) error {
+		if p.FirstBuild && appendFirstBuild(ctx, s, p) {
+			return nil
+		}
 		defer e.shared.cols.forget(p.Table)
 		return s.inTx(ctx, func() error {
 			if _, err := s.exec(ctx, "CREATE TABLE "+quoteTable(tmp)+" AS\n"+body(p.Query)+"\n"); err != nil {
@@ -217,6 +229,28 @@ func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParam
 			return err
 		})
 	}))
+}
+
+// appendFirstBuild appends p.Query's rows to p.Table when the table is
+// empty and has exactly the query's columns, and reports whether it did.
+// Anything else (a missing table, a view, rows, other columns, a failure of
+// any statement) reports false having changed nothing: a failed INSERT is
+// its own transaction, rolled back. It runs under the write lock.
+func appendFirstBuild(ctx context.Context, s *session, p warehouse.ReplaceTableParams) bool {
+	table := quoteTable(p.Table)
+	if found, err := s.findsRows(ctx, "SELECT 1 FROM "+table+" LIMIT 1"); err != nil || found {
+		return false
+	}
+	have, err := s.query(ctx, "DESCRIBE SELECT * FROM "+table)
+	if err != nil {
+		return false
+	}
+	want, err := s.query(ctx, "DESCRIBE SELECT * FROM (\n"+body(p.Query)+"\n) AS gapless_q")
+	if err != nil || !reflect.DeepEqual(have.Rows, want.Rows) || !reflect.DeepEqual(have.Columns, want.Columns) {
+		return false
+	}
+	_, err = s.exec(ctx, "INSERT INTO "+table+"\nSELECT * FROM (\n"+body(p.Query)+"\n) AS gapless_q")
+	return err == nil
 }
 
 // maxParams bounds the parameters of one INSERT statement of InsertRows.
