@@ -19,15 +19,15 @@ import (
 //	  WHERE q.tc >= $start AND q.tc < $end;
 //
 // in one transaction when the range holds rows, and the INSERT alone, as a
-// statement of its own (its own transaction), when it holds none: a
+// statement of its own (its own transaction), when it holds none. A
 // backfill's batches mostly fill empty ranges, and on a database file an
 // explicit BEGIN … COMMIT around a DELETE that finds nothing costs about as
 // much again as the batch's INSERT on its own (BenchmarkSmallBatch: 1.8 to
-// 2.4 times the INSERT alone, against 1.0 to 1.2 with the question first).
-// The outcome is the same either way: the
-// range is held (see writeLock) from the question to the commit, so no
-// other write of the engine's can put rows into it in between, and no other
-// process can hold the file.
+// 2.4 times the INSERT alone, against 1.0 to 1.2 with the question
+// first). The outcome is the same either way: the range is held (see
+// writeLock) from the question to the commit, so no other write of the
+// engine's can put rows into it in between, and no other process can hold
+// the file.
 //
 // The column list is the table's (cached per table, see the package
 // comment), so the query's columns are matched by name whatever their order; the query must produce every column of the
