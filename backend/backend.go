@@ -117,7 +117,8 @@ func OpenStore(ctx context.Context, conn config.Conn) (state.Store, error) {
 
 // OpenEngine opens the warehouse engine that conn names. For a DuckDB file
 // it creates the file's folder if needed and waits up to opts.LockWait for
-// another process holding the file.
+// another process holding the file; DuckDB runs with conn.Settings
+// (warehouse_settings).
 func OpenEngine(ctx context.Context, conn config.Conn, opts Options) (warehouse.Engine, error) {
 	switch conn.Driver {
 	case config.DriverDuckDB:
@@ -126,7 +127,8 @@ func OpenEngine(ctx context.Context, conn config.Conn, opts Options) (warehouse.
 				return nil, fmt.Errorf("creating the warehouse folder: %w", err)
 			}
 		}
-		e, err := duckdb.Open(ctx, conn.Path, duckdb.Options{LockWait: opts.LockWait, Clock: opts.Clock, OnWait: opts.OnLockWait})
+		e, err := duckdb.Open(ctx, conn.Path, duckdb.Options{LockWait: opts.LockWait, Clock: opts.Clock, OnWait: opts.OnLockWait,
+			MemoryLimit: conn.Settings.MemoryLimit, Threads: conn.Settings.Threads})
 		if errors.Is(err, warehouse.ErrLocked) {
 			return nil, &LockedError{Path: conn.Path, Err: err}
 		}
@@ -147,13 +149,14 @@ func OpenEngine(ctx context.Context, conn config.Conn, opts Options) (warehouse.
 
 // OpenForPlanning opens an engine on which a plan describes its models'
 // queries (warehouse.Engine.Describe), which writes nothing: for a DuckDB
-// warehouse a fresh in-memory DuckDB, the same engine and dialect, so that
+// warehouse a fresh in-memory DuckDB, the same engine and dialect, with the
+// warehouse's settings (its memory limit and threads), so that
 // planning never waits for the warehouse file another process may hold;
 // for PostgreSQL the warehouse itself, whose reused tables Describe then
 // reads as they are. The caller closes it.
 func OpenForPlanning(ctx context.Context, conn config.Conn) (warehouse.Engine, error) {
 	if conn.Driver == config.DriverDuckDB {
-		e, err := duckdb.Open(ctx, config.Memory, duckdb.Options{})
+		e, err := duckdb.Open(ctx, config.Memory, duckdb.Options{MemoryLimit: conn.Settings.MemoryLimit, Threads: conn.Settings.Threads})
 		if err != nil {
 			return nil, fmt.Errorf("opening a scratch DuckDB to check the models: %w", err)
 		}

@@ -173,3 +173,34 @@ func TestOpenStateOnly(t *testing.T) {
 	require.NoError(t, b.Close())
 	require.NoFileExists(t, filepath.Join(dir, "warehouse.duckdb"))
 }
+
+// Scenario: gapless.yaml bounds the embedded warehouse with
+// warehouse_settings (memory_limit and threads, as dbt-duckdb's settings);
+// the warehouse the commands open, and the scratch engine plans describe
+// on, run with them. Every size the file accepts, DuckDB reads.
+func TestWarehouseSettingsReachDuckDB(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "warehouse_settings:\n  memory_limit: 300MiB\n  threads: 1\n")
+	b, err := backend.Open(ctx, cfg, backend.Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, b.Close()) }()
+	scratch, err := backend.OpenForPlanning(ctx, cfg.Warehouse)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, scratch.Close()) }()
+	for _, e := range []warehouse.Engine{b.Engine, scratch} {
+		res, err := e.Query(ctx, "SELECT current_setting('memory_limit'), current_setting('threads')")
+		require.NoError(t, err)
+		require.Equal(t, "300.0 MiB", res.Rows[0][0])
+		require.EqualValues(t, 1, res.Rows[0][1])
+	}
+	for _, size := range []string{"2GB", "512 mb", "100KiB", "1TB", "3 gigabytes", "1000000 bytes", "1.5GiB", "100B", "1 kilobyte", "2 terabytes"} {
+		v, err := config.ParseMemoryLimit(size)
+		require.NoError(t, err, size)
+		e, err := backend.OpenEngine(ctx, config.Conn{Driver: config.DriverDuckDB, Path: config.Memory,
+			Settings: config.DuckDBSettings{MemoryLimit: v}}, backend.Options{})
+		require.NoError(t, err, "DuckDB reads %q", size)
+		require.NoError(t, e.Close())
+	}
+}

@@ -6,6 +6,9 @@
 // back to a default.
 //
 //	warehouse: duckdb://warehouse.duckdb        # or postgres://user:${PGPASSWORD}@host/db
+//	warehouse_settings:                         # duckdb:// only (see DuckDBSettings)
+//	  memory_limit: 2GB
+//	  threads: 2
 //	state: sqlite://.gapless/state.db           # or postgres://...
 //	environment_ttl: 7d                         # non-prod environments expire; 12h, 7d, 2w or never
 //	snapshot_ttl: 7d                            # versions no environment serves are kept; 0 or never too
@@ -233,12 +236,13 @@ func LoadEnv(dir string, lookupEnv func(string) (string, bool)) (*Config, error)
 // fileConfig mirrors gapless.yaml. Its yaml tags are the one list of known
 // keys: the strict key check reads them by reflection.
 type fileConfig struct {
-	Warehouse      *string                    `yaml:"warehouse"`
-	State          *string                    `yaml:"state"`
-	EnvironmentTTL *string                    `yaml:"environment_ttl"`
-	SnapshotTTL    *string                    `yaml:"snapshot_ttl"`
-	ModelDefaults  fileModelDefaults          `yaml:"model_defaults"`
-	Environments   map[string]fileEnvironment `yaml:"environments"`
+	Warehouse         *string                    `yaml:"warehouse"`
+	WarehouseSettings *fileWarehouseSettings     `yaml:"warehouse_settings"`
+	State             *string                    `yaml:"state"`
+	EnvironmentTTL    *string                    `yaml:"environment_ttl"`
+	SnapshotTTL       *string                    `yaml:"snapshot_ttl"`
+	ModelDefaults     fileModelDefaults          `yaml:"model_defaults"`
+	Environments      map[string]fileEnvironment `yaml:"environments"`
 }
 
 type fileModelDefaults struct {
@@ -479,6 +483,12 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 		}
 		*c.dst = conn
 	}
+
+	settings, err := l.warehouseSettings(raw.WarehouseSettings, cfg.Warehouse)
+	if err != nil {
+		return err
+	}
+	cfg.Warehouse.Settings = settings
 
 	if raw.EnvironmentTTL != nil {
 		ttl, err := l.ttl("environment_ttl", *raw.EnvironmentTTL)

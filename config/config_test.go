@@ -154,7 +154,7 @@ func TestLoad_Errors(t *testing.T) {
 		{
 			name:    "unknown key, nothing close",
 			content: "plugins: []\n",
-			want:    ":1:1: unknown key plugins at the top level (keys: warehouse, state, environment_ttl, snapshot_ttl, model_defaults, environments)",
+			want:    ":1:1: unknown key plugins at the top level (keys: warehouse, warehouse_settings, state, environment_ttl, snapshot_ttl, model_defaults, environments)",
 			key:     "plugins",
 		},
 		{
@@ -260,6 +260,42 @@ func TestLoad_Errors(t *testing.T) {
 			key:     "environments.dev.tll",
 		},
 		{
+			name:    "misspelt warehouse setting",
+			content: "warehouse_settings:\n  memroy_limit: 2GB\n",
+			want:    ":2:3: unknown key memroy_limit in warehouse_settings: did you mean memory_limit?",
+			key:     "warehouse_settings.memroy_limit",
+		},
+		{
+			name:    "memory limit without a unit",
+			content: "warehouse_settings:\n  memory_limit: '2'\n",
+			want:    `:2:17: warehouse_settings.memory_limit: bad warehouse setting: memory_limit "2" is not a size: want a number and a unit, such as 2GB, 512MB or 1.5GiB`,
+			key:     "warehouse_settings.memory_limit",
+		},
+		{
+			name:    "memory limit as a bare number",
+			content: "warehouse_settings:\n  memory_limit: 2000000000\n",
+			want:    `:2:17: warehouse_settings.memory_limit: want a size with its unit, such as 2GB, got 2000000000`,
+			key:     "warehouse_settings.memory_limit",
+		},
+		{
+			name:    "no threads",
+			content: "warehouse_settings:\n  threads: 0\n",
+			want:    `:2:12: warehouse_settings.threads: want at least 1, got 0`,
+			key:     "warehouse_settings.threads",
+		},
+		{
+			name:    "warehouse settings on postgres",
+			content: "warehouse: postgres://h/db\nwarehouse_settings:\n  threads: 2\n",
+			want:    `:2:1: warehouse_settings: applies to a duckdb:// warehouse only; the warehouse is postgres, whose settings are the server's`,
+			key:     "warehouse_settings",
+		},
+		{
+			name:    "options on a duckdb path",
+			content: "warehouse: duckdb://w.duckdb?memory_limit=2GB\n",
+			want:    `:1:12: warehouse: bad connection string: duckdb:// takes no ?options; set DuckDB's memory_limit and threads under warehouse_settings`,
+			key:     "warehouse",
+		},
+		{
 			name:    "bad default start",
 			content: "model_defaults:\n  start: '2024-02-30'\n",
 			want:    `:2:10: model_defaults.start: bad time "2024-02-30": parsing time "2024-02-30": day out of range`,
@@ -276,6 +312,30 @@ func TestLoad_Errors(t *testing.T) {
 			require.True(t, errors.As(err, &ce))
 			require.Equal(t, tt.key, ce.Key)
 		})
+	}
+}
+
+// Scenario: a project on a small machine bounds the embedded warehouse
+// with warehouse_settings, as dbt-duckdb's settings do; a project that
+// says nothing keeps DuckDB's defaults.
+func TestLoad_WarehouseSettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.LoadEnv(project(t, ptr("warehouse: duckdb://w.duckdb\nwarehouse_settings:\n  memory_limit: 1.5 GiB\n  threads: 2\n")), nil)
+	require.NoError(t, err)
+	require.Equal(t, config.DuckDBSettings{MemoryLimit: "1.5 GiB", Threads: 2}, cfg.Warehouse.Settings)
+	cfg, err = config.LoadEnv(project(t, ptr("warehouse_settings:\n  memory_limit: 512MB\n")), nil)
+	require.NoError(t, err)
+	require.Equal(t, config.DuckDBSettings{MemoryLimit: "512MB"}, cfg.Warehouse.Settings, "the default warehouse is DuckDB's")
+	cfg, err = config.LoadEnv(project(t, nil), nil)
+	require.NoError(t, err)
+	require.True(t, cfg.Warehouse.Settings.IsZero())
+	for _, ok := range []string{"2GB", "512 mb", "100KiB", "1TB", "3 gigabytes", "1000000 bytes"} {
+		_, err := config.ParseMemoryLimit(ok)
+		require.NoError(t, err, ok)
+	}
+	for _, bad := range []string{"", "2", "GB", "-1GB", "2 GB'; SET x = '1", "80%", "2XB"} {
+		_, err := config.ParseMemoryLimit(bad)
+		require.ErrorIs(t, err, config.ErrBadSetting, bad)
 	}
 }
 

@@ -33,6 +33,9 @@ type Conn struct {
 	Driver Driver
 	Path   string
 	DSN    string
+	// Settings are DuckDB's, from gapless.yaml's warehouse_settings: set
+	// only on a duckdb:// warehouse (Load refuses them on any other).
+	Settings DuckDBSettings
 }
 
 // String renders the connection for logs and messages, with any password
@@ -52,7 +55,8 @@ func (c Conn) String() string {
 var ErrBadConn = errors.New("bad connection string")
 
 // ParseConn parses a connection string: duckdb://PATH, sqlite://PATH (PATH
-// may be :memory:, and may be followed by ?options for the driver) or
+// may be :memory:; a SQLite one may be followed by ?options for the
+// driver, a DuckDB one may not: its settings are warehouse_settings) or
 // postgres://... (also postgresql://). A relative PATH is resolved against
 // dir. duckdb:///abs/file.duckdb names an absolute path.
 //
@@ -84,6 +88,11 @@ func fileConn(d Driver, rest, dir string) (Conn, error) {
 	path, query, hasQuery := strings.Cut(rest, "?")
 	if path == "" {
 		return Conn{}, fmt.Errorf("%w: %s:// needs a file path (or %s)", ErrBadConn, d, Memory)
+	}
+	if d == DriverDuckDB && hasQuery {
+		// The file path is all gapless hands DuckDB: a query would be
+		// dropped without a word.
+		return Conn{}, fmt.Errorf("%w: duckdb:// takes no ?options; set DuckDB's memory_limit and threads under warehouse_settings", ErrBadConn)
 	}
 	if path != Memory {
 		if !filepath.IsAbs(path) {

@@ -65,8 +65,22 @@ type CheckParams struct {
 // engine's, a cancelled context) is returned as it is.
 func Check(ctx context.Context, p CheckParams) (map[string][]warehouse.Column, error) {
 	c := &checker{CheckParams: p, bySet: map[string]*snapshot.Snapshot{}, schemas: map[string][]warehouse.Column{}, failed: map[string]bool{}}
+	var tables []warehouse.Table
 	for _, s := range p.Snapshots {
 		c.bySet[s.Name] = s
+		if s.Model.Kind != model.KindExternal {
+			tables = append(tables, PhysicalTable(s))
+		}
+	}
+	// One question for every physical table, not one per model derived:
+	// a catalog read costs about as much for one table as for a schema.
+	found, err := p.Engine.TablesExist(ctx, tables)
+	if err != nil {
+		return nil, fmt.Errorf("checking the tables of %d models: %w", len(tables), err)
+	}
+	c.built = make(map[warehouse.Table]bool, len(tables))
+	for i, t := range tables {
+		c.built[t] = found[i]
 	}
 	for _, s := range p.Snapshots {
 		if !p.Check[s.Name] {
@@ -94,6 +108,8 @@ type checker struct {
 	// in errs once, and models that read them are skipped.
 	failed map[string]bool
 	errs   project.Errors
+	// built says which physical tables exist (read once, by Check).
+	built map[warehouse.Table]bool
 }
 
 // errParentFailed stops a model whose parent's columns could not be
@@ -165,11 +181,7 @@ func (c *checker) derive(ctx context.Context, s *snapshot.Snapshot) ([]warehouse
 		return declared(m), nil
 	}
 	phys := PhysicalTable(s)
-	exists, err := c.Engine.TableExists(ctx, phys)
-	if err != nil {
-		return nil, fmt.Errorf("model %s: checking its table: %w", s.Name, err)
-	}
-	if exists {
+	if c.built[phys] {
 		cols, err := c.Engine.Columns(ctx, phys)
 		if err != nil {
 			return nil, fmt.Errorf("model %s: reading its table's columns: %w", s.Name, err)

@@ -582,7 +582,9 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 		}
 	default: // FULL, and an incremental kind asked to build whole
 		if sql, err = t.Render(whole, w.Execution); err == nil {
-			err = x.Engine.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: t.Table, Query: sql})
+			// Nothing recorded yet: the table is as Prepare made it, empty.
+			first := recordable && covered.IsEmpty() && w.SkipCovered
+			err = x.Engine.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: t.Table, Query: sql, FirstBuild: first})
 		}
 	}
 	if err != nil {

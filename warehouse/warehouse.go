@@ -129,6 +129,12 @@ type MergeParams struct {
 type ReplaceTableParams struct {
 	Table Table
 	Query string
+	// FirstBuild is a hint: the caller expects Table to exist empty, as
+	// the create stage made it from Query (nothing of it is recorded
+	// yet). An engine may then append Query's rows into it when it is
+	// empty and has exactly Query's columns, which commits faster than a
+	// swap; the outcome is the same either way.
+	FirstBuild bool
 }
 
 // ViewParams creates or replaces View as Query.

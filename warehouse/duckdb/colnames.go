@@ -133,10 +133,15 @@ func (e *Engine) writeColumns(ctx context.Context, t warehouse.Table, fn func(s 
 	return e.write(ctx, e.columnsTx(ctx, t, fn))
 }
 
-// writeRangeColumns is writeColumns for a write that touches only the rows
-// of [start, end) of t's time column: it holds that range of t (see
-// writeLock), so that writes of disjoint ranges run together.
-func (e *Engine) writeRangeColumns(ctx context.Context, t warehouse.Table, start, end time.Time, fn func(s *session, cols []warehouse.Column) error) error {
+// writeRangeColumns is for a write that touches only the rows of
+// [start, end) of t's time column: it holds that range of t (see
+// writeLock), so that writes of disjoint ranges run together, and runs fn
+// on a session with t's column names (see tableColumns), outside any
+// transaction: fn runs the statements that must take effect together
+// through inTx, and may run one statement on its own. When it fails, t's
+// entry is forgotten, still holding the range: the cached columns may be
+// what failed.
+func (e *Engine) writeRangeColumns(ctx context.Context, t warehouse.Table, start, end time.Time, fn func(s *session, cols []warehouse.Column, inTx func(func() error) error) error) error {
 	release, err := e.shared.wl.lockRange(ctx, t, start, end)
 	if err != nil {
 		return err
@@ -147,7 +152,15 @@ func (e *Engine) writeRangeColumns(ctx context.Context, t warehouse.Table, start
 		return err
 	}
 	defer s.close()
-	return e.columnsTx(ctx, t, fn)(s)
+	gen := e.shared.cols.generation()
+	err = func() error {
+		cols, err := e.tableColumns(ctx, s, t, gen)
+		if err != nil {
+			return err
+		}
+		return fn(s, cols, func(body func() error) error { return s.inTx(ctx, body) })
+	}()
+	return e.wrapWriteErr(ctx, s, t, err)
 }
 
 // columnsTx is the body of writeColumns: fn in one transaction on s with
@@ -162,16 +175,25 @@ func (e *Engine) columnsTx(ctx context.Context, t warehouse.Table, fn func(s *se
 			}
 			return fn(s, cols)
 		})
-		if err != nil {
-			e.shared.cols.forget(t)
-			if isView(ctx, s, t) {
-				// DuckDB's binder refuses the write ("Can only delete from
-				// base table"); say what every engine says.
-				return fmt.Errorf("%w: %s is a view: %w", warehouse.ErrNotATable, t, err)
-			}
-		}
-		return err
+		return e.wrapWriteErr(ctx, s, t, err)
 	}
+}
+
+// wrapWriteErr is what a failed write of t on s returns: t's cached
+// columns are forgotten (they may be what failed), and a write refused
+// because t is a view says so as every engine does. It returns nil for a
+// nil err.
+func (e *Engine) wrapWriteErr(ctx context.Context, s *session, t warehouse.Table, err error) error {
+	if err == nil {
+		return nil
+	}
+	e.shared.cols.forget(t)
+	if isView(ctx, s, t) {
+		// DuckDB's binder refuses the write ("Can only delete from
+		// base table"); say what every engine says.
+		return fmt.Errorf("%w: %s is a view: %w", warehouse.ErrNotATable, t, err)
+	}
+	return err
 }
 
 // guardQuery is Query's guard (see session.queryGuarded): a statement

@@ -17,8 +17,10 @@ import (
 // so the names and types are those a table made from the query gets.
 //
 // With stand-ins it takes the write lock and works in one transaction that
-// is always rolled back: for each stand-in whose name no table or view has,
-// CREATE SCHEMA IF NOT EXISTS and CREATE TABLE, then the DESCRIBE. DuckDB's
+// is always rolled back: CREATE SCHEMA IF NOT EXISTS once per schema and
+// CREATE TABLE IF NOT EXISTS per stand-in (so a stand-in whose name a table
+// or view has is skipped, by DuckDB's rule for names, and no catalog is
+// scanned), then the DESCRIBE. DuckDB's
 // DDL is transactional, so the rollback leaves no stand-in and no schema;
 // readers never see them (MVCC serves them committed state), and the cached
 // column names of every stand-in are forgotten before the lock is let go.
@@ -27,13 +29,20 @@ func (e *Engine) Describe(ctx context.Context, p warehouse.DescribeParams) ([]wa
 	if err := checkSQL("query", p.Query); err != nil {
 		return nil, fail(op, object, err)
 	}
-	create := make([]string, len(p.StandIns))
-	for i, st := range p.StandIns {
+	// CREATE … IF NOT EXISTS skips a stand-in whose name a table or view
+	// has, by DuckDB's own rule for names, without a catalog question.
+	create := make([]string, 0, 2*len(p.StandIns))
+	schemas := map[string]bool{}
+	for _, st := range p.StandIns {
 		q, err := createTableSQL(st)
 		if err != nil {
 			return nil, fail(op, st.Table.String(), err)
 		}
-		create[i] = q
+		if key := foldASCII(st.Table.Schema); !schemas[key] {
+			schemas[key] = true
+			create = append(create, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(st.Table.Schema))
+		}
+		create = append(create, strings.Replace(q, "CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1))
 	}
 	q := "DESCRIBE SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q"
 	var cols []warehouse.Column
@@ -61,18 +70,8 @@ func (e *Engine) Describe(ctx context.Context, p warehouse.DescribeParams) ([]wa
 			return err
 		}
 		err := func() error {
-			for i, st := range p.StandIns {
-				exists, err := tableExists(ctx, s, st.Table)
-				if err != nil {
-					return err
-				}
-				if exists {
-					continue
-				}
-				if _, err := s.exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(st.Table.Schema)); err != nil {
-					return err
-				}
-				if _, err := s.exec(ctx, create[i]); err != nil {
+			for _, q := range create {
+				if _, err := s.exec(ctx, q); err != nil {
 					return err
 				}
 			}
@@ -117,18 +116,4 @@ func describedColumns(res *warehouse.Result) ([]warehouse.Column, error) {
 		cols[i] = warehouse.Column{Name: n, Type: t}
 	}
 	return cols, nil
-}
-
-// tableExists is TableExists on s, inside the caller's transaction.
-func tableExists(ctx context.Context, s *session, t warehouse.Table) (bool, error) {
-	res, err := s.query(ctx, tablesSQL, t.Schema, t.Name)
-	if err != nil {
-		return false, err
-	}
-	for _, row := range res.Rows {
-		if sameTable(row, t) {
-			return true, nil
-		}
-	}
-	return false, nil
 }

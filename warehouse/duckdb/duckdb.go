@@ -44,6 +44,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -78,6 +79,32 @@ type Options struct {
 	// another process to let go of the file and is still waiting, so that
 	// a command says why it does not proceed instead of hanging silently.
 	OnWait func(path string, waited time.Duration)
+	// MemoryLimit is DuckDB's memory_limit ("2GB", "512MiB"): how much
+	// memory the database may take before it spills to disk or fails a
+	// query. "" leaves DuckDB's default, 80% of the machine's memory.
+	MemoryLimit string
+	// Threads is DuckDB's threads; 0 leaves DuckDB's default, one per
+	// core.
+	Threads int
+}
+
+// settings are the SET statements of opts, each with the name of its
+// setting, run on every connection (see initConn).
+func (opts Options) settings() ([][2]string, error) {
+	var out [][2]string
+	if opts.MemoryLimit != "" {
+		if err := checkText(warehouse.ErrInvalidArgument, "memory_limit", opts.MemoryLimit); err != nil {
+			return nil, err
+		}
+		out = append(out, [2]string{"memory_limit", "SET memory_limit = '" + strings.ReplaceAll(opts.MemoryLimit, "'", "''") + "'"})
+	}
+	if opts.Threads < 0 {
+		return nil, invalidf("threads must be at least 1, got %d", opts.Threads)
+	}
+	if opts.Threads > 0 {
+		out = append(out, [2]string{"threads", fmt.Sprintf("SET threads = %d", opts.Threads)})
+	}
+	return out, nil
 }
 
 // WaitNotice is how long Open waits for a held file before it calls
@@ -107,23 +134,42 @@ var _ warehouse.Engine = (*Engine)(nil)
 // opts.LockWait and then returns a *warehouse.Error wrapping warehouse.ErrLocked that
 // names the file. Any other failure is returned at once. Open never
 // creates directories: the caller chooses where the file lives.
+//
+// opts.MemoryLimit and opts.Threads are set on every connection; a value
+// DuckDB refuses fails Open with an error naming the setting, and leaves
+// nothing open.
 func Open(ctx context.Context, path string, opts Options) (*Engine, error) {
-	if path == "" || path == ":memory:" {
-		connector, err := duckdb.NewConnector("", initConn)
-		if err != nil {
-			return nil, &warehouse.Error{Op: "open", Object: "in-memory database", Err: err}
-		}
-		return newEngine(connector, "", "in-memory database", newShared()), nil
-	}
-	abs, err := checkPath(path)
+	settings, err := opts.settings()
 	if err != nil {
 		return nil, &warehouse.Error{Op: "open", Object: path, Err: err}
 	}
-	connector, err := openFile(ctx, abs, opts)
-	if err != nil {
-		return nil, &warehouse.Error{Op: "open", Object: abs, Err: err}
+	init := initConn(settings)
+	var e *Engine
+	if path == "" || path == ":memory:" {
+		connector, err := duckdb.NewConnector("", init)
+		if err != nil {
+			return nil, &warehouse.Error{Op: "open", Object: "in-memory database", Err: err}
+		}
+		e = newEngine(connector, "", "in-memory database", newShared())
+	} else {
+		abs, err := checkPath(path)
+		if err != nil {
+			return nil, &warehouse.Error{Op: "open", Object: path, Err: err}
+		}
+		connector, err := openFile(ctx, abs, opts, init)
+		if err != nil {
+			return nil, &warehouse.Error{Op: "open", Object: abs, Err: err}
+		}
+		e = newEngine(connector, abs, abs, acquireShared(abs))
 	}
-	return newEngine(connector, abs, abs, acquireShared(abs)), nil
+	if len(settings) > 0 {
+		// Connections are made on first use: make one now, so that a
+		// setting DuckDB refuses fails here, not at the first statement.
+		if err := e.read(ctx, func(*session) error { return nil }); err != nil {
+			return nil, errors.Join(&warehouse.Error{Op: "open", Object: e.object, Err: err}, e.Close())
+		}
+	}
+	return e, nil
 }
 
 func newEngine(c *duckdb.Connector, path, object string, sh *shared) *Engine {
@@ -146,12 +192,22 @@ func checkPath(path string) (string, error) {
 	return abs, nil
 }
 
-// initConn runs on every new connection.
-func initConn(execer driver.ExecerContext) error {
-	if _, err := execer.ExecContext(context.Background(), "SET TimeZone = 'UTC'", nil); err != nil {
-		return fmt.Errorf("setting TimeZone to UTC: %w", err)
+// initConn returns what runs on every new connection: TimeZone UTC, then
+// settings (name and statement; see Options.settings). A setting DuckDB
+// refuses fails the connection with an error naming it and wrapping
+// warehouse.ErrInvalidArgument.
+func initConn(settings [][2]string) func(driver.ExecerContext) error {
+	return func(execer driver.ExecerContext) error {
+		if _, err := execer.ExecContext(context.Background(), "SET TimeZone = 'UTC'", nil); err != nil {
+			return fmt.Errorf("setting TimeZone to UTC: %w", err)
+		}
+		for _, st := range settings {
+			if _, err := execer.ExecContext(context.Background(), st[1], nil); err != nil {
+				return fmt.Errorf("%w: DuckDB refuses the setting %s: %w", warehouse.ErrInvalidArgument, st[0], err)
+			}
+		}
+		return nil
 	}
-	return nil
 }
 
 // Dialect returns "duckdb".

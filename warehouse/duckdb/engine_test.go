@@ -202,3 +202,32 @@ func TestTimestampTZInterval(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, []any{"UTC", "UTC", "UTC", "UTC"}, zones)
 }
+
+// Scenario: a deploy's first build of a FULL model finds the table its
+// create stage made, empty and of the query's columns: the rows are
+// appended to that table (it keeps its identity, a commit without catalog
+// changes), where a rebuild without the hint swaps in a new table.
+func TestFirstBuildAppendsToTheEmptyTable(t *testing.T) {
+	t.Parallel()
+	e, err := duckdb.Open(t.Context(), filepath.Join(t.TempDir(), "warehouse.duckdb"), duckdb.Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	tbl := warehouse.Table{Schema: "gapless__demo", Name: "full"}
+	query := "SELECT CAST(g AS BIGINT) AS id, 'x' AS v FROM generate_series(1, 3) AS s(g)"
+	require.NoError(t, e.CreateSchema(t.Context(), tbl.Schema))
+	require.NoError(t, e.CreateTableAs(t.Context(), warehouse.CreateTableAsParams{Table: tbl, Query: query}))
+	oid := func() any {
+		res, err := e.Query(t.Context(), "SELECT table_oid FROM duckdb_tables() WHERE schema_name = $1 AND table_name = $2", tbl.Schema, tbl.Name)
+		require.NoError(t, err)
+		require.Len(t, res.Rows, 1)
+		return res.Rows[0][0]
+	}
+	made := oid()
+	require.NoError(t, e.ReplaceTable(t.Context(), warehouse.ReplaceTableParams{Table: tbl, Query: query, FirstBuild: true}))
+	require.Equal(t, made, oid(), "appended, not swapped")
+	res, err := e.Query(t.Context(), "SELECT count(*) FROM "+e.QuoteTable(tbl))
+	require.NoError(t, err)
+	require.EqualValues(t, 3, res.Rows[0][0])
+	require.NoError(t, e.ReplaceTable(t.Context(), warehouse.ReplaceTableParams{Table: tbl, Query: query}))
+	require.NotEqual(t, made, oid(), "a rebuild swaps")
+}

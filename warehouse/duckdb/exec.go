@@ -183,6 +183,30 @@ func (s *session) execBatches(ctx context.Context, query string, batches [][]any
 	return total, err
 }
 
+// findsRows runs one query and reports whether it returns a row, reading
+// at most one.
+func (s *session) findsRows(ctx context.Context, query string, args ...any) (bool, error) {
+	found := false
+	err := s.withStmt(ctx, query, args, func(st driver.Stmt, conn *duckdb.Conn, named []driver.NamedValue) error {
+		sq, ok := st.(driver.StmtQueryContext)
+		if !ok {
+			return fmt.Errorf("driver statement %T cannot query with a context", st)
+		}
+		rows, err := sq.QueryContext(ctx, named)
+		if err != nil {
+			return err
+		}
+		dest := make([]driver.Value, len(rows.Columns()))
+		err = rows.Next(dest)
+		found = err == nil
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		return errors.Join(err, rows.Close())
+	})
+	return found, err
+}
+
 // query runs one statement and reads every row.
 func (s *session) query(ctx context.Context, query string, args ...any) (*warehouse.Result, error) {
 	return s.queryGuarded(ctx, query, nil, args...)

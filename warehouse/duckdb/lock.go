@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -37,7 +38,7 @@ const (
 // another process holds it, and calling opts.OnWait once the wait has lasted
 // WaitNotice. Waiting on an external process is the one place gapless polls;
 // the clock is injectable so tests drive it without sleeping.
-func openFile(ctx context.Context, abs string, opts Options) (*duckdb.Connector, error) {
+func openFile(ctx context.Context, abs string, opts Options, init func(driver.ExecerContext) error) (*duckdb.Connector, error) {
 	clock := opts.Clock
 	if clock == nil {
 		clock = clockwork.NewRealClock()
@@ -54,7 +55,7 @@ func openFile(ctx context.Context, abs string, opts Options) (*duckdb.Connector,
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		connector, err := duckdb.NewConnector(abs, initConn)
+		connector, err := duckdb.NewConnector(abs, init)
 		if err == nil {
 			return connector, nil
 		}

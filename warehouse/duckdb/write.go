@@ -5,24 +5,36 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/gapless-dev/gapless/warehouse"
 )
 
 // InsertInterval replaces the rows of [p.Start, p.End) in p.TimeColumn of
-// p.Table with the rows of p.Query in that range, in one transaction:
+// p.Table with the rows of p.Query in that range, atomically:
 //
 //	DELETE FROM t WHERE tc >= $start AND tc < $end;
 //	INSERT INTO t (c1, c2, …) SELECT q.c1, q.c2, … FROM (query) AS q
 //	  WHERE q.tc >= $start AND q.tc < $end;
 //
+// in one transaction when the range holds rows, and the INSERT alone, as a
+// statement of its own (its own transaction), when it holds none. A
+// backfill's batches mostly fill empty ranges, and on a database file an
+// explicit BEGIN … COMMIT around a DELETE that finds nothing costs about as
+// much again as the batch's INSERT on its own (BenchmarkSmallBatch: 1.8 to
+// 2.4 times the INSERT alone, against 1.0 to 1.2 with the question
+// first). The outcome is the same either way: the range is held (see
+// writeLock) from the question to the commit, so no other write of the
+// engine's can put rows into it in between, and no other process can hold
+// the file.
+//
 // The column list is the table's (cached per table, see the package
 // comment), so the query's columns are matched by name whatever their order; the query must produce every column of the
 // table, and any other column it produces is ignored. Rows of the query
 // outside the range, or with a NULL time, are not inserted; rows of the
-// table outside the range are not touched. If anything fails, the delete is
-// rolled back and the interval keeps its previous rows. Start must be
+// table outside the range are not touched. If anything fails, nothing is
+// changed: the interval keeps its previous rows. Start must be
 // before End; both are bound as UTC instants. With p.Text the text bounds
 // are bound instead (a VARCHAR compares byte by byte). It returns the
 // number of rows inserted.
@@ -51,21 +63,31 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 		lo, hi = p.Text.Start, p.Text.End
 	}
 	var inserted int64
-	err := e.writeRangeColumns(ctx, p.Table, start, end, func(s *session, cols []warehouse.Column) error {
+	err := e.writeRangeColumns(ctx, p.Table, start, end, func(s *session, cols []warehouse.Column, inTx func(func() error) error) error {
 		if !hasColumn(cols, p.TimeColumn) {
 			return invalidf("time column %q is not a column of %s", p.TimeColumn, p.Table)
 		}
 		tc := quoteIdent(p.TimeColumn)
-		del := "DELETE FROM " + quoteTable(p.Table) + " WHERE " + tc + " >= $1 AND " + tc + " < $2"
-		if _, err := s.exec(ctx, del, lo, hi); err != nil {
-			return err
-		}
+		inRange := " WHERE " + tc + " >= $1 AND " + tc + " < $2"
 		ins := "INSERT INTO " + quoteTable(p.Table) + " (" + columnList("", cols) + ")\nSELECT " +
 			columnList("gapless_q", cols) + " FROM (\n" + body(p.Query) + "\n) AS gapless_q\nWHERE gapless_q." +
 			tc + " >= $1 AND gapless_q." + tc + " < $2"
-		var err error
-		inserted, err = s.exec(ctx, ins, lo, hi)
-		return err
+		occupied, err := s.findsRows(ctx, "SELECT 1 FROM "+quoteTable(p.Table)+inRange+" LIMIT 1", lo, hi)
+		if err != nil {
+			return err
+		}
+		if !occupied {
+			inserted, err = s.exec(ctx, ins, lo, hi)
+			return err
+		}
+		return inTx(func() error {
+			if _, err := s.exec(ctx, "DELETE FROM "+quoteTable(p.Table)+inRange, lo, hi); err != nil {
+				return err
+			}
+			var err error
+			inserted, err = s.exec(ctx, ins, lo, hi)
+			return err
+		})
 	})
 	if err != nil {
 		return 0, fail(op, object, err)
@@ -169,6 +191,14 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 // crash, since it was never committed. Views over the table keep working:
 // DuckDB binds a view's names when the view is queried. A missing table is
 // created; a view of that name is an error, and stays.
+//
+// With p.FirstBuild, a table that is empty and has exactly the query's
+// columns (DESCRIBE of both agree: names, types, order, nullability) gets
+// the query's rows appended instead, in one statement (its own
+// transaction), under the same write lock: readers see it empty until
+// the commit and full after it, what the swap would show, at about half
+// its cost on a database file (one commit without catalog changes). Any
+// other table, or an append that fails, takes the swap.
 func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParams) error {
 	const op = "replace table"
 	object := p.Table.String()
@@ -184,6 +214,9 @@ func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParam
 	}
 	tmp := warehouse.Table{Schema: p.Table.Schema, Name: tmpName}
 	return fail(op, object, e.write(ctx, func(s *session) error {
+		if p.FirstBuild && appendFirstBuild(ctx, s, p) {
+			return nil
+		}
 		defer e.shared.cols.forget(p.Table)
 		return s.inTx(ctx, func() error {
 			if _, err := s.exec(ctx, "CREATE TABLE "+quoteTable(tmp)+" AS\n"+body(p.Query)+"\n"); err != nil {
@@ -196,6 +229,28 @@ func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParam
 			return err
 		})
 	}))
+}
+
+// appendFirstBuild appends p.Query's rows to p.Table when the table is
+// empty and has exactly the query's columns, and reports whether it did.
+// Anything else (a missing table, a view, rows, other columns, a failure of
+// any statement) reports false having changed nothing: a failed INSERT is
+// its own transaction, rolled back. It runs under the write lock.
+func appendFirstBuild(ctx context.Context, s *session, p warehouse.ReplaceTableParams) bool {
+	table := quoteTable(p.Table)
+	if found, err := s.findsRows(ctx, "SELECT 1 FROM "+table+" LIMIT 1"); err != nil || found {
+		return false
+	}
+	have, err := s.query(ctx, "DESCRIBE SELECT * FROM "+table)
+	if err != nil {
+		return false
+	}
+	want, err := s.query(ctx, "DESCRIBE SELECT * FROM (\n"+body(p.Query)+"\n) AS gapless_q")
+	if err != nil || !reflect.DeepEqual(have.Rows, want.Rows) || !reflect.DeepEqual(have.Columns, want.Columns) {
+		return false
+	}
+	_, err = s.exec(ctx, "INSERT INTO "+table+"\nSELECT * FROM (\n"+body(p.Query)+"\n) AS gapless_q")
+	return err == nil
 }
 
 // maxParams bounds the parameters of one INSERT statement of InsertRows.

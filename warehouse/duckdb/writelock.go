@@ -20,7 +20,9 @@ import (
 // never touch the same row, and appends to one table do not conflict. Two
 // range writes of overlapping ranges of one table take turns, so neither
 // fails on a conflict and neither can see a state without the other's rows
-// while both claim them. An exclusive write that waits keeps new range
+// while both claim them; so a range write that finds its range empty may
+// insert without a DELETE, since no other write can fill the range before
+// it commits. An exclusive write that waits keeps new range
 // writes from starting, so a stream of range writes cannot starve it.
 //
 // Waiting honours the context; a free lock is taken even with a context

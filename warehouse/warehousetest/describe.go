@@ -14,6 +14,7 @@ var describeScenarios = []scenario{
 	{"ColumnsAndTypesCreateTableAcceptsBack", testDescribeColumns},
 	{"StandInsAreReadAndLeaveNothingBehind", testDescribeStandIns},
 	{"AnExistingTableIsReadNotItsStandIn", testDescribeExistingWins},
+	{"AnExistingViewIsReadNotItsStandIn", testDescribeExistingViewWins},
 	{"UnknownColumnFailsAndLeavesNothing", testDescribeUnknownColumn},
 	{"SmuggledStatementRunsNothing", testDescribeSmuggled},
 	{"BadStandInIsRefusedBeforeAnySQL", testDescribeBadStandIn},
@@ -93,6 +94,28 @@ func testDescribeExistingWins(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"id", "label"}, []string{cols[0].Name, cols[1].Name})
 	require.Equal(t, [][]any{row(7, "real")}, f.rowsOf(parent, "id, label", "id"))
+}
+
+// Scenario: a parent is a VIEW that exists already, named in another
+// case than its stand-in; the description reads the view, whatever the
+// stand-in says, and leaves it as it was.
+func testDescribeExistingViewWins(t *testing.T, f *fixture) {
+	parent := f.table("parent_view")
+	require.NoError(t, f.e.CreateOrReplaceView(f.ctx, warehouse.ViewParams{View: parent, Query: "SELECT CAST(7 AS BIGINT) AS id"}))
+	standIn := warehouse.Table{Schema: parent.Schema, Name: "PARENT_VIEW"}
+	if f.e.Dialect() == "postgres" {
+		standIn = parent // PostgreSQL folds only unquoted names: a quoted "PARENT_VIEW" is another name
+	}
+	cols, err := f.e.Describe(f.ctx, warehouse.DescribeParams{
+		Query:    "SELECT * FROM " + f.q(parent),
+		StandIns: []warehouse.CreateTableParams{{Table: standIn, Columns: []warehouse.Column{{Name: "other", Type: "DATE"}}}},
+	})
+	require.NoError(t, err)
+	require.Len(t, cols, 1)
+	require.Equal(t, "id", cols[0].Name)
+	res, err := f.e.Query(f.ctx, "SELECT id FROM "+f.q(parent))
+	require.NoError(t, err)
+	require.Len(t, res.Rows, 1)
 }
 
 // Scenario: a query names a column its parent does not have. The

@@ -16,6 +16,7 @@ var insertIntervalScenarios = []scenario{
 	{"OtherIntervalsUntouched", testIntervalOthersUntouched},
 	{"ColumnsMatchedByName", testIntervalColumnsByName},
 	{"FailingQueryKeepsPreviousRows", testIntervalFailingQuery},
+	{"FailingQueryIntoAnEmptyRangeLeavesItEmpty", testIntervalFailingIntoEmpty},
 	{"QueryMissingAColumnKeepsPreviousRows", testIntervalMissingColumn},
 	{"EmptyOrInvertedIntervalIsAnError", testIntervalInverted},
 	{"DateTimeColumn", testIntervalDateColumn},
@@ -141,6 +142,27 @@ func testIntervalFailingQuery(t *testing.T, f *fixture) {
 		require.Zero(t, n)
 		require.Equal(t, before, f.rowsOf(tbl, "ts, id, v", "ts, id"))
 	}
+}
+
+// Scenario: the first run of hour 1, into a range that holds no rows yet
+// (the hours around it do), fails halfway through its query. None of the
+// thousands of rows it produced before failing stays, and the other hours
+// keep theirs; the retry then fills the hour.
+func testIntervalFailingIntoEmpty(t *testing.T, f *fixture) {
+	tbl := f.eventsTable()
+	f.insertInterval(tbl, ts(0, 0, 0), ts(1, 0, 0), hourly(0, 1, 2, "good"))
+	f.insertInterval(tbl, ts(2, 0, 0), ts(3, 0, 0), hourly(2, 3, 2, "good"))
+	before := f.rowsOf(tbl, "ts, id, v", "ts, id")
+	require.Len(t, before, 4)
+
+	n, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: ts(1, 0, 0), End: ts(2, 0, 0), Query: failsLate})
+	we := requireEngineError(t, err, tbl)
+	require.NotEmpty(t, we.SQL, "Error.SQL is empty")
+	require.Zero(t, n)
+	require.Equal(t, before, f.rowsOf(tbl, "ts, id, v", "ts, id"))
+
+	require.EqualValues(t, 2, f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), hourly(1, 2, 2, "retry")))
+	require.Len(t, f.rowsOf(tbl, "ts, id, v", "ts, id"), 6)
 }
 
 // Scenario: a model's query lost a column the physical table has; the run

@@ -16,6 +16,7 @@ var replaceScenarios = []scenario{
 	{"CreatesMissingTable", testReplaceCreates},
 	{"RefusesViewName", testReplaceRefusesView},
 	{"ReadersSeeOldOrNew", testReplaceReaders},
+	{"FirstBuildHintKeepsTheOutcome", testReplaceFirstBuild},
 }
 
 // fullTable creates wt.full (id BIGINT, v TEXT) holding ids 1..3 "old".
@@ -95,6 +96,52 @@ func testReplaceCreates(t *testing.T, f *fixture) {
 	tbl := f.table("fresh")
 	f.replace(tbl, "SELECT 1 AS id")
 	require.Equal(t, [][]any{row(1)}, f.rowsOf(tbl, "id", "id"))
+}
+
+// Scenario: the first build of a FULL model says so (FirstBuild), the way
+// a deploy does after its create stage. Whatever the table really is, the
+// outcome is the swap's: an empty table made from the query holds exactly
+// the query's rows; an empty table of other columns takes the query's; a
+// table that holds rows after all (a hint gone stale) holds only the new
+// ones, none twice; a missing table is made; a view is refused and keeps
+// serving; a failing query keeps the table as it was and reports the SQL.
+func testReplaceFirstBuild(t *testing.T, f *fixture) {
+	query := `SELECT CAST(g AS BIGINT) AS id, CAST('new' AS TEXT) AS v FROM generate_series(1, 2) AS s(g)`
+	first := func(tbl warehouse.Table, q string) error {
+		return f.e.ReplaceTable(f.ctx, warehouse.ReplaceTableParams{Table: tbl, Query: q, FirstBuild: true})
+	}
+	empty := f.table("empty")
+	require.NoError(t, f.e.CreateTableAs(f.ctx, warehouse.CreateTableAsParams{Table: empty, Query: query}))
+	require.NoError(t, first(empty, query))
+	require.Equal(t, [][]any{row(1, "new"), row(2, "new")}, f.rowsOf(empty, "id, v", "id"))
+
+	other := f.table("other_columns")
+	require.NoError(t, f.e.CreateTable(f.ctx, warehouse.CreateTableParams{Table: other, Columns: []warehouse.Column{{Name: "v", Type: "TEXT"}, {Name: "id", Type: "BIGINT"}}}))
+	require.NoError(t, first(other, query))
+	cols, err := f.e.Columns(f.ctx, other)
+	require.NoError(t, err)
+	require.Equal(t, []string{"id", "v"}, []string{cols[0].Name, cols[1].Name}, "the query's columns, in its order")
+	require.Equal(t, [][]any{row(1, "new"), row(2, "new")}, f.rowsOf(other, "id, v", "id"))
+
+	full := f.fullTable()
+	require.NoError(t, first(full, query))
+	require.Equal(t, [][]any{row(1, "new"), row(2, "new")}, f.rowsOf(full, "id, v", "id"), "the old rows replaced, not added to")
+
+	fresh := f.table("fresh_first")
+	require.NoError(t, first(fresh, query))
+	require.Equal(t, [][]any{row(1, "new"), row(2, "new")}, f.rowsOf(fresh, "id, v", "id"))
+
+	view := f.table("first_view")
+	require.NoError(t, f.e.CreateOrReplaceView(f.ctx, warehouse.ViewParams{View: view, Query: "SELECT id, v FROM " + f.q(full)}))
+	requireEngineError(t, first(view, query), view)
+	require.Len(t, f.rowsOf(view, "id, v", "id"), 2)
+
+	failing := f.table("failing")
+	bad := `SELECT CAST(CASE WHEN g = 900 THEN 'oops' ELSE CAST(g AS VARCHAR) END AS BIGINT) AS id, CAST('new' AS TEXT) AS v FROM generate_series(1, 1000) AS s(g)`
+	require.NoError(t, f.e.CreateTableAs(f.ctx, warehouse.CreateTableAsParams{Table: failing, Query: query}))
+	we := requireEngineError(t, first(failing, bad), failing)
+	require.Contains(t, we.SQL, "oops")
+	require.Empty(t, f.rowsOf(failing, "id, v", "id"))
 }
 
 // Scenario: a rebuild aimed at an environment's view (a mix-up of names)
