@@ -619,3 +619,14 @@ func LoadDir(dir string, lookupEnv func(string) (string, bool)) ([]*Definition, 
 	}
 	return out, nil
 }
+
+// WaitReason says why a model waits on the source name, which has published
+// coverage up to completeThrough (zero: nothing yet): "waiting on raw.events
+// (not landed yet)" or "waiting on raw.events (complete through
+// 2024-01-02T10:00:00Z)". Plans, runs and status say it alike.
+func WaitReason(name string, completeThrough time.Time) string {
+	if completeThrough.IsZero() {
+		return fmt.Sprintf("waiting on %s (not landed yet)", name)
+	}
+	return fmt.Sprintf("waiting on %s (complete through %s)", name, completeThrough.UTC().Format(time.RFC3339))
+}
