@@ -15,7 +15,7 @@ import (
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/plan"
-	"github.com/gapless-dev/gapless/run"
+	runner "github.com/gapless-dev/gapless/run"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -203,7 +203,7 @@ func environmentStatus(ctx context.Context, store state.Store, env string, exec 
 			return nil, err
 		}
 		row.Missing, row.MissingBuckets = rangeStrings(gaps.Missing), gaps.Buckets
-		for _, w := range run.SourceWaits(snaps[r.Name], snaps, covered) {
+		for _, w := range runner.SourceWaits(snaps[r.Name], snaps, covered) {
 			if !gaps.Missing.Subtract(w.Covered).IsEmpty() {
 				row.WaitingOn = append(row.WaitingOn, w.Reason())
 			}
