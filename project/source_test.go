@@ -2,6 +2,7 @@ package project
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -77,11 +78,20 @@ columns: {id: INT, ts: TIMESTAMP, amount: DOUBLE}
 		require.Equal(t, before.Snapshots[n].Version, after.Snapshots[n].Version, n)
 	}
 
+	// The same table as an EXTERNAL model (and the source with the
+	// EXTERNAL's start, the project's default).
 	ext, err := load(t, writeProject(t, map[string]string{"models/raw.sql": `MODEL (name raw.events, kind EXTERNAL, columns (id INT, ts TIMESTAMP, amount DOUBLE));`,
 		"models/stg.sql": readsEvents}))
 	require.NoError(t, err)
-	require.NotEqual(t, ext.Snapshots["raw.events"].Fingerprint, before.Snapshots["raw.events"].Fingerprint)
-	require.Equal(t, ext.Snapshots["raw.events"].Fingerprint.DataHash, before.Snapshots["raw.events"].Fingerprint.DataHash,
+	src, err := load(t, writeProject(t, map[string]string{"sources/events.yaml": strings.Replace(eventsSource, "2024-01-02", "2024-01-01", 1),
+		"models/stg.sql": readsEvents}))
+	require.NoError(t, err)
+	require.Equal(t, ext.Models["raw.events"].Start, src.Models["raw.events"].Start)
+	for _, n := range []string{"raw.events", "stg.events"} {
+		require.NotEqual(t, ext.Snapshots[n].Fingerprint, src.Snapshots[n].Fingerprint, "%s: a run must read the source mark from the stored snapshot", n)
+		require.Equal(t, ext.Snapshots[n].Version, src.Snapshots[n].Version, "%s: turning an EXTERNAL table into a source rebuilds nothing", n)
+	}
+	require.Equal(t, ext.Snapshots["raw.events"].Fingerprint.DataHash, src.Snapshots["raw.events"].Fingerprint.DataHash,
 		"the source's rows are declared as the EXTERNAL table's")
 }
 
