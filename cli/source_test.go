@@ -5,8 +5,13 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/sqlite"
 )
 
 // addSource writes a source and an hourly model reading it into the
@@ -78,6 +83,16 @@ func TestAModelReadingAnUnlandedSourceIsNotRun(t *testing.T) {
 	require.Empty(t, st["demo.events"].WaitingOn)
 	human := mustRun(t, dir, "status", "--execution-time", t1)
 	require.Contains(t, human, "demo.raw_hourly: waiting on raw.events (not landed yet)\n")
+
+	// Once the source publishes coverage (what ingestion will do, written
+	// here by hand), status says how far it is complete.
+	st0, err := sqlite.Open(t.Context(), filepath.Join(dir, ".gapless", "state.db"))
+	require.NoError(t, err)
+	three := interval.NewSet(interval.NewRange(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2024, 1, 1, 3, 0, 0, 0, time.UTC)))
+	require.NoError(t, st0.AddIntervals(t.Context(), state.IntervalsParams{Key: state.SourceKey("raw.events"), Ranges: three, Now: testNow}))
+	require.NoError(t, st0.Close())
+	st = statusOf(t, dir, "--execution-time", t1)
+	require.Equal(t, []string{"waiting on raw.events (complete through 2024-01-01T03:00:00Z)"}, st["demo.raw_hourly"].WaitingOn)
 }
 
 // Scenario: a source and a model of one name: every command that loads
