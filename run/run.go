@@ -14,6 +14,9 @@
 //   - a child's interval runs only once its parents cover it: a child's work
 //     is clipped, per interval of its own unit, to what every parent covers
 //     after the parents ran in this same run;
+//   - a model reading a source (package source) runs only where the source
+//     has published coverage (state.SourceKey): before a source has landed,
+//     nothing that reads it runs, and ModelResult.WaitingOn says why;
 //   - a failed batch (a *execute.BatchError) stops its model and every model
 //     downstream of it, not the run: independent branches still run, and
 //     the run returns every failure joined.
@@ -373,8 +376,8 @@ func DueWork(s *snapshot.Snapshot, spec cadence.Spec, set map[string]*snapshot.S
 		return d
 	}
 	if !s.Model.Kind.IsIncremental() {
-		for _, k := range SourceWaits(s, set, covered) {
-			if k.Covered.IsEmpty() {
+		for _, w := range SourceWaits(s, set, covered) {
+			if w.Covered.IsEmpty() {
 				d.Waiting, d.Work = d.Missing, interval.Set{}
 				break
 			}

@@ -104,6 +104,23 @@ SELECT i::BIGINT AS id, TIMESTAMP '2024-01-01 00:00:00' + i * INTERVAL '20 minut
 			require.Equal(t, []string{"9"}, b.Rows(t, "SELECT sum(n)::BIGINT FROM demo.raw_hourly"))
 			require.Equal(t, 1, got["demo.raw_total"].Batches, "a kind built whole runs once its source has landed")
 			require.Zero(t, got["demo.raw_daily"].Batches, "no whole day is covered yet")
+
+			// A later deploy leaves the landed source alone, and backfills a
+			// changed model reading it only as far as the source covers.
+			executetest.WriteFiles(t, b.Dir, map[string]string{"models/hourly.sql": `MODEL (name demo.raw_hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column hour), cron '@hourly');
+SELECT date_trunc('hour', ts) AS hour, count(*) + 0 AS n FROM raw.events WHERE ts >= @start_ts AND ts <= @end_ts GROUP BY 1`})
+			p2 := b.Plan(t, "p2", plan.Prod, exec, plan.Options{})
+			var hourly *plan.Backfill
+			for i := range p2.Backfills {
+				if p2.Backfills[i].Name == "demo.raw_hourly" {
+					hourly = &p2.Backfills[i]
+				}
+			}
+			require.NotNil(t, hourly)
+			require.Equal(t, three.String(), hourly.Ranges.String())
+			require.NoError(t, doApply(b.Ctx, b, p2, exec))
+			require.Equal(t, int64(9), b.Count(t, "raw.events"), "the landed source is not replaced by a stand-in")
+			require.Equal(t, []string{"9"}, b.Rows(t, "SELECT sum(n)::BIGINT FROM demo.raw_hourly"))
 		})
 	}
 }
