@@ -433,7 +433,7 @@ func (a *applier) createTables(ctx context.Context) error {
 	}, a.Plan.ExecutionTime)
 }
 
-// sourceStandIns makes, for every source the plan's models read whose
+// sourceStandIns makes, for every source among the plan's snapshots whose
 // table does not exist yet (it has not landed), an empty view of its
 // declared columns under its name, so that the tables of the models reading
 // it can be made; their work waits until the source publishes coverage (see

@@ -93,6 +93,14 @@ func TestAModelReadingAnUnlandedSourceIsNotRun(t *testing.T) {
 	require.NoError(t, st0.Close())
 	st = statusOf(t, dir, "--execution-time", t1)
 	require.Equal(t, []string{"waiting on raw.events (complete through 2024-01-01T03:00:00Z)"}, st["demo.raw_hourly"].WaitingOn)
+
+	// Sources are shared by every environment: dev reads the same
+	// raw.events, and waits on the same coverage.
+	mustRun(t, dir, "plan", "dev", "--auto-apply", "--execution-time", t1)
+	st = statusOf(t, dir, "dev", "--execution-time", t1)
+	require.Equal(t, []string{"waiting on raw.events (complete through 2024-01-01T03:00:00Z)"}, st["demo.raw_hourly"].WaitingOn)
+	rendered := mustRun(t, dir, "render", "demo.raw_hourly", "--start", "2024-01-01", "--end", "2024-01-01T01:00:00Z")
+	require.Contains(t, rendered, "FROM raw.events")
 }
 
 // Scenario: a source and a model of one name: every command that loads
