@@ -63,6 +63,7 @@ func TestAModelReadingAnUnlandedSourceIsNotRun(t *testing.T) {
 	require.Regexp(t, `raw\.events +SOURCE `, mustRun(t, dir, "models", "--execution-time", t0))
 
 	out := mustRun(t, dir, "plan", "--auto-apply", "--execution-time", t0)
+	require.Contains(t, out, "+ raw.events  added: new source")
 	require.Contains(t, out, "Waiting on sources (computed by `gapless run` once they have landed):")
 	require.Regexp(t, `demo\.raw_hourly +\S+ +24 intervals in \[2024-01-01T00:00:00Z, 2024-01-02T00:00:00Z\): waiting on raw\.events \(not landed yet\)`, out)
 	require.NotRegexp(t, `(?m)^  demo\.raw_hourly \S+: \d+ batch`, out, "the apply computes none of it")
