@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -427,9 +428,51 @@ func Check(ctx context.Context, p *plan.Plan, engine warehouse.Engine, parser *s
 // of a snapshot only when its object is missing: a deploy that changes one
 // model of thousands parses one query here.
 func (a *applier) createTables(ctx context.Context) error {
+	if err := a.sourceStandIns(ctx); err != nil {
+		return err
+	}
 	return a.x.PrepareSnapshots(ctx, a.Plan.Snapshots, func(s *snapshot.Snapshot) (*execute.Template, error) {
 		return a.template(ctx, s.Name)
 	}, a.Plan.ExecutionTime)
+}
+
+// sourceStandIns makes, for every source among the plan's snapshots whose
+// table does not exist yet (it has not landed), an empty view of its
+// declared columns under its name, so that the tables of the models reading
+// it can be made; their work waits until the source publishes coverage (see
+// plan.SourceWait and run.DueWork), so nothing is computed from the empty
+// view. An existing table or view is left alone: once ingestion lands the
+// source, the view is its.
+func (a *applier) sourceStandIns(ctx context.Context) error {
+	for _, s := range a.Plan.Snapshots {
+		if !s.Model.Source {
+			continue
+		}
+		t := warehouse.Table{Schema: s.Model.Schema(), Name: s.Model.Table()}
+		exists, err := a.Engine.TableExists(ctx, t)
+		if err != nil {
+			return fmt.Errorf("source %s: checking its table: %w", s.Name, err)
+		}
+		if exists {
+			continue
+		}
+		if len(s.Model.Columns) == 0 {
+			return fmt.Errorf("source %s has not landed and declares no columns: declare them in %s", s.Name, s.Model.Path)
+		}
+		cols := make([]string, len(s.Model.Columns))
+		for i, c := range s.Model.Columns {
+			cols[i] = "CAST(NULL AS " + c.Type + ") AS " + a.Engine.QuoteIdent(c.Name)
+		}
+		if err := a.Engine.CreateSchema(ctx, t.Schema); err != nil {
+			return fmt.Errorf("source %s: %w", s.Name, err)
+		}
+		q := "SELECT " + strings.Join(cols, ", ") + " WHERE false"
+		if err := a.Engine.CreateOrReplaceView(ctx, warehouse.ViewParams{View: t, Query: q}); err != nil {
+			return fmt.Errorf("source %s: making its empty stand-in view: %w", s.Name, err)
+		}
+		a.emit(ctx, SourceStandInMade{Source: s.Name})
+	}
+	return nil
 }
 
 // template returns the template of the plan's snapshot of model name,

@@ -70,6 +70,7 @@ const (
 	MsgBackfillStopped       = "backfill stopped"
 	MsgPromotionAccepted     = "promotion accepted"
 	MsgPromotionRejected     = "promotion rejected"
+	MsgSourceStandIn         = "source not landed yet: empty view made in its place"
 )
 
 // Event is one thing an apply reports. The set is closed (the types below,
@@ -98,6 +99,13 @@ type StageFailed struct {
 	// advanced the incumbent) by applying a fresh plan, so it is logged as
 	// a warning; whether the apply fails is decided by what follows.
 	Replanning bool
+}
+
+// SourceStandInMade: a source the plan's models read had no table yet (it
+// has not landed), so an empty view of its declared columns was made under
+// its name (see the create-tables stage).
+type SourceStandInMade struct {
+	Source string
 }
 
 // ModelStarted: a model's backfill began, for Ranges (or Whole).
@@ -149,6 +157,7 @@ func (StageStarted) isEvent()      {}
 func (StageFinished) isEvent()     {}
 func (StageFailed) isEvent()       {}
 func (ModelStarted) isEvent()      {}
+func (SourceStandInMade) isEvent() {}
 func (BatchCommitted) isEvent()    {}
 func (ModelFinished) isEvent()     {}
 func (ModelFailed) isEvent()       {}
@@ -179,6 +188,10 @@ func (e StageFailed) log(ctx context.Context, l *slog.Logger) {
 	// the log's history, so it does not say the same thing twice at the
 	// default level.
 	l.InfoContext(ctx, MsgStageFailed, slog.String(logkey.Stage, string(e.Stage)), slog.Any(logkey.Error, e.Err))
+}
+
+func (e SourceStandInMade) log(ctx context.Context, l *slog.Logger) {
+	l.InfoContext(ctx, MsgSourceStandIn, slog.String(logkey.Model, e.Source))
 }
 
 func (e ModelStarted) log(ctx context.Context, l *slog.Logger) {

@@ -86,6 +86,9 @@ func modelRows(pr *project.Project, exec time.Time) ([]modelRow, error) {
 		if !m.Start.IsZero() {
 			r.Start = m.Start.Format(time.RFC3339)
 		}
+		if m.Source {
+			r.Kind, r.Cron, r.IntervalUnit = kindSource, "-", "-"
+		}
 		if m.Kind == model.KindIncrementalByTimeRange {
 			// What an empty state would miss; nothing without a start.
 			gaps, err := cadence.ModelGaps(m, interval.Set{}, exec)

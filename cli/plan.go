@@ -18,10 +18,12 @@ import (
 	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/config"
 	"github.com/gapless-dev/gapless/internal/logkey"
+	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/project"
 	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/source"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -346,6 +348,19 @@ type planSummary struct {
 	Reuses []reuseRow `json:"reuses"`
 	// Policy is the promotion policy the plan records.
 	Policy policySummary `json:"policy"`
+	// Waits are the new versions whose work waits on a source (see
+	// plan.SourceWait): what is held back, and why.
+	Waits []waitRow `json:"waits"`
+}
+
+type waitRow struct {
+	Name    string   `json:"name"`
+	Version string   `json:"version"`
+	Whole   bool     `json:"whole,omitempty"`
+	Held    []string `json:"held,omitempty"`
+	Buckets int      `json:"buckets,omitempty"`
+	// Reasons: one per source, "waiting on raw.events (not landed yet)".
+	Reasons []string `json:"reasons"`
 }
 
 type backfillRow struct {
@@ -391,6 +406,21 @@ func summarize(pl *plan.Plan) planSummary {
 			s.Indirect = append(s.Indirect, c.Name)
 		}
 	}
+	s.Waits = []waitRow{}
+	units := map[string]interval.Unit{}
+	for _, snap := range pl.Snapshots {
+		units[snap.Name] = snap.Model.IntervalUnit
+	}
+	for _, w := range pl.Waits {
+		row := waitRow{Name: w.Name, Version: w.Version, Whole: w.Whole, Held: rangeStrings(w.Held), Reasons: []string{}}
+		if !w.Whole {
+			row.Buckets = w.Held.Buckets(units[w.Name])
+		}
+		for _, src := range w.Sources {
+			row.Reasons = append(row.Reasons, source.WaitReason(src.Name, src.CompleteThrough))
+		}
+		s.Waits = append(s.Waits, row)
+	}
 	for _, b := range pl.Backfills {
 		r := backfillRow{Name: b.Name, Version: b.Version, Whole: b.Whole, Buckets: b.Buckets}
 		for rg := range b.Ranges.All() {
@@ -430,6 +460,25 @@ func printPlan(w io.Writer, pl *plan.Plan) {
 		fmt.Fprintln(w, "\nNo model changed.")
 	}
 	printBackfills(w, pl, s)
+	printWaitsOnSources(w, s.Waits)
+}
+
+// printWaitsOnSources writes the work the plan holds back until a source
+// has landed: the scheduler computes it once the source publishes it.
+func printWaitsOnSources(w io.Writer, waits []waitRow) {
+	if len(waits) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nWaiting on sources (computed by `gapless run` once they have landed):")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range waits {
+		what := "whole table"
+		if !r.Whole {
+			what = plural(int64(r.Buckets), "interval", "intervals") + " in " + strings.Join(r.Held, ", ")
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s: %s\n", r.Name, r.Version, what, strings.Join(r.Reasons, "; "))
+	}
+	_ = tw.Flush()
 }
 
 // printChange writes one change: its category and reason, why it is

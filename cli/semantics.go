@@ -340,6 +340,9 @@ func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projec
 		if !m.Waiting.IsEmpty() {
 			line += ", waiting for parents: " + m.Waiting.String()
 		}
+		for _, why := range m.WaitingOn {
+			line += "; " + why
+		}
 		fmt.Fprintln(g.env.Stdout, line)
 	}
 	if err != nil {

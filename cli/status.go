@@ -15,6 +15,7 @@ import (
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/plan"
+	runner "github.com/gapless-dev/gapless/run"
 	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -42,6 +43,10 @@ type statusRow struct {
 	// written.
 	LastRunAt    time.Time `json:"last_run_at,omitzero"`
 	LastRunRange string    `json:"last_run_range,omitempty"`
+	// WaitingOn says why missing intervals are not computed when a source
+	// the model reads has not published them ("waiting on raw.events (not
+	// landed yet)"); absent otherwise.
+	WaitingOn []string `json:"waiting_on,omitempty"`
 
 	// covered is Covered as a set, for the compact table.
 	covered interval.Set
@@ -122,6 +127,7 @@ first; --all lists every model, --json always has every model.`,
 			if err := printTable(g.env.Stdout, rows); err != nil {
 				return err
 			}
+			printWaits(g.env.Stdout, rows)
 			if elided {
 				printElided(g.env.Stdout, len(rows), len(rep.Models), "models")
 			}
@@ -154,6 +160,9 @@ func environmentStatus(ctx context.Context, store state.Store, env string, exec 
 	keys := make([]state.VersionKey, len(e.Snapshots))
 	for i, r := range e.Snapshots {
 		keys[i] = r.VersionKey()
+		if s := snaps[r.Name]; s != nil && s.Model.Source {
+			keys = append(keys, state.SourceKey(r.Name))
+		}
 	}
 	covered, err := store.GetIntervals(ctx, keys)
 	if err != nil {
@@ -194,6 +203,14 @@ func environmentStatus(ctx context.Context, store state.Store, env string, exec 
 			return nil, err
 		}
 		row.Missing, row.MissingBuckets = rangeStrings(gaps.Missing), gaps.Buckets
+		for _, w := range runner.SourceWaits(snaps[r.Name], snaps, covered) {
+			if !gaps.Missing.Subtract(w.Covered).IsEmpty() {
+				row.WaitingOn = append(row.WaitingOn, w.Reason())
+			}
+		}
+		if m.Source {
+			row.Kind = kindSource
+		}
 		rep.Models = append(rep.Models, row)
 	}
 	return rep, nil
@@ -233,6 +250,26 @@ func rangeStrings(s interval.Set) []string {
 		out = append(out, r.String())
 	}
 	return out
+}
+
+// kindSource is the kind `status` and `models` show for a source (whose
+// stand-in is an EXTERNAL model, see project.Project).
+const kindSource = "SOURCE"
+
+// printWaits writes, under the table of `status`, why a listed model's
+// missing intervals wait on a source.
+func printWaits(w io.Writer, rows []statusRow) {
+	first := true
+	for _, r := range rows {
+		if len(r.WaitingOn) == 0 {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w)
+			first = false
+		}
+		fmt.Fprintf(w, "%s: %s\n", r.Name, strings.Join(r.WaitingOn, "; "))
+	}
 }
 
 // printStatusHeader writes the lines above the table of `status`.

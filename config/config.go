@@ -33,19 +33,16 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
-	"github.com/goccy/go-yaml/parser"
 
 	"github.com/gapless-dev/gapless/cron"
+	"github.com/gapless-dev/gapless/internal/strictyaml"
 	"github.com/gapless-dev/gapless/model"
-	"github.com/gapless-dev/gapless/model/suggest"
 	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/snapshot"
 )
@@ -170,30 +167,11 @@ func (c *Config) Environment(name string) Environment {
 	return DefaultEnvironment
 }
 
-// Error is a problem in gapless.yaml. Its text is "file:line:col: message",
-// or "file: message" when it is not tied to a place. Err, when set, is the
-// underlying cause; its text is already part of Msg.
-type Error struct {
-	File string
-	Line int // 1-based; 0 when unknown
-	Col  int
-	// Key is the dotted path of the setting concerned, e.g.
-	// "environments.prod.on_incumbent_advance"; "" when none.
-	Key string
-	Msg string
-	Err error
-}
-
-// Error implements error.
-func (e *Error) Error() string {
-	if e.Line == 0 {
-		return fmt.Sprintf("%s: %s", e.File, e.Msg)
-	}
-	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
-}
-
-// Unwrap returns the underlying cause, if any.
-func (e *Error) Unwrap() error { return e.Err }
+// Error is a problem in gapless.yaml (or in another file read the same
+// way, such as a source definition). Its text is "file:line:col: message",
+// or "file: message" when it is not tied to a place; Key is the dotted path
+// of the setting concerned.
+type Error = strictyaml.Error
 
 // Load reads <dir>/gapless.yaml, expanding ${VAR} in connection strings from
 // the process environment. A missing file yields the defaults.
@@ -220,9 +198,9 @@ func LoadEnv(dir string, lookupEnv func(string) (string, bool)) (*Config, error)
 	if err != nil {
 		return nil, &Error{File: file, Msg: "cannot read: " + err.Error(), Err: err}
 	}
-	l := &loader{file: file, keyPos: map[string]pos{}, valPos: map[string]pos{}, valNode: map[string]ast.Node{}}
-	raw, err := l.decode(src)
-	if err != nil {
+	l := &loader{strictyaml.New(file)}
+	raw := &fileConfig{}
+	if err := l.Decode(src, raw, FileName); err != nil {
 		return nil, err
 	}
 	cfg := &Config{Dir: abs, File: file, Found: found, Environments: map[string]Environment{},
@@ -259,203 +237,9 @@ type fileEnvironment struct {
 	TTL                     *string `yaml:"ttl"`
 }
 
-// pos is a line and column in gapless.yaml.
-type pos struct{ line, col int }
-
-// loader carries the file name and the positions of keys and values, by
-// dotted path, so that errors found after decoding still point at the file.
-type loader struct {
-	file    string
-	keyPos  map[string]pos
-	valPos  map[string]pos
-	valNode map[string]ast.Node
-}
-
-func (l *loader) errAt(key string, p pos, cause error, format string, args ...any) *Error {
-	msg := fmt.Sprintf(format, args...)
-	if cause != nil {
-		msg += ": " + cause.Error()
-	}
-	return &Error{File: l.file, Line: p.line, Col: p.col, Key: key, Msg: msg, Err: cause}
-}
-
-// valueErr reports a problem with the value at key.
-func (l *loader) valueErr(key string, cause error, format string, args ...any) *Error {
-	return l.errAt(key, l.valPos[key], cause, format, args...)
-}
-
-// decode parses src, checks its keys strictly, and decodes it.
-func (l *loader) decode(src []byte) (*fileConfig, error) {
-	raw := &fileConfig{}
-	f, err := parser.ParseBytes(src, 0)
-	if err != nil {
-		return nil, l.yamlErr(err)
-	}
-	var body ast.Node
-	for _, doc := range f.Docs {
-		if doc == nil || doc.Body == nil {
-			continue
-		}
-		if body != nil {
-			return nil, l.errAt("", posOf(doc.Body), nil, "%s must hold a single YAML document", FileName)
-		}
-		body = doc.Body
-	}
-	if body == nil || body.Type() == ast.NullType {
-		return raw, nil
-	}
-	if err := l.checkKeys(body, reflect.TypeOf(raw).Elem(), ""); err != nil {
-		return nil, err
-	}
-	if err := yaml.NodeToValue(body, raw, yaml.Strict()); err != nil {
-		return nil, l.yamlErr(err)
-	}
-	return raw, nil
-}
-
-// yamlErr converts a go-yaml error (which carries a token) into an *Error.
-func (l *loader) yamlErr(err error) *Error {
-	var ye yaml.Error
-	if errors.As(err, &ye) && ye.GetToken() != nil && ye.GetToken().Position != nil {
-		p := ye.GetToken().Position
-		e := &Error{File: l.file, Line: p.Line, Col: p.Column, Msg: ye.GetMessage(), Err: err}
-		// go-yaml names Go types and struct fields; say it in the file's
-		// terms instead.
-		var te *yaml.TypeError
-		if errors.As(err, &te) && te.DstType != nil && te.SrcType != nil {
-			e.Key = l.keyAt(pos{line: p.Line, col: p.Column})
-			e.Msg = fmt.Sprintf("%s: want %s, got %s", e.Key, yamlKind(te.DstType), yamlKind(te.SrcType))
-		}
-		return e
-	}
-	return &Error{File: l.file, Msg: err.Error(), Err: err}
-}
-
-// keyAt returns the dotted key whose value is at p, or "value" if none is.
-func (l *loader) keyAt(p pos) string {
-	for k, v := range l.valPos {
-		if v == p {
-			return k
-		}
-	}
-	return "value"
-}
-
-// yamlKind names a Go type the way a YAML author thinks of it.
-func yamlKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Map, reflect.Struct:
-		return "a mapping"
-	}
-	return t.Kind().String()
-}
-
-func posOf(n ast.Node) pos {
-	if n == nil || n.GetToken() == nil || n.GetToken().Position == nil {
-		return pos{}
-	}
-	p := n.GetToken().Position
-	return pos{line: p.Line, col: p.Column}
-}
-
-// mappingValues returns the key/value pairs of a mapping node (go-yaml
-// represents a one-pair mapping as a bare *ast.MappingValueNode), or false if
-// n is not a mapping.
-func mappingValues(n ast.Node) ([]*ast.MappingValueNode, bool) {
-	switch v := n.(type) {
-	case *ast.MappingNode:
-		return v.Values, true
-	case *ast.MappingValueNode:
-		return []*ast.MappingValueNode{v}, true
-	case *ast.AnchorNode:
-		return mappingValues(v.Value)
-	case *ast.TagNode:
-		return mappingValues(v.Value)
-	}
-	return nil, false
-}
-
-// checkKeys walks node against the Go type it decodes into: mappings into
-// structs may only use the struct's yaml keys (suggesting the closest on a
-// miss); mappings into map[string]T take any key and recurse into T.
-// (Duplicate keys are already refused by go-yaml's parser.) Along the way it records where every key and value is.
-// Shapes that do not match (a list where a mapping belongs, ...) are left to
-// the decoder, which reports them with a position.
-func (l *loader) checkKeys(node ast.Node, t reflect.Type, path string) error {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	pairs, ok := mappingValues(node)
-	if !ok || (t.Kind() != reflect.Struct && t.Kind() != reflect.Map) {
-		return nil
-	}
-	var known []string
-	fields := map[string]reflect.Type{}
-	if t.Kind() == reflect.Struct {
-		for i := 0; i < t.NumField(); i++ {
-			name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-			known = append(known, name)
-			fields[name] = t.Field(i).Type
-		}
-	}
-	for _, pair := range pairs {
-		if pair == nil || pair.Key == nil {
-			continue
-		}
-		key := pair.Key.GetToken().Value
-		if key == "<<" {
-			continue // merge key: resolved by the decoder
-		}
-		child := key
-		if path != "" {
-			child = path + "." + key
-		}
-		kp := posOf(pair.Key)
-		l.keyPos[child], l.valPos[child], l.valNode[child] = kp, posOf(pair.Value), pair.Value
-		if pair.Value == nil || l.valPos[child] == (pos{}) {
-			l.valPos[child] = kp
-		}
-		var next reflect.Type
-		if t.Kind() == reflect.Map {
-			next = t.Elem()
-		} else {
-			ft, ok := fields[key]
-			if !ok {
-				return l.unknownKey(child, kp, key, known, path)
-			}
-			next = ft
-		}
-		if err := l.checkKeys(pair.Value, next, child); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (l *loader) unknownKey(child string, kp pos, key string, known []string, parent string) *Error {
-	where := "at the top level"
-	if parent != "" {
-		where = "in " + parent
-	}
-	if s, ok := suggest.Closest(key, known); ok {
-		return l.errAt(child, kp, nil, "unknown key %s %s: did you mean %s?", key, where, s)
-	}
-	return l.errAt(child, kp, nil, "unknown key %s %s (keys: %s)", key, where, strings.Join(known, ", "))
-}
+// loader is the strict decoder of gapless.yaml: it knows where every key
+// and value is, so that errors found after decoding still point at the file.
+type loader struct{ *strictyaml.Doc }
 
 // build validates the decoded file and fills cfg.
 func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (string, bool)) error {
@@ -473,13 +257,13 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 		if c.raw != nil {
 			expanded, err := Expand(*c.raw, lookupEnv)
 			if err != nil {
-				return l.valueErr(c.key, err, "%s", c.key)
+				return l.ValueErr(c.key, err, "%s", c.key)
 			}
 			s = expanded
 		}
 		conn, err := ParseConn(s, cfg.Dir)
 		if err != nil {
-			return l.valueErr(c.key, err, "%s", c.key)
+			return l.ValueErr(c.key, err, "%s", c.key)
 		}
 		*c.dst = conn
 	}
@@ -510,7 +294,7 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 	if md.Dialect != "" {
 		d, err := model.ParseDialect(md.Dialect)
 		if err != nil {
-			return l.valueErr("model_defaults.dialect", err, "model_defaults.dialect")
+			return l.ValueErr("model_defaults.dialect", err, "model_defaults.dialect")
 		}
 		cfg.ModelDefaults.Dialect = d
 	}
@@ -520,14 +304,14 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 			_, err = sched.Unit()
 		}
 		if err != nil {
-			return l.valueErr("model_defaults.cron", err, "model_defaults.cron")
+			return l.ValueErr("model_defaults.cron", err, "model_defaults.cron")
 		}
 		cfg.ModelDefaults.Cron = strings.TrimSpace(md.Cron)
 	}
 	if md.Start != "" {
 		t, err := model.ParseTime(md.Start)
 		if err != nil {
-			return l.valueErr("model_defaults.start", err, "model_defaults.start")
+			return l.ValueErr("model_defaults.start", err, "model_defaults.start")
 		}
 		cfg.ModelDefaults.Start = t
 	}
@@ -551,7 +335,7 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 func (l *loader) environment(name string, raw fileEnvironment) (Environment, error) {
 	key := "environments." + name
 	if err := snapshot.CheckEnvironmentName(name); err != nil {
-		e := l.errAt(key, l.keyPos[key], nil, "%v", err)
+		e := l.ErrAt(key, l.KeyPos[key], nil, "%v", err)
 		e.Err = err
 		return Environment{}, e
 	}
@@ -559,7 +343,7 @@ func (l *loader) environment(name string, raw fileEnvironment) (Environment, err
 	if raw.OnIncumbentAdvance != "" {
 		p, err := ParsePolicy(raw.OnIncumbentAdvance)
 		if err != nil {
-			return Environment{}, l.valueErr(key+".on_incumbent_advance", err, "%s.on_incumbent_advance", key)
+			return Environment{}, l.ValueErr(key+".on_incumbent_advance", err, "%s.on_incumbent_advance", key)
 		}
 		env.OnIncumbentAdvance = p
 	}
@@ -573,7 +357,7 @@ func (l *loader) environment(name string, raw fileEnvironment) (Environment, err
 	if raw.TTL != nil {
 		ttlKey := key + ".ttl"
 		if name == ProdEnvironment {
-			return Environment{}, l.errAt(ttlKey, l.keyPos[ttlKey], nil,
+			return Environment{}, l.ErrAt(ttlKey, l.KeyPos[ttlKey], nil,
 				"%s: prod never expires; remove ttl (environment_ttl and ttl apply to the other environments)", ttlKey)
 		}
 		ttl, err := l.ttl(ttlKey, *raw.TTL)
@@ -588,14 +372,14 @@ func (l *loader) environment(name string, raw fileEnvironment) (Environment, err
 // ttl reads the lifetime at key (see ParseTTL). The value must be written
 // as a string: a bare number has no unit.
 func (l *loader) ttl(key, raw string) (time.Duration, error) {
-	if node := l.valNode[key]; node != nil && node.Type() != ast.StringType {
-		e := l.valueErr(key, nil, "%s: want a duration such as 12h, 7d, 2w or never, got %s", key, node.String())
+	if node := l.ValNode[key]; node != nil && node.Type() != ast.StringType {
+		e := l.ValueErr(key, nil, "%s: want a duration such as 12h, 7d, 2w or never, got %s", key, node.String())
 		e.Err = ErrBadTTL
 		return 0, e
 	}
 	d, err := ParseTTL(raw)
 	if err != nil {
-		return 0, l.valueErr(key, err, "%s", key)
+		return 0, l.ValueErr(key, err, "%s", key)
 	}
 	return d, nil
 }
@@ -603,18 +387,18 @@ func (l *loader) ttl(key, raw string) (time.Duration, error) {
 // snapshotTTL reads the snapshot TTL at key (see ParseSnapshotTTL): a
 // string, or the bare number 0.
 func (l *loader) snapshotTTL(key, raw string) (time.Duration, error) {
-	node := l.valNode[key]
+	node := l.ValNode[key]
 	if node != nil && node.Type() == ast.IntegerType && strings.TrimSpace(raw) == "0" {
 		return 0, nil
 	}
 	if node != nil && node.Type() != ast.StringType {
-		e := l.valueErr(key, nil, "%s: want a duration such as 12h, 7d, 2w, 0 or never, got %s", key, node.String())
+		e := l.ValueErr(key, nil, "%s: want a duration such as 12h, 7d, 2w, 0 or never, got %s", key, node.String())
 		e.Err = ErrBadTTL
 		return 0, e
 	}
 	d, err := ParseSnapshotTTL(raw)
 	if err != nil {
-		return 0, l.valueErr(key, err, "%s", key)
+		return 0, l.ValueErr(key, err, "%s", key)
 	}
 	return d, nil
 }
@@ -686,12 +470,12 @@ func (l *loader) count(key string, raw *int, def int) (int, error) {
 	if raw == nil {
 		return def, nil
 	}
-	if node := l.valNode[key]; node != nil && node.Type() != ast.IntegerType {
+	if node := l.ValNode[key]; node != nil && node.Type() != ast.IntegerType {
 		// go-yaml would silently truncate 1.5 to 1.
-		return 0, l.valueErr(key, nil, "%s: want a whole number, got %s", key, node.String())
+		return 0, l.ValueErr(key, nil, "%s: want a whole number, got %s", key, node.String())
 	}
 	if *raw < 0 {
-		return 0, l.valueErr(key, nil, "%s must not be negative, got %d", key, *raw)
+		return 0, l.ValueErr(key, nil, "%s must not be negative, got %d", key, *raw)
 	}
 	return *raw, nil
 }

@@ -122,4 +122,13 @@ type Model struct {
 	// is written (HeaderPos when the kind is the default).
 	HeaderPos Pos
 	KindPos   Pos `json:",omitzero"`
+
+	// Source is set on the stand-in of a source (package source): a table
+	// gapless lands from outside, declared in sources/, which models read
+	// by name. Its Kind is KindExternal, so that planning, fingerprints,
+	// deploys and runs treat it as a table gapless never computes; only
+	// whether it may be read differs: a model reading it waits until the
+	// source has landed (run.DueWork). Path and HeaderPos are then the
+	// source file and where its name is written.
+	Source bool `json:",omitzero"`
 }

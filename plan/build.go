@@ -100,6 +100,10 @@ func Build(ctx context.Context, p BuildParams) (*Plan, error) {
 			keys = append(keys, state.VersionKey{Name: c.Name, Version: c.Previous.Version})
 		}
 	}
+	gates := sourceGates(p.Next, p.Graph)
+	for _, name := range gatingSources(gates) {
+		keys = append(keys, state.SourceKey(name))
+	}
 	covered, err := p.Intervals.GetIntervals(ctx, keys)
 	if err != nil {
 		return nil, fmt.Errorf("reading intervals: %w", err)
@@ -142,6 +146,13 @@ func Build(ctx context.Context, p BuildParams) (*Plan, error) {
 			p, replaced, frontier, restate[c.Name])
 		if err != nil {
 			return nil, err
+		}
+		if g := gates[c.Name]; len(g) > 0 && w.todo {
+			var wait *SourceWait
+			w, wait = gate(w, c.Next, g, covered)
+			if wait != nil {
+				pl.Waits = append(pl.Waits, *wait)
+			}
 		}
 		if w.todo {
 			pl.Backfills = append(pl.Backfills, w.backfill)
@@ -255,6 +266,107 @@ func workFor(s *snapshot.Snapshot, covered interval.Set, p BuildParams, replaced
 	w.backfill.End = end
 	w.todo = true
 	return w, nil
+}
+
+// sourceGates maps each model to the sources its work is held to: for an
+// incremental kind every source upstream of it (a model two steps below a
+// source computes nothing its parent could not, and its parent computes
+// nothing the source has not published); for a kind built whole the
+// sources it reads directly, as run.DueWork holds them.
+func sourceGates(next map[string]*snapshot.Snapshot, g *dag.Graph) map[string][]string {
+	out := map[string][]string{}
+	for _, name := range g.Order() {
+		s := next[name]
+		if s == nil || s.Model.Kind == model.KindExternal {
+			continue
+		}
+		var srcs []string
+		if s.Model.Kind.IsIncremental() {
+			for _, u := range g.Upstream(name) {
+				if us := next[u]; us != nil && us.Model.Source {
+					srcs = append(srcs, u)
+				}
+			}
+		} else {
+			for _, u := range g.Parents(name) {
+				if us := next[u]; us != nil && us.Model.Source {
+					srcs = append(srcs, u)
+				}
+			}
+		}
+		if len(srcs) > 0 {
+			slices.Sort(srcs)
+			out[name] = srcs
+		}
+	}
+	return out
+}
+
+// gatingSources is every source some model's work is held to, sorted.
+func gatingSources(gates map[string][]string) []string {
+	var out []string
+	for _, srcs := range gates {
+		out = append(out, srcs...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// gate holds w back to what every source in srcs has published: an
+// incremental backfill keeps only the whole intervals of its unit they all
+// cover (none today: until ingestion publishes, nothing reading a source is
+// computed), a kind built whole waits while any of them covers nothing. The
+// wait is reported when anything was held back.
+func gate(w work, s *snapshot.Snapshot, srcs []string, covered map[state.VersionKey]interval.Set) (work, *SourceWait) {
+	wait := &SourceWait{Name: s.Name, Version: s.Version}
+	var ready interval.Set
+	for i, src := range srcs {
+		c := covered[state.SourceKey(src)]
+		if i == 0 {
+			ready = c
+		} else {
+			ready = ready.Intersect(c)
+		}
+		wait.Sources = append(wait.Sources, WaitedSource{Name: src, CompleteThrough: c.Frontier()})
+	}
+	if w.backfill.Whole {
+		for _, src := range srcs {
+			if covered[state.SourceKey(src)].IsEmpty() {
+				w.todo, wait.Whole = false, true
+				return w, wait
+			}
+		}
+		return w, nil
+	}
+	spec, err := cadence.ForModel(s.Model)
+	if err != nil {
+		return w, nil // the backfill exists, so its schedule does
+	}
+	kept := alignedTo(w.backfill.Ranges.Intersect(ready), spec.Unit, s.Model.AllowPartials)
+	held := w.backfill.Ranges.Subtract(kept)
+	if held.IsEmpty() {
+		return w, nil
+	}
+	wait.Held = held
+	w.backfill.Ranges = kept
+	w.backfill.Buckets = kept.Buckets(spec.Unit)
+	w.todo = !kept.IsEmpty()
+	return w, wait
+}
+
+// alignedTo shrinks each range of s to whole buckets of u, unless partial
+// intervals are allowed (as run clips a child to its parents).
+func alignedTo(s interval.Set, u interval.Unit, partials bool) interval.Set {
+	if partials {
+		return s
+	}
+	var out []interval.Range
+	for r := range s.All() {
+		if a := interval.NewRange(u.Ceil(r.Start), u.Floor(r.End)); !a.Empty() {
+			out = append(out, a)
+		}
+	}
+	return interval.NewSet(out...)
 }
 
 // wholeRange is the range a kind built whole records when it is built at

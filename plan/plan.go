@@ -78,6 +78,10 @@ type Plan struct {
 	// state already held at build time (another environment, or an earlier
 	// plan, built it): for the report, since that work is not in Backfills.
 	Reuses []Reuse `json:"reuses,omitempty"`
+	// Waits lists the new versions whose work the plan holds back because
+	// a source upstream has not published that far (see SourceWait): they
+	// are computed by the scheduler once it has.
+	Waits []SourceWait `json:"waits,omitempty"`
 
 	// Checksum is a SHA-256 over the plan's JSON with Checksum empty. A
 	// hand-edited or truncated plan fails Decode.
@@ -215,6 +219,26 @@ type Reuse struct {
 	// BuiltBy names the other environments that served the version at
 	// build time, sorted; empty when none does (an earlier plan built it).
 	BuiltBy []string `json:"built_by,omitempty"`
+}
+
+// SourceWait is a new version whose work waits on sources: Held is what the
+// plan would have computed and left out (for a kind built whole, Whole
+// instead), and Sources the upstream sources that do not cover it, with
+// how far each is complete (zero: not landed yet).
+type SourceWait struct {
+	Name    string         `json:"name"`
+	Version string         `json:"version"`
+	Held    interval.Set   `json:"held"`
+	Whole   bool           `json:"whole,omitempty"`
+	Sources []WaitedSource `json:"sources"`
+}
+
+// WaitedSource is one source a SourceWait waits on.
+type WaitedSource struct {
+	Name string `json:"name"`
+	// CompleteThrough is the end of what the source has published; zero
+	// when it has not landed yet.
+	CompleteThrough time.Time `json:"complete_through,omitzero"`
 }
 
 // Backfill is the work for one new version.

@@ -52,6 +52,8 @@ type Options struct {
 	// Cache, when not nil, answers for the queries it holds and learns the
 	// others; LoadWith saves it (see QueryCache).
 	Cache *QueryCache
+	// LookupEnv expands ${VAR} in source files; nil is os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 }
 
 // LoadWith is Load with opts: the parser opened only when needed, and a

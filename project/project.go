@@ -28,6 +28,7 @@ import (
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/model/suggest"
 	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/source"
 	"github.com/gapless-dev/gapless/sqlparse"
 )
 
@@ -38,9 +39,15 @@ const ModelsDir = "models"
 //
 // Invariant: every model in Models is a node of Graph and has a snapshot in
 // Snapshots; every reference in a model's SQL is a model of the project.
+//
+// A source (package source) is a node of Graph too: Models holds its
+// stand-in, an EXTERNAL model with Source set, so that it plans,
+// fingerprints and deploys as a declared table; Sources holds its
+// definition. Sources are shared by every environment.
 type Project struct {
 	Dir       string
 	Models    map[string]*model.Model
+	Sources   map[string]*source.Definition
 	Queries   map[string]*Query // nil for EXTERNAL and SEED models; offsets into the model's text
 	Graph     *dag.Graph
 	Snapshots map[string]*snapshot.Snapshot
@@ -76,7 +83,7 @@ func loadModels(ctx context.Context, dir string, defaults model.Defaults, opts O
 	if err != nil {
 		return nil, err
 	}
-	pr := &Project{Dir: dir, Models: map[string]*model.Model{}, Queries: map[string]*Query{}}
+	pr := &Project{Dir: dir, Models: map[string]*model.Model{}, Sources: map[string]*source.Definition{}, Queries: map[string]*Query{}}
 	var errs Errors
 	var openErr error // the parser's, set at most once, before loadAll returns
 	ld := &loader{dir: dir, defaults: defaults, cache: opts.Cache, parser: sync.OnceValues(func() (*sqlparse.Parser, error) {
@@ -112,6 +119,23 @@ func loadModels(ctx context.Context, dir string, defaults model.Defaults, opts O
 		pr.Models[m.Name] = m
 		if q != nil {
 			pr.Queries[m.Name] = q
+		}
+	}
+	lookupEnv := opts.LookupEnv
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	defs, err := source.LoadDir(dir, lookupEnv)
+	var serrs source.Errors
+	switch {
+	case errors.As(err, &serrs):
+		errs = append(errs, serrs...)
+	case err != nil:
+		return nil, err
+	}
+	for _, d := range defs {
+		if err := pr.addSource(d, defaults); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
@@ -307,6 +331,47 @@ func (ld *loader) parse(ctx context.Context, src string) (Query, error) {
 	return q, nil
 }
 
+// addSource adds d to the project: its definition, and its stand-in model
+// (see Project). A model or EXTERNAL table of the same name is an error
+// naming both files.
+func (pr *Project) addSource(d *source.Definition, defaults model.Defaults) error {
+	if m, dup := pr.Models[d.Name]; dup {
+		what := "model"
+		if m.Kind == model.KindExternal {
+			what = "EXTERNAL model"
+		}
+		return &model.Error{Pos: d.Pos, Code: model.CodeInvalid, Msg: fmt.Sprintf(
+			"source %s (%s) has the name of the %s in %s: a table is either landed by a source or defined by a model; rename or remove one",
+			d.Name, d.File, what, m.HeaderPos)}
+	}
+	m, err := standIn(d, defaults)
+	if err != nil {
+		return err
+	}
+	pr.Models[d.Name], pr.Sources[d.Name] = m, d
+	return nil
+}
+
+// standIn is the EXTERNAL model a source stands in the graph as: parsed as
+// an EXTERNAL model declaring the source's columns, with the project's model
+// defaults (dialect, owner), so that nothing of the connector (how and from
+// where it lands) is part of its fingerprint, and changing it rebuilds
+// nothing. Its start is the source's, which models that read it inherit.
+func standIn(d *source.Definition, defaults model.Defaults) (*model.Model, error) {
+	m, err := model.ParseFile(d.File, []byte("MODEL (name "+d.Name+", kind EXTERNAL, columns (x INT));"), defaults)
+	if err != nil {
+		return nil, fmt.Errorf("source %s (%s): %w", d.Name, d.File, err)
+	}
+	m.Columns = slices.Clone(d.Columns)
+	m.Source = true
+	m.Path = d.File
+	m.HeaderPos, m.KindPos, m.QueryPos = d.Pos, d.Pos, d.Pos
+	if !d.Start.IsZero() {
+		m.Start = d.Start
+	}
+	return m, nil
+}
+
 // resolve maps every table a model's query reads to a model of the project.
 // A reference that names no model (and no EXTERNAL declaration) is an error
 // at the reference's position, with a did-you-mean when a model name is
@@ -328,7 +393,11 @@ func (pr *Project) resolve() (map[string][]string, Errors) {
 		}
 		for _, ref := range q.Tables {
 			target := ref.Schema + "." + ref.Name
-			if _, ok := pr.Models[target]; ok && ref.Schema != "" {
+			if t, ok := pr.Models[target]; ok && ref.Schema != "" {
+				if t.Source && len(t.Columns) == 0 {
+					errs = append(errs, sourceWithoutColumns(m, ref, pr.Sources[target]))
+					continue
+				}
 				if target != name {
 					edges[name] = append(edges[name], target)
 				} else if err := selfRead(m, ref); err != nil {
@@ -341,6 +410,18 @@ func (pr *Project) resolve() (map[string][]string, Errors) {
 	}
 	slices.SortFunc(errs, func(a, b error) int { return cmp.Compare(a.Error(), b.Error()) })
 	return edges, errs
+}
+
+// sourceWithoutColumns is the error of a model reading a source that
+// declares no columns: until ingestion lands the table, nothing else says
+// what the model reads.
+func sourceWithoutColumns(m *model.Model, ref sqlparse.TableRef, d *source.Definition) error {
+	pos := m.QueryPos
+	if ref.Offset >= 0 {
+		pos = m.PosOf(ref.Offset)
+	}
+	return &model.Error{Pos: pos, Code: model.CodeInvalid, Msg: fmt.Sprintf(
+		"model %s reads source %s, which declares no columns: declare them in %s (columns: {name: TYPE, ...})", m.Name, d.Name, d.File)}
 }
 
 // selfRead checks a model that reads its own table: only an incremental
@@ -367,9 +448,9 @@ func (pr *Project) unknownRef(m *model.Model, ref sqlparse.TableRef, names []str
 	if ref.Offset >= 0 {
 		pos = m.PosOf(ref.Offset)
 	}
-	msg := fmt.Sprintf("model %s reads %s, which is neither a model nor a declared EXTERNAL table", m.Name, ref)
+	msg := fmt.Sprintf("model %s reads %s, which is neither a model, a source nor a declared EXTERNAL table", m.Name, ref)
 	if ref.Schema == "" {
-		msg = fmt.Sprintf("model %s reads %s without a schema; write schema.table (models and EXTERNAL tables are schema-qualified)", m.Name, ref)
+		msg = fmt.Sprintf("model %s reads %s without a schema; write schema.table (models, sources and EXTERNAL tables are schema-qualified)", m.Name, ref)
 	}
 	if guess, ok := suggest.Closest(strings.TrimPrefix(ref.String(), ref.Catalog+"."), names); ok {
 		msg += fmt.Sprintf("; did you mean %s?", guess)

@@ -2,6 +2,7 @@ package project
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/gapless-dev/gapless/config"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/source"
 	"github.com/gapless-dev/gapless/sqlparse"
 )
 
@@ -194,14 +196,14 @@ func TestLoadErrors(t *testing.T) {
 				"models/raw.sql": external,
 				"models/stg.sql": "MODEL (name stg.events, kind FULL);\nSELECT *\nFROM raw.event",
 			},
-			want: []string{"models/stg.sql:3:6: model stg.events reads raw.event, which is neither a model nor a declared EXTERNAL table; did you mean raw.events?"},
+			want: []string{"models/stg.sql:3:6: model stg.events reads raw.event, which is neither a model, a source nor a declared EXTERNAL table; did you mean raw.events?"},
 		},
 		{
 			name: "unqualified reference",
 			files: map[string]string{
 				"models/stg.sql": "MODEL (name stg.events, kind FULL);\nSELECT * FROM events",
 			},
-			want: []string{"models/stg.sql:2:15: model stg.events reads events without a schema; write schema.table (models and EXTERNAL tables are schema-qualified)"},
+			want: []string{"models/stg.sql:2:15: model stg.events reads events without a schema; write schema.table (models, sources and EXTERNAL tables are schema-qualified)"},
 		},
 		{
 			name: "cycle",
@@ -243,6 +245,55 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{"models/b.sql:2:1: model raw.events is already defined in models/a.sql:1:1"},
 		},
 		{
+			name: "did you mean names a source",
+			files: map[string]string{
+				"sources/events.yaml": eventsSource,
+				"models/stg.sql":      "MODEL (name stg.events, kind FULL);\nSELECT *\nFROM raw.event",
+			},
+			want: []string{"models/stg.sql:3:6: model stg.events reads raw.event, which is neither a model, a source nor a declared EXTERNAL table; did you mean raw.events?"},
+		},
+		{
+			name: "a source and a model of one name",
+			files: map[string]string{
+				"sources/events.yaml": eventsSource,
+				"models/raw.sql":      "MODEL (name raw.events, kind FULL);\nSELECT 1 AS id",
+			},
+			want: []string{"sources/events.yaml:1:7: source raw.events (sources/events.yaml) has the name of the model in models/raw.sql:1:1"},
+		},
+		{
+			name: "a source and an EXTERNAL model of one name",
+			files: map[string]string{
+				"sources/events.yaml": eventsSource,
+				"models/raw.sql":      external,
+			},
+			want: []string{"sources/events.yaml:1:7: source raw.events (sources/events.yaml) has the name of the EXTERNAL model in models/raw.sql:1:1"},
+		},
+		{
+			name: "two sources of one name",
+			files: map[string]string{
+				"sources/a.yaml": eventsSource,
+				"sources/b.yaml": eventsSource,
+				"models/stg.sql": readsEvents,
+			},
+			want: []string{"sources/b.yaml:1:7: source raw.events is already defined in sources/a.yaml:1:7"},
+		},
+		{
+			name: "a model reading a source without columns",
+			files: map[string]string{
+				"sources/events.yaml": "name: raw.events\nconnector: files\nfiles: {path: landing/*.csv}\ntime_column: ts\n",
+				"models/stg.sql":      "MODEL (name stg.events, kind FULL);\nSELECT * FROM raw.events",
+			},
+			want: []string{"models/stg.sql:2:15: model stg.events reads source raw.events, which declares no columns: declare them in sources/events.yaml"},
+		},
+		{
+			name: "model and source errors together",
+			files: map[string]string{
+				"sources/bad.yaml": "name: raw.bad\nconector: files\n",
+				"models/a.sql":     "MODEL (name s.a, kind FULLL);\nSELECT 1",
+			},
+			want: []string{"models/a.sql:1:23:", "sources/bad.yaml:2:1: unknown key conector at the top level: did you mean connector?"},
+		},
+		{
 			name: "header errors from several files are all reported",
 			files: map[string]string{
 				"models/a.sql": "MODEL (name s.a, kind FULLL);\nSELECT 1",
@@ -262,7 +313,8 @@ func TestLoadErrors(t *testing.T) {
 			for i, w := range tc.want {
 				require.Contains(t, errs[i].Error(), w)
 				var me *model.Error
-				require.ErrorAs(t, errs[i], &me)
+				var se *source.Error
+				require.True(t, errors.As(errs[i], &me) || errors.As(errs[i], &se), "a located error: %v", errs[i])
 			}
 		})
 	}

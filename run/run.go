@@ -14,6 +14,9 @@
 //   - a child's interval runs only once its parents cover it: a child's work
 //     is clipped, per interval of its own unit, to what every parent covers
 //     after the parents ran in this same run;
+//   - a model reading a source (package source) runs only where the source
+//     has published coverage (state.SourceKey): before a source has landed,
+//     nothing that reads it runs, and ModelResult.WaitingOn says why;
 //   - a failed batch (a *execute.BatchError) stops its model and every model
 //     downstream of it, not the run: independent branches still run, and
 //     the run returns every failure joined.
@@ -36,6 +39,7 @@ import (
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/snapshot"
+	"github.com/gapless-dev/gapless/source"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
@@ -125,6 +129,9 @@ type ModelResult struct {
 	Recorded       interval.Set
 	// Waiting is due work held back because a parent does not cover it yet.
 	Waiting interval.Set
+	// WaitingOn says, when a source it reads holds some of Waiting back,
+	// why: one SourceWait.Reason per such source.
+	WaitingOn []string
 	// DeferredBy names the holder of the version's lease (owner, PID and
 	// host: lease.Describe) when the run deferred the model's due work
 	// (Deferred) because another process holds the lease, alive or not
@@ -352,9 +359,12 @@ type Due struct {
 }
 
 // DueWork computes s's due work at exec. covered must hold the intervals of
-// s's version and of the versions set serves for s's parents (EXTERNAL
-// parents and parents outside set are ignored). Kinds built whole (FULL,
-// VIEW, SEED) are not clipped to their parents.
+// s's version and of the versions set serves for s's parents, and for a
+// parent that is a source its published coverage (state.SourceKey); EXTERNAL
+// parents and parents outside set are ignored. Kinds built whole (FULL,
+// VIEW, SEED) are not clipped to their parents, but wait while a source
+// they read has published no coverage at all: before a source has landed,
+// nothing that reads it runs.
 //
 // It is the one definition of "due" shared by a run and the scheduler
 // daemon's nothing-due check, so the daemon never skips work a run would
@@ -362,7 +372,16 @@ type Due struct {
 func DueWork(s *snapshot.Snapshot, spec cadence.Spec, set map[string]*snapshot.Snapshot, covered map[state.VersionKey]interval.Set, exec time.Time) Due {
 	due := spec.Missing(covered[state.VersionKey{Name: s.Name, Version: s.Version}], exec)
 	d := Due{Missing: due.Missing, Work: due.Work}
-	if d.Missing.IsEmpty() || !s.Model.Kind.IsIncremental() {
+	if d.Missing.IsEmpty() {
+		return d
+	}
+	if !s.Model.Kind.IsIncremental() {
+		for _, w := range SourceWaits(s, set, covered) {
+			if w.Covered.IsEmpty() {
+				d.Waiting, d.Work = d.Missing, interval.Set{}
+				break
+			}
+		}
 		return d
 	}
 	ready := due.Work
@@ -375,16 +394,57 @@ func DueWork(s *snapshot.Snapshot, spec cadence.Spec, set map[string]*snapshot.S
 	return d
 }
 
-// parentKeys are the interval records of s's parents that set serves,
-// EXTERNAL ones excepted.
+// parentKeys are the interval records of s's parents that set serves:
+// their versions', a source's published coverage (state.SourceKey), none
+// for an EXTERNAL table.
 func parentKeys(s *snapshot.Snapshot, set map[string]*snapshot.Snapshot) []state.VersionKey {
 	var out []state.VersionKey
 	for _, pn := range s.Parents {
 		ps, ok := set[pn]
+		if ok && ps.Model.Source {
+			out = append(out, state.SourceKey(ps.Name))
+			continue
+		}
 		if !ok || ps.Model.Kind == model.KindExternal {
 			continue
 		}
 		out = append(out, state.VersionKey{Name: ps.Name, Version: ps.Version})
+	}
+	return out
+}
+
+// SourceWait is a source that s reads, with what it has published.
+type SourceWait struct {
+	Source  string
+	Covered interval.Set
+}
+
+// Reason says why a model waits on the source: "waiting on raw.events (not
+// landed yet)", or how far it is complete.
+func (w SourceWait) Reason() string { return source.WaitReason(w.Source, w.Covered.Frontier()) }
+
+// SourceWaits lists the sources among s's parents that set serves, in s's
+// parents' order, each with its coverage in covered (keyed by
+// state.SourceKey).
+func SourceWaits(s *snapshot.Snapshot, set map[string]*snapshot.Snapshot, covered map[state.VersionKey]interval.Set) []SourceWait {
+	var out []SourceWait
+	for _, pn := range s.Parents {
+		if ps, ok := set[pn]; ok && ps.Model.Source {
+			out = append(out, SourceWait{Source: pn, Covered: covered[state.SourceKey(pn)]})
+		}
+	}
+	return out
+}
+
+// waitingOn gives the reason (SourceWait.Reason) of each source among s's
+// parents that does not cover all of waiting, in s's parents' order: what
+// the model waits on that a parent model's run will not bring.
+func waitingOn(s *snapshot.Snapshot, set map[string]*snapshot.Snapshot, covered map[state.VersionKey]interval.Set, waiting interval.Set) []string {
+	var out []string
+	for _, w := range SourceWaits(s, set, covered) {
+		if !waiting.Subtract(w.Covered).IsEmpty() {
+			out = append(out, w.Reason())
+		}
 	}
 	return out
 }
@@ -399,9 +459,10 @@ func runModel(ctx context.Context, p Params, x *execute.Executor, s *snapshot.Sn
 	}
 	key := state.VersionKey{Name: s.Name, Version: s.Version}
 	keys := append([]state.VersionKey{key}, parentKeys(s, set)...)
+	var covered map[state.VersionKey]interval.Set // as dueNow last read it
 	dueNow := func() (Due, error) {
-		covered, err := p.Store.GetIntervals(ctx, keys)
-		if err != nil {
+		var err error
+		if covered, err = p.Store.GetIntervals(ctx, keys); err != nil {
 			return Due{}, fmt.Errorf("reading intervals of %s: %w", s.Name, err)
 		}
 		return DueWork(s, spec, set, covered, p.ExecutionTime), nil
@@ -414,6 +475,9 @@ func runModel(ctx context.Context, p Params, x *execute.Executor, s *snapshot.Sn
 		return nil, nil
 	}
 	mr := &ModelResult{Model: s.Name, Version: s.Version, Waiting: due.Waiting}
+	if !due.Waiting.IsEmpty() {
+		mr.WaitingOn = waitingOn(s, set, covered, due.Waiting)
+	}
 	if due.Work.IsEmpty() {
 		return mr, nil
 	}
@@ -449,7 +513,10 @@ func runModel(ctx context.Context, p Params, x *execute.Executor, s *snapshot.Sn
 		if due.Missing.IsEmpty() {
 			return nil, nil
 		}
-		mr.Waiting = due.Waiting
+		mr.Waiting, mr.WaitingOn = due.Waiting, nil
+		if !due.Waiting.IsEmpty() {
+			mr.WaitingOn = waitingOn(s, set, covered, due.Waiting)
+		}
 		if due.Work.IsEmpty() {
 			return mr, nil
 		}

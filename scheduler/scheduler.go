@@ -641,6 +641,9 @@ func (s *Scheduler) view(ctx context.Context, env *state.Environment) (*view, er
 		}
 		v.set[r.Name], v.known[r.Key()] = e.snap, e.snap
 		switch {
+		case e.snap.Model.Source:
+			// Its readers are due only where it has published coverage.
+			v.versions = append(v.versions, state.SourceKey(r.Name))
 		case e.snap.Model.Kind == model.KindExternal:
 		case e.specErr != nil:
 			s.emit(ModelUnscheduled{Environment: env.Name, Model: r.Name, Err: e.specErr})

@@ -195,6 +195,8 @@ func Categorize(prev, next map[string]*Snapshot, g *dag.Graph, additive Additive
 		}
 		var direct *directChange
 		switch {
+		case p == nil && n.Model.Source:
+			c.Category, c.Reason = Added, "new source"
 		case p == nil:
 			c.Category, c.Reason = Added, "new model"
 		case p.Fingerprint.DataHash != n.Fingerprint.DataHash:

@@ -75,6 +75,10 @@ type metadataParts struct {
 	Description   string   `json:"description,omitempty"`
 	Tags          []string `json:"tags,omitempty"`
 	Grain         []string `json:"grain,omitempty"`
+	// Source marks a source's stand-in: a metadata fact (no row changes
+	// with it), but one a run reads from the stored snapshot, so it must
+	// change the fingerprint when an EXTERNAL table becomes a source.
+	Source bool `json:"source,omitempty"`
 }
 
 // Input is what a snapshot is computed from: a parsed model plus the facts
@@ -128,6 +132,7 @@ func metadataPartsOf(m *model.Model) metadataParts {
 		Description:   m.Description,
 		Tags:          tags,
 		Grain:         m.Grain,
+		Source:        m.Source,
 	}
 }
 

@@ -74,6 +74,16 @@ type VersionKey struct {
 	Version string `json:"version"`
 }
 
+// SourceVersion is the version of a source's interval record (see
+// SourceKey). Model versions are hex digests, so no model version is it.
+const SourceVersion = "source"
+
+// SourceKey is the interval record where the source name publishes how far
+// its data is complete (its watermark, as coverage from its start). Models
+// reading the source are due only where it covers; nothing writes it until
+// ingestion exists, so today such models are never due.
+func SourceKey(name string) VersionKey { return VersionKey{Name: name, Version: SourceVersion} }
+
 // SortVersionKeys sorts keys by name, then version.
 func SortVersionKeys(keys []VersionKey) {
 	slices.SortFunc(keys, func(a, b VersionKey) int {
