@@ -63,27 +63,27 @@ func (l *loader) warehouseSettings(raw *fileWarehouseSettings, conn Conn) (DuckD
 		return out, nil
 	}
 	if conn.Driver != DriverDuckDB {
-		e := l.errAt(key, l.keyPos[key], nil, "%s: applies to a duckdb:// warehouse only; the warehouse is %s, whose settings are the server's", key, conn.Driver)
+		e := l.ErrAt(key, l.KeyPos[key], nil, "%s: applies to a duckdb:// warehouse only; the warehouse is %s, whose settings are the server's", key, conn.Driver)
 		e.Err = ErrBadSetting
 		return out, e
 	}
 	if raw.MemoryLimit != nil {
 		k := key + ".memory_limit"
-		if node := l.valNode[k]; node != nil && node.Type() != ast.StringType {
-			e := l.valueErr(k, nil, "%s: want a size with its unit, such as 2GB, got %s", k, node.String())
+		if node := l.ValNode[k]; node != nil && node.Type() != ast.StringType {
+			e := l.ValueErr(k, nil, "%s: want a size with its unit, such as 2GB, got %s", k, node.String())
 			e.Err = ErrBadSetting
 			return out, e
 		}
 		v, err := ParseMemoryLimit(*raw.MemoryLimit)
 		if err != nil {
-			return out, l.valueErr(k, err, "%s", k)
+			return out, l.ValueErr(k, err, "%s", k)
 		}
 		out.MemoryLimit = v
 	}
 	if raw.Threads != nil {
 		k := key + ".threads"
 		if *raw.Threads < 1 {
-			e := l.valueErr(k, nil, "%s: want at least 1, got %d", k, *raw.Threads)
+			e := l.ValueErr(k, nil, "%s: want at least 1, got %d", k, *raw.Threads)
 			e.Err = ErrBadSetting
 			return out, e
 		}
