@@ -15,12 +15,12 @@ import (
 // writer still holds the evidence its fence names: the lease token still
 // holds the lease, unexpired at now, or the environment is still at the
 // generation. It fails wrapping state.ErrFenced otherwise. The shape was
-// checked by validFence.
-func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, f *state.Fence, now time.Time) error {
+// checked by validFence; st are the statements of tx's pool.
+func (s *Store) checkFence(ctx context.Context, tx *sql.Tx, st *stmts, f *state.Fence, now time.Time) error {
 	if f == nil {
 		return nil
 	}
-	return s.fenceHolds(ctx, tx, *f, now)
+	return fenceHolds(ctx, tx, st, *f, now)
 }
 
 // rowQuerier is a *sql.Tx or a *sql.DB.
@@ -39,17 +39,18 @@ func (s *Store) CheckFence(ctx context.Context, f state.Fence, now time.Time) er
 	if err := storekit.ValidateFence(f, now); err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
-	if err := s.fenceHolds(ctx, dbStmt{s.db}, f, now); err != nil {
+	if err := fenceHolds(ctx, dbStmt{s.db}, s.stmts, f, now); err != nil {
 		return fmt.Errorf("sqlite: %w", err)
 	}
 	return nil
 }
 
 // fenceHolds checks every form f carries: the lease, then the generation.
-func (s *Store) fenceHolds(ctx context.Context, q rowQuerier, f state.Fence, now time.Time) error {
+// st are the statements of q's pool.
+func fenceHolds(ctx context.Context, q rowQuerier, st *stmts, f state.Fence, now time.Time) error {
 	if f.LeaseKey != "" {
 		var one int
-		err := q.StmtContext(ctx, s.stmts.leaseFence).QueryRowContext(ctx,
+		err := q.StmtContext(ctx, st.leaseFence).QueryRowContext(ctx,
 			f.LeaseKey, f.LeaseToken, storekit.Micros(now)).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: the token no longer holds lease %q at %s", state.ErrFenced, f.LeaseKey, now.UTC().Format(time.RFC3339Nano))
@@ -61,9 +62,11 @@ func (s *Store) fenceHolds(ctx context.Context, q rowQuerier, f state.Fence, now
 	if f.Environment == "" {
 		return nil
 	}
-	var gen int64
-	err := q.QueryRowContext(ctx,
-		`SELECT generation FROM environments WHERE name = ?`, f.Environment).Scan(&gen)
+	var (
+		gen         int64
+		invalidated int64 // read by the shared statement; the fence pins the generation alone
+	)
+	err := q.StmtContext(ctx, st.generation).QueryRowContext(ctx, f.Environment).Scan(&gen, &invalidated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return fmt.Errorf("%w: environment %q no longer exists (fence expects generation %d)", state.ErrFenced, f.Environment, f.Generation)
 	}

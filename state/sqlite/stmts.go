@@ -7,9 +7,12 @@ import (
 	"fmt"
 )
 
-// stmts are the statements of the interval write path, the hottest one (a
-// scheduler records every batch through it), including the repair of the
-// freshness debts a write completes. They are prepared once:
+// stmts are the statements a scheduler runs for every model (see
+// state/statetest's RunModelStateCalls benchmark): the interval write path
+// (a scheduler records every batch through it), including the repair of
+// the freshness debts a write completes; the version lease's take, renewal
+// and release; the fence checks; the circuit breaker's generation read and
+// the read of a model's and its parents' intervals. They are prepared once:
 // database/sql keeps one prepared copy per connection and Tx.StmtContext
 // reuses it, so SQLite parses each of them once per connection instead of
 // at every call.
@@ -20,6 +23,11 @@ type stmts struct {
 	recordLastWrite          *sql.Stmt
 	leaseFence               *sql.Stmt
 	hasOpenDebt, repairDebts *sql.Stmt
+	acquireLease             *sql.Stmt
+	takeOverLease            *sql.Stmt
+	renewLease, releaseLease *sql.Stmt
+	generation               *sql.Stmt
+	getIntervals             *sql.Stmt
 	all                      []*sql.Stmt
 }
 
@@ -39,6 +47,12 @@ func prepareStmts(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.leaseFence, `SELECT 1 FROM leases WHERE key = ? AND token = ? AND expires_at_us > ?`},
 		{&s.hasOpenDebt, hasOpenDebtQuery},
 		{&s.repairDebts, repairDebtsQuery},
+		{&s.acquireLease, acquireLeaseQuery},
+		{&s.takeOverLease, takeOverLeaseQuery},
+		{&s.renewLease, renewLeaseQuery},
+		{&s.releaseLease, releaseLeaseQuery},
+		{&s.generation, generationQuery},
+		{&s.getIntervals, getIntervalsQuery},
 	} {
 		st, err := db.PrepareContext(ctx, p.query)
 		if err != nil {
