@@ -89,7 +89,7 @@ type Store struct {
 	// stmts are prepared on db, recStmts on rec: a transaction uses its
 	// pool's.
 	stmts, recStmts *stmts
-	sync Sync
+	sync            Sync
 	// committed, when set (by tests), is called with the pool of every
 	// write transaction that committed.
 	committed func(pool *sql.DB)
