@@ -30,9 +30,10 @@
 //     exactly its rows (invariant 3);
 //   - WAL works only between processes of one host, so a power loss ends
 //     every process that could hold a lease or a token: a lost lease write
-//     leaves a lease that is free or held by a process that no longer runs,
-//     which expires or is taken over at once (lease.ProcessGone), and a lost
-//     token fences only writers that are gone.
+//     leaves a lease that is free, or held by a process that no longer runs
+//     and expires at its TTL (as when a holder dies holding it, which
+//     leases are built for), and a lost token fences only writers that are
+//     gone.
 //
 // WithSync(SyncFull) syncs every write (about three fsyncs per model of a
 // scheduler tick more).
