@@ -19,7 +19,9 @@
 // record and a lease (taken, renewed, taken over, released), commit by
 // default with synchronous=NORMAL (SyncNormal): they survive a crash of the
 // process, not always a power loss or an OS crash, which may roll back the
-// last of them. That is safe because:
+// last of them (with a debt's repair stamp and gap_repaired event when the
+// record completed the debt: lost with it, they are written again when the
+// interval is recomputed). That is safe because:
 //   - WAL keeps every transaction of one file in commit order, and recovery
 //     keeps a prefix of them: a transaction that survives keeps every
 //     earlier one, and a FULL commit syncs every earlier commit with it. So
