@@ -45,15 +45,39 @@ func (s *Store) CheckFence(ctx context.Context, f state.Fence, now time.Time) er
 	return nil
 }
 
+// fenceBothQuery reads, in one statement, whether the token ?2 holds the
+// lease ?1 unexpired at ?3, and the generation of environment ?4 (NULL when
+// it does not exist): the fence of a scheduler's batch carries both.
+const fenceBothQuery = `SELECT
+	EXISTS (SELECT 1 FROM leases WHERE key = ?1 AND token = ?2 AND expires_at_us > ?3),
+	(SELECT generation FROM environments WHERE name = ?4)`
+
 // fenceHolds checks every form f carries: the lease, then the generation.
 // st are the statements of q's pool.
 func fenceHolds(ctx context.Context, q rowQuerier, st *stmts, f state.Fence, now time.Time) error {
+	if f.LeaseKey != "" && f.Environment != "" {
+		var (
+			held bool
+			gen  sql.NullInt64
+		)
+		if err := q.StmtContext(ctx, st.fenceBoth).QueryRowContext(ctx,
+			f.LeaseKey, f.LeaseToken, storekit.Micros(now), f.Environment).Scan(&held, &gen); err != nil {
+			return fmt.Errorf("checking lease fence %q and environment fence %q: %w", f.LeaseKey, f.Environment, err)
+		}
+		if !held {
+			return leaseFenced(f, now)
+		}
+		if !gen.Valid {
+			return environmentGone(f)
+		}
+		return generationHolds(f, gen.Int64)
+	}
 	if f.LeaseKey != "" {
 		var one int
 		err := q.StmtContext(ctx, st.leaseFence).QueryRowContext(ctx,
 			f.LeaseKey, f.LeaseToken, storekit.Micros(now)).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("%w: the token no longer holds lease %q at %s", state.ErrFenced, f.LeaseKey, now.UTC().Format(time.RFC3339Nano))
+			return leaseFenced(f, now)
 		}
 		if err != nil {
 			return fmt.Errorf("checking lease fence %q: %w", f.LeaseKey, err)
@@ -68,11 +92,26 @@ func fenceHolds(ctx context.Context, q rowQuerier, st *stmts, f state.Fence, now
 	)
 	err := q.StmtContext(ctx, st.generation).QueryRowContext(ctx, f.Environment).Scan(&gen, &invalidated)
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%w: environment %q no longer exists (fence expects generation %d)", state.ErrFenced, f.Environment, f.Generation)
+		return environmentGone(f)
 	}
 	if err != nil {
 		return fmt.Errorf("checking environment fence %q: %w", f.Environment, err)
 	}
+	return generationHolds(f, gen)
+}
+
+// leaseFenced is the error of a fence whose token no longer holds its lease.
+func leaseFenced(f state.Fence, now time.Time) error {
+	return fmt.Errorf("%w: the token no longer holds lease %q at %s", state.ErrFenced, f.LeaseKey, now.UTC().Format(time.RFC3339Nano))
+}
+
+// environmentGone is the error of a fence whose environment no longer exists.
+func environmentGone(f state.Fence) error {
+	return fmt.Errorf("%w: environment %q no longer exists (fence expects generation %d)", state.ErrFenced, f.Environment, f.Generation)
+}
+
+// generationHolds checks the generation gen read for f's environment.
+func generationHolds(f state.Fence, gen int64) error {
 	if gen != f.Generation {
 		return fmt.Errorf("%w: environment %q is at generation %d, the fence expects %d", state.ErrFenced, f.Environment, gen, f.Generation)
 	}

@@ -153,9 +153,16 @@ func loadRanges(ctx context.Context, query *sql.Stmt, args ...any) ([]storekit.R
 
 // rewriteRanges turns the stored rows old into next, touching only the rows
 // that differ: deletes first, so that a range whose end moved can be
-// reinserted at the same start.
-// st are the statements of tx's pool.
+// reinserted at the same start. The commonest change, one range whose end
+// moved (a batch appended to the range it continues), is one UPDATE of
+// that row. st are the statements of tx's pool.
 func rewriteRanges(ctx context.Context, tx *sql.Tx, st *stmts, k state.VersionKey, old, next []storekit.RangeMicros) error {
+	if len(old) == 1 && len(next) == 1 && old[0].Start == next[0].Start && old[0].End != next[0].End {
+		if _, err := tx.StmtContext(ctx, st.moveRangeEnd).ExecContext(ctx, next[0].End, k.Name, k.Version, old[0].Start); err != nil {
+			return fmt.Errorf("moving the end of a merged range: %w", err)
+		}
+		return nil
+	}
 	del, ins := tx.StmtContext(ctx, st.deleteRange), tx.StmtContext(ctx, st.insertRange)
 	keep := make(map[storekit.RangeMicros]bool, len(next))
 	for _, r := range next {

@@ -17,18 +17,18 @@ import (
 // reuses it, so SQLite parses each of them once per connection instead of
 // at every call.
 type stmts struct {
-	windowAdd, windowRemove  *sql.Stmt
-	deleteRange              *sql.Stmt
-	insertRange              *sql.Stmt
-	recordLastWrite          *sql.Stmt
-	leaseFence               *sql.Stmt
-	hasOpenDebt, repairDebts *sql.Stmt
-	acquireLease             *sql.Stmt
-	takeOverLease            *sql.Stmt
-	renewLease, releaseLease *sql.Stmt
-	generation               *sql.Stmt
-	getIntervals             *sql.Stmt
-	all                      []*sql.Stmt
+	windowAdd, windowRemove   *sql.Stmt
+	deleteRange               *sql.Stmt
+	insertRange, moveRangeEnd *sql.Stmt
+	recordLastWrite           *sql.Stmt
+	leaseFence, fenceBoth     *sql.Stmt
+	hasOpenDebt, repairDebts  *sql.Stmt
+	acquireLease              *sql.Stmt
+	takeOverLease             *sql.Stmt
+	renewLease, releaseLease  *sql.Stmt
+	generation                *sql.Stmt
+	getIntervals              *sql.Stmt
+	all                       []*sql.Stmt
 }
 
 // prepareStmts prepares the hot statements on db (after migration: they
@@ -43,8 +43,10 @@ func prepareStmts(ctx context.Context, db *sql.DB) (*stmts, error) {
 		{&s.windowRemove, windowQuery(false)},
 		{&s.deleteRange, `DELETE FROM intervals WHERE name = ? AND version = ? AND start_us = ?`},
 		{&s.insertRange, `INSERT INTO intervals (name, version, start_us, end_us) VALUES (?, ?, ?, ?)`},
+		{&s.moveRangeEnd, `UPDATE intervals SET end_us = ? WHERE name = ? AND version = ? AND start_us = ?`},
 		{&s.recordLastWrite, recordLastWriteQuery},
 		{&s.leaseFence, `SELECT 1 FROM leases WHERE key = ? AND token = ? AND expires_at_us > ?`},
+		{&s.fenceBoth, fenceBothQuery},
 		{&s.hasOpenDebt, hasOpenDebtQuery},
 		{&s.repairDebts, repairDebtsQuery},
 		{&s.acquireLease, acquireLeaseQuery},
