@@ -14,8 +14,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -99,7 +101,11 @@ func Open(ctx context.Context, cfg *config.Config, opts Options) (*Backend, erro
 func OpenStore(ctx context.Context, conn config.Conn) (state.Store, error) {
 	switch conn.Driver {
 	case config.DriverSQLite:
-		s, err := sqlite.Open(ctx, conn.Path)
+		opts, err := sqliteOptions(conn)
+		if err != nil {
+			return nil, fmt.Errorf("opening the state store %s: %w", conn.String(), err)
+		}
+		s, err := sqlite.Open(ctx, conn.Path, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("opening the state store %s: %w", conn.String(), err)
 		}
@@ -113,6 +119,38 @@ func OpenStore(ctx context.Context, conn config.Conn) (state.Store, error) {
 	default:
 		return nil, fmt.Errorf("state store %s: %w: the state store is sqlite:// or postgres://", conn.String(), ErrUnsupported)
 	}
+}
+
+// ErrBadStateOption is wrapped when a sqlite:// state store names a
+// parameter it does not know, or a bad value.
+var ErrBadStateOption = errors.New("bad state store parameter")
+
+// sqliteOptions reads the parameters of a sqlite:// state store:
+// sync=normal|full (sqlite.WithSync). Any other parameter is refused.
+func sqliteOptions(conn config.Conn) ([]sqlite.Option, error) {
+	_, query, ok := strings.Cut(conn.DSN, "?")
+	if !ok {
+		return nil, nil
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the parameters after '?' do not parse: %w", ErrBadStateOption, err)
+	}
+	var opts []sqlite.Option
+	for name, values := range q {
+		if name != "sync" {
+			return nil, fmt.Errorf("%w: unknown parameter %q; the one known is sync (normal or full)", ErrBadStateOption, name)
+		}
+		if len(values) != 1 {
+			return nil, fmt.Errorf("%w: sync is given %d times", ErrBadStateOption, len(values))
+		}
+		sync, err := sqlite.ParseSync(values[0])
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadStateOption, err)
+		}
+		opts = append(opts, sqlite.WithSync(sync))
+	}
+	return opts, nil
 }
 
 // OpenEngine opens the warehouse engine that conn names. For a DuckDB file

@@ -15,6 +15,7 @@ import (
 	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/config"
 	"github.com/gapless-dev/gapless/internal/pgtest"
+	"github.com/gapless-dev/gapless/state/sqlite"
 	"github.com/gapless-dev/gapless/warehouse"
 )
 
@@ -202,5 +203,37 @@ func TestWarehouseSettingsReachDuckDB(t *testing.T) {
 			Settings: config.DuckDBSettings{MemoryLimit: v}}, backend.Options{})
 		require.NoError(t, err, "DuckDB reads %q", size)
 		require.NoError(t, e.Close())
+	}
+}
+
+func TestSQLiteStateSyncParameter(t *testing.T) {
+	t.Parallel()
+	// Scenario: a sqlite:// state store syncs its interval records and
+	// leases as ?sync= says (normal when absent, full when asked); a bad
+	// value or an unknown parameter is refused naming it, and creates no
+	// file.
+	dir := t.TempDir()
+	for _, c := range []struct {
+		query string
+		want  sqlite.Sync
+	}{{"", sqlite.SyncNormal}, {"?sync=normal", sqlite.SyncNormal}, {"?sync=full", sqlite.SyncFull}, {"?sync=FULL", sqlite.SyncFull}} {
+		conn, err := config.ParseConn("sqlite://s"+fmt.Sprint(len(c.query))+".db"+c.query, dir)
+		require.NoError(t, err)
+		st, err := backend.OpenStore(t.Context(), conn)
+		require.NoError(t, err, c.query)
+		require.Equal(t, c.want, st.(*sqlite.Store).Sync(), c.query)
+		require.NoError(t, st.Close())
+	}
+	for _, c := range []struct{ query, says string }{
+		{"?sync=sometimes", `sync "sometimes"`},
+		{"?synch=full", `unknown parameter "synch"`},
+		{"?sync=full&sync=normal", "sync is given 2 times"},
+	} {
+		conn, err := config.ParseConn("sqlite://bad.db"+c.query, dir)
+		require.NoError(t, err)
+		_, err = backend.OpenStore(t.Context(), conn)
+		require.ErrorIs(t, err, backend.ErrBadStateOption, c.query)
+		require.ErrorContains(t, err, c.says)
+		require.NoFileExists(t, filepath.Join(dir, "bad.db"))
 	}
 }

@@ -123,7 +123,7 @@ func (w debtWriter) UnservedOpenDebts(ctx context.Context, env string, refs []st
 }
 
 func (w debtWriter) Coverage(ctx context.Context, keys []state.VersionKey) (map[state.VersionKey]interval.Set, error) {
-	return getIntervals(ctx, w.tx, keys)
+	return getIntervals(ctx, txIntervals(ctx, w.tx), keys)
 }
 
 func (w debtWriter) InsertDebts(ctx context.Context, debts []state.Debt) error {
@@ -271,17 +271,18 @@ func refKeys(refs []state.SnapshotRef) []state.VersionKey {
 // rewritten. The write lock is held, so a debt is stamped exactly once.
 //
 // It runs on every batch a scheduler records, so a key without open debts
-// (nearly always) costs one index probe and nothing more.
-func (s *Store) repairDebts(ctx context.Context, tx *sql.Tx, key state.VersionKey, now time.Time) error {
+// (nearly always) costs one index probe and nothing more. st are the
+// statements of tx's pool.
+func repairDebts(ctx context.Context, tx *sql.Tx, st *stmts, key state.VersionKey, now time.Time) error {
 	var one int
-	err := tx.StmtContext(ctx, s.stmts.hasOpenDebt).QueryRowContext(ctx, key.Name, key.Version).Scan(&one)
+	err := tx.StmtContext(ctx, st.hasOpenDebt).QueryRowContext(ctx, key.Name, key.Version).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("looking up open debts: %w", err)
 	}
-	rows, err := tx.StmtContext(ctx, s.stmts.repairDebts).QueryContext(ctx, key.Name, key.Version, storekit.Micros(now))
+	rows, err := tx.StmtContext(ctx, st.repairDebts).QueryContext(ctx, key.Name, key.Version, storekit.Micros(now))
 	if err != nil {
 		return fmt.Errorf("repairing debts: %w", err)
 	}

@@ -63,6 +63,9 @@ func (s *Store) GetEnvironment(ctx context.Context, name string) (*state.Environ
 	return e, nil
 }
 
+// generationQuery reads an environment's generation and invalidation mark.
+const generationQuery = `SELECT generation, invalidated FROM environments WHERE name = ?`
+
 // EnvironmentGeneration returns the environment's generation and
 // invalidation mark from its row alone, without reading its snapshot
 // references (see state.Store.EnvironmentGeneration), or an error wrapping
@@ -72,8 +75,7 @@ func (s *Store) EnvironmentGeneration(ctx context.Context, name string) (int64, 
 		gen int64
 		in  int64
 	)
-	err := s.db.QueryRowContext(ctx,
-		`SELECT generation, invalidated FROM environments WHERE name = ?`, name).Scan(&gen, &in)
+	err := s.stmts.generation.QueryRowContext(ctx, name).Scan(&gen, &in)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, fmt.Errorf("sqlite: environment %q: %w", name, state.ErrNotFound)
 	}
@@ -110,7 +112,7 @@ func (s *Store) ListEnvironments(ctx context.Context) ([]*state.Environment, err
 type txReader struct{ tx *sql.Tx }
 
 func (r txReader) GetIntervals(ctx context.Context, keys []state.VersionKey) (map[state.VersionKey]interval.Set, error) {
-	return getIntervals(ctx, r.tx, keys)
+	return getIntervals(ctx, txIntervals(ctx, r.tx), keys)
 }
 
 func (r txReader) GetEnvironment(ctx context.Context, name string) (*state.Environment, error) {

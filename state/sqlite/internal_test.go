@@ -1,12 +1,16 @@
 package sqlite
 
 import (
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/state"
 )
 
 func TestGetIntervalsProbesTheIndexPerKey(t *testing.T) {
@@ -86,5 +90,76 @@ func TestListPlansWalksAnIndexInOrder(t *testing.T) {
 		joined := queryPlan(t, st, listPlansQuery(c.where), c.args...)
 		require.Contains(t, joined, c.index, "plan: %s", joined)
 		require.NotContains(t, joined, "TEMP B-TREE", "plan: %s", joined)
+	}
+}
+
+func TestRecordsAndLeasesCommitUnsyncedEverythingElseSynced(t *testing.T) {
+	t.Parallel()
+	// Scenario: on a store opened with the default sync, interval records
+	// and every lease write commit on the pool whose connections run
+	// synchronous=NORMAL, while a promotion, a removal of intervals and an
+	// event commit on the synchronous=FULL one; opened WithSync(SyncFull),
+	// every write commits synchronous=FULL.
+	for _, sync := range []Sync{SyncNormal, SyncFull} {
+		t.Run(sync.String(), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			st, err := Open(ctx, filepath.Join(t.TempDir(), "state.db"), WithSync(sync))
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, st.Close()) })
+			level := func(pool *sql.DB) int {
+				var n int
+				require.NoError(t, pool.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&n))
+				return n
+			}
+			const normal, full = 1, 2
+			var got []int
+			st.committed = func(pool *sql.DB) { got = append(got, level(pool)) }
+			wrote := func(name string, want int, write func() error) {
+				t.Helper()
+				got = nil
+				require.NoError(t, write(), name)
+				require.Equal(t, []int{want}, got, "%s: the synchronous level of its commit", name)
+			}
+			rec := normal
+			if sync == SyncFull {
+				rec = full
+			}
+			now := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+			key := state.VersionKey{Name: "m.a", Version: "v1"}
+			hour := interval.NewSet(interval.NewRange(now, now.Add(time.Hour)))
+			var l state.Lease
+			wrote("AcquireLease", rec, func() (err error) {
+				l, err = st.AcquireLease(ctx, state.AcquireLeaseParams{Key: "k", Owner: "o", TTL: time.Minute, Now: now})
+				return err
+			})
+			wrote("RenewLease", rec, func() (err error) {
+				l, err = st.RenewLease(ctx, state.RenewLeaseParams{Key: "k", Token: l.Token, TTL: time.Minute, Now: now})
+				return err
+			})
+			wrote("TakeOverLease", rec, func() (err error) {
+				l, err = st.TakeOverLease(ctx, state.TakeOverLeaseParams{Key: "k", Token: l.Token, ExpiresAt: l.ExpiresAt, Owner: "p", TTL: time.Minute, Now: now})
+				return err
+			})
+			wrote("AddIntervals", rec, func() error {
+				return st.AddIntervals(ctx, state.IntervalsParams{Key: key, Ranges: hour,
+					Fence: &state.Fence{LeaseKey: "k", LeaseToken: l.Token}, Now: now})
+			})
+			wrote("ReleaseLease", rec, func() error {
+				return st.ReleaseLease(ctx, state.ReleaseLeaseParams{Key: "k", Token: l.Token})
+			})
+			wrote("Promote", full, func() error {
+				_, err := st.Promote(ctx, state.PromoteParams{Environment: "prod", PlanID: "p1", Now: now,
+					Snapshots: []state.SnapshotRef{{Name: key.Name, Fingerprint: "f", Version: key.Version}}})
+				return err
+			})
+			wrote("RemoveIntervals", full, func() error {
+				return st.RemoveIntervals(ctx, state.IntervalsParams{Key: key, Ranges: hour, Now: now})
+			})
+			wrote("AppendEvents", full, func() error {
+				_, err := st.AppendEvents(ctx, state.Event{At: now, Kind: state.EventPlanApplied})
+				return err
+			})
+		})
 	}
 }

@@ -63,8 +63,15 @@ func (s *Store) changeIntervals(ctx context.Context, p state.IntervalsParams, ad
 	if err := validFence(p.Fence, p.Now); err != nil {
 		return err
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
-		if err := s.checkFence(ctx, tx, p.Fence, p.Now); err != nil {
+	// An add is a record (see the package comment: losing the last one to a
+	// power loss only makes its interval due again); a removal is synced,
+	// since a resumed restatement skips what state says is covered.
+	write, st := s.write, s.stmts
+	if add {
+		write, st = s.writeRecord, s.recStmts
+	}
+	return write(ctx, func(tx *sql.Tx) error {
+		if err := s.checkFence(ctx, tx, st, p.Fence, p.Now); err != nil {
 			return err
 		}
 		if p.Ranges.IsEmpty() {
@@ -72,9 +79,9 @@ func (s *Store) changeIntervals(ctx context.Context, p state.IntervalsParams, ad
 		}
 		span := p.Ranges.Span()
 		lo, hi := span.Start.UnixMicro(), span.End.UnixMicro()
-		window := s.stmts.windowAdd
+		window := st.windowAdd
 		if !add {
-			window = s.stmts.windowRemove
+			window = st.windowRemove
 		}
 		old, err := loadRanges(ctx, tx.StmtContext(ctx, window), p.Key.Name, p.Key.Version, lo, hi)
 		if err != nil {
@@ -86,17 +93,17 @@ func (s *Store) changeIntervals(ctx context.Context, p state.IntervalsParams, ad
 		} else {
 			next = next.Subtract(p.Ranges)
 		}
-		if err := s.rewriteRanges(ctx, tx, p.Key, old, storekit.ToMicros(next)); err != nil {
+		if err := rewriteRanges(ctx, tx, st, p.Key, old, storekit.ToMicros(next)); err != nil {
 			return err
 		}
 		if !add {
 			return nil // removing coverage never repairs a debt, nor is a last write
 		}
-		if _, err := tx.StmtContext(ctx, s.stmts.recordLastWrite).ExecContext(ctx,
+		if _, err := tx.StmtContext(ctx, st.recordLastWrite).ExecContext(ctx,
 			p.Key.Name, p.Key.Version, storekit.Micros(p.Now), lo, hi); err != nil {
 			return fmt.Errorf("recording the last write: %w", err)
 		}
-		return s.repairDebts(ctx, tx, p.Key, p.Now)
+		return repairDebts(ctx, tx, st, p.Key, p.Now)
 	})
 }
 
@@ -146,9 +153,17 @@ func loadRanges(ctx context.Context, query *sql.Stmt, args ...any) ([]storekit.R
 
 // rewriteRanges turns the stored rows old into next, touching only the rows
 // that differ: deletes first, so that a range whose end moved can be
-// reinserted at the same start.
-func (s *Store) rewriteRanges(ctx context.Context, tx *sql.Tx, k state.VersionKey, old, next []storekit.RangeMicros) error {
-	del, ins := tx.StmtContext(ctx, s.stmts.deleteRange), tx.StmtContext(ctx, s.stmts.insertRange)
+// reinserted at the same start. The commonest change, one range whose end
+// moved (a batch appended to the range it continues), is one UPDATE of
+// that row. st are the statements of tx's pool.
+func rewriteRanges(ctx context.Context, tx *sql.Tx, st *stmts, k state.VersionKey, old, next []storekit.RangeMicros) error {
+	if len(old) == 1 && len(next) == 1 && old[0].Start == next[0].Start && old[0].End != next[0].End {
+		if _, err := tx.StmtContext(ctx, st.moveRangeEnd).ExecContext(ctx, next[0].End, k.Name, k.Version, old[0].Start); err != nil {
+			return fmt.Errorf("moving the end of a merged range: %w", err)
+		}
+		return nil
+	}
+	del, ins := tx.StmtContext(ctx, st.deleteRange), tx.StmtContext(ctx, st.insertRange)
 	keep := make(map[storekit.RangeMicros]bool, len(next))
 	for _, r := range next {
 		keep[r] = true
@@ -178,7 +193,9 @@ func (s *Store) rewriteRanges(ctx context.Context, tx *sql.Tx, k state.VersionKe
 // many keys there are: the keys travel as one JSON parameter and are joined
 // through json_each. Unknown keys map to an empty set.
 func (s *Store) GetIntervals(ctx context.Context, keys []state.VersionKey) (map[state.VersionKey]interval.Set, error) {
-	out, err := getIntervals(ctx, s.db, keys)
+	out, err := getIntervals(ctx, func(param string) (*sql.Rows, error) {
+		return s.stmts.getIntervals.QueryContext(ctx, param)
+	}, keys)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
@@ -195,9 +212,10 @@ const getIntervalsQuery = `
 	FROM json_each(?) AS k CROSS JOIN intervals AS i
 	WHERE i.name = json_extract(k.value, '$[0]') AND i.version = json_extract(k.value, '$[1]')`
 
-// getIntervals is GetIntervals over any querier (the pool, or a promotion's
-// transaction).
-func getIntervals(ctx context.Context, q querier, keys []state.VersionKey) (map[state.VersionKey]interval.Set, error) {
+// getIntervals is GetIntervals through query, which runs getIntervalsQuery
+// with its one parameter (on the pool's prepared statement, or in a
+// promotion's transaction: txIntervals).
+func getIntervals(ctx context.Context, query func(param string) (*sql.Rows, error), keys []state.VersionKey) (map[state.VersionKey]interval.Set, error) {
 	out := make(map[state.VersionKey]interval.Set, len(keys))
 	if len(keys) == 0 {
 		return out, nil
@@ -207,7 +225,7 @@ func getIntervals(ctx context.Context, q querier, keys []state.VersionKey) (map[
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.QueryContext(ctx, getIntervalsQuery, param)
+	rows, err := query(param)
 	if err != nil {
 		return nil, fmt.Errorf("reading intervals of %d keys: %w", len(distinct), err)
 	}
@@ -235,6 +253,11 @@ func getIntervals(ctx context.Context, q querier, keys []state.VersionKey) (map[
 		out[distinct[i]] = storekit.SetFromMicros(rs)
 	}
 	return out, nil
+}
+
+// txIntervals runs getIntervalsQuery in tx (getIntervals's query).
+func txIntervals(ctx context.Context, tx *sql.Tx) func(param string) (*sql.Rows, error) {
+	return func(param string) (*sql.Rows, error) { return tx.QueryContext(ctx, getIntervalsQuery, param) }
 }
 
 // LastWrites returns the last write of every key among keys that has one, in

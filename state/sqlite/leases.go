@@ -11,7 +11,39 @@ import (
 	"github.com/gapless-dev/gapless/state/internal/storekit"
 )
 
+// Every lease write (acquire, take over, renew, release) runs through
+// writeRecord: it is synced as Sync says, see the package comment for why
+// losing the last of them to a power loss is safe. Their statements are
+// prepared (stmts).
+
 const leaseColumns = `key, owner, token, acquired_at_us, expires_at_us, holder_host, holder_pid, holder_start`
+
+// acquireLeaseQuery takes a lease free or expired at the last parameter
+// (see AcquireLease).
+const acquireLeaseQuery = `
+	INSERT INTO leases (` + leaseColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (key) DO UPDATE SET
+		owner = excluded.owner, token = excluded.token,
+		acquired_at_us = excluded.acquired_at_us, expires_at_us = excluded.expires_at_us,
+		holder_host = excluded.holder_host, holder_pid = excluded.holder_pid, holder_start = excluded.holder_start
+	WHERE leases.expires_at_us <= ?
+	RETURNING ` + leaseColumns
+
+// takeOverLeaseQuery replaces the lease exactly as read (see TakeOverLease).
+const takeOverLeaseQuery = `
+	UPDATE leases SET owner = ?, token = ?, acquired_at_us = ?, expires_at_us = ?,
+		holder_host = ?, holder_pid = ?, holder_start = ?
+	WHERE key = ? AND token = ? AND expires_at_us = ?
+	RETURNING ` + leaseColumns
+
+// renewLeaseQuery extends a lease its token holds unexpired (see RenewLease).
+const renewLeaseQuery = `
+	UPDATE leases SET expires_at_us = ?
+	WHERE key = ? AND token = ? AND expires_at_us > ?
+	RETURNING ` + leaseColumns
+
+// releaseLeaseQuery frees a lease its token holds (see ReleaseLease).
+const releaseLeaseQuery = `DELETE FROM leases WHERE key = ? AND token = ?`
 
 // scanLease reads one row selected with leaseColumns.
 func scanLease(sc interface{ Scan(...any) error }) (state.Lease, error) {
@@ -55,15 +87,8 @@ func (s *Store) AcquireLease(ctx context.Context, p state.AcquireLeaseParams) (s
 	}
 	now := storekit.Micros(p.Now)
 	var out state.Lease
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		l, err := scanLease(tx.QueryRowContext(ctx, `
-			INSERT INTO leases (`+leaseColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (key) DO UPDATE SET
-				owner = excluded.owner, token = excluded.token,
-				acquired_at_us = excluded.acquired_at_us, expires_at_us = excluded.expires_at_us,
-				holder_host = excluded.holder_host, holder_pid = excluded.holder_pid, holder_start = excluded.holder_start
-			WHERE leases.expires_at_us <= ?
-			RETURNING `+leaseColumns,
+	err = s.writeRecord(ctx, func(tx *sql.Tx) error {
+		l, err := scanLease(tx.StmtContext(ctx, s.recStmts.acquireLease).QueryRowContext(ctx,
 			p.Key, p.Owner, token, now, now+p.TTL.Microseconds(), p.Holder.Host, p.Holder.PID, p.Holder.Start, now))
 		if errors.Is(err, sql.ErrNoRows) {
 			held, err := scanLease(tx.QueryRowContext(ctx,
@@ -107,12 +132,8 @@ func (s *Store) TakeOverLease(ctx context.Context, p state.TakeOverLeaseParams) 
 	}
 	now := storekit.Micros(p.Now)
 	var out state.Lease
-	err = s.write(ctx, func(tx *sql.Tx) error {
-		l, err := scanLease(tx.QueryRowContext(ctx, `
-			UPDATE leases SET owner = ?, token = ?, acquired_at_us = ?, expires_at_us = ?,
-				holder_host = ?, holder_pid = ?, holder_start = ?
-			WHERE key = ? AND token = ? AND expires_at_us = ?
-			RETURNING `+leaseColumns,
+	err = s.writeRecord(ctx, func(tx *sql.Tx) error {
+		l, err := scanLease(tx.StmtContext(ctx, s.recStmts.takeOverLease).QueryRowContext(ctx,
 			p.Owner, token, now, now+p.TTL.Microseconds(), p.Holder.Host, p.Holder.PID, p.Holder.Start,
 			p.Key, p.Token, storekit.Micros(p.ExpiresAt)))
 		if errors.Is(err, sql.ErrNoRows) {
@@ -137,11 +158,8 @@ func (s *Store) RenewLease(ctx context.Context, p state.RenewLeaseParams) (state
 	}
 	now := storekit.Micros(p.Now)
 	var out state.Lease
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		l, err := scanLease(tx.QueryRowContext(ctx, `
-			UPDATE leases SET expires_at_us = ?
-			WHERE key = ? AND token = ? AND expires_at_us > ?
-			RETURNING `+leaseColumns,
+	err := s.writeRecord(ctx, func(tx *sql.Tx) error {
+		l, err := scanLease(tx.StmtContext(ctx, s.recStmts.renewLease).QueryRowContext(ctx,
 			now+p.TTL.Microseconds(), p.Key, p.Token, now))
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("%w: the token does not hold it at %s", state.ErrLeaseLost, p.Now.UTC().Format(time.RFC3339Nano))
@@ -158,8 +176,8 @@ func (s *Store) RenewLease(ctx context.Context, p state.RenewLeaseParams) (state
 // ReleaseLease frees a lease held by p.Token (expired or not, as long as no
 // one took it over), or fails wrapping state.ErrLeaseLost.
 func (s *Store) ReleaseLease(ctx context.Context, p state.ReleaseLeaseParams) error {
-	err := s.write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM leases WHERE key = ? AND token = ?`, p.Key, p.Token)
+	err := s.writeRecord(ctx, func(tx *sql.Tx) error {
+		res, err := tx.StmtContext(ctx, s.recStmts.releaseLease).ExecContext(ctx, p.Key, p.Token)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -111,12 +112,72 @@ func TestTwoProcessesOnOneFile(t *testing.T) {
 	require.Len(t, events, 2*processRounds)
 }
 
-// TestHelperProcess is one child of TestTwoProcessesOnOneFile; run
-// directly, it returns at once.
+// roleKilled is the role of TestUnsyncedRecordsSurviveAKilledProcess's
+// child.
+const roleKilled = "killed"
+
+func TestUnsyncedRecordsSurviveAKilledProcess(t *testing.T) {
+	t.Parallel()
+	// Scenario: a process records an interval and takes a lease with the
+	// default sync (synchronous=NORMAL for both: no fsync at commit) and is
+	// killed with SIGKILL right after, its store never closed. The next
+	// process to open the file finds the interval recorded and the lease
+	// held by the dead process's token: the unsynced commits survive a crash
+	// of the process (only a power loss could roll them back).
+	dir := t.TempDir()
+	path := filepath.Join(dir, "state.db")
+	out := filepath.Join(dir, "lease.json")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envRole+"="+roleKilled, envPath+"="+path, envOut+"="+out)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	require.ErrorAsf(t, err, &exit, "the child should die by SIGKILL:\n%s", stderr.String())
+	require.Equalf(t, "signal: killed", exit.Error(), "child:\n%s", stderr.String())
+	b, err := os.ReadFile(out)
+	require.NoErrorf(t, err, "the child reported no lease:\n%s", stderr.String())
+	var want state.Lease
+	require.NoError(t, json.Unmarshal(b, &want))
+
+	st, err := sqlite.Open(t.Context(), path)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, st.Close()) }()
+	got, err := st.GetIntervals(t.Context(), []state.VersionKey{sharedKey})
+	require.NoError(t, err)
+	require.True(t, interval.NewSet(day).Equal(got[sharedKey]), "interval recorded before the kill: %v", got[sharedKey])
+	l, err := st.GetLease(t.Context(), want.Key)
+	require.NoError(t, err)
+	require.Equal(t, want.Token, l.Token)
+}
+
+// killedChild is TestUnsyncedRecordsSurviveAKilledProcess's child: it
+// records, takes a lease, reports it, and kills itself.
+func killedChild(t *testing.T) {
+	ctx := t.Context()
+	st, err := sqlite.Open(ctx, os.Getenv(envPath))
+	require.NoError(t, err)
+	require.NoError(t, st.AddIntervals(ctx, state.IntervalsParams{Key: sharedKey, Ranges: interval.NewSet(day), Now: t0}))
+	l, err := st.AcquireLease(ctx, state.AcquireLeaseParams{Key: "killed", Owner: "child", TTL: time.Hour, Now: t0})
+	require.NoError(t, err)
+	b, err := json.Marshal(l)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(os.Getenv(envOut), b, 0o600))
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGKILL))
+	select {} // the signal ends the process
+}
+
+// TestHelperProcess is one child of TestTwoProcessesOnOneFile or of
+// TestUnsyncedRecordsSurviveAKilledProcess; run directly, it returns at
+// once.
 func TestHelperProcess(t *testing.T) {
 	role := os.Getenv(envRole)
 	if role == "" {
 		return // only meaningful as a child process of TestTwoProcessesOnOneFile; nothing to check here
+	}
+	if role == roleKilled {
+		killedChild(t)
+		return
 	}
 	var p int
 	_, err := fmt.Sscan(role, &p)

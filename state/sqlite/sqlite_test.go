@@ -32,3 +32,18 @@ func BenchmarkStore(b *testing.B) {
 		return st
 	})
 }
+
+// BenchmarkRunModelStateCalls is the state work of a scheduler run per
+// model (statetest's RunModelStateCalls) with interval records and leases
+// unsynced (sync=normal, the default) and synced (sync=full), in one run.
+func BenchmarkRunModelStateCalls(b *testing.B) {
+	for _, sync := range []sqlite.Sync{sqlite.SyncNormal, sqlite.SyncFull} {
+		b.Run("sync="+sync.String(), func(b *testing.B) {
+			statetest.BenchRunModel(b, func(b *testing.B) state.Store {
+				st, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "state.db"), sqlite.WithSync(sync))
+				require.NoError(b, err)
+				return st
+			})
+		})
+	}
+}

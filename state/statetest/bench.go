@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/gapless-dev/gapless/state"
 )
@@ -29,6 +30,13 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) state.Store) {
 	b.Run("Promote1000Snapshots", func(b *testing.B) { benchPromote(b, openBench(b, newStore)) })
 	b.Run("EnvironmentGeneration10000Snapshots", func(b *testing.B) { benchGeneration(b, openBench(b, newStore), false) })
 	b.Run("GetEnvironment10000Snapshots", func(b *testing.B) { benchGeneration(b, openBench(b, newStore), true) })
+	b.Run("RunModelStateCalls", func(b *testing.B) { BenchRunModel(b, newStore) })
+}
+
+// BenchRunModel is the suite's RunModelStateCalls benchmark alone (see
+// benchRunModel), for a store to compare its variants.
+func BenchRunModel(b *testing.B, newStore func(b *testing.B) state.Store) {
+	benchRunModel(b, openBench(b, newStore))
 }
 
 // openBench opens a store for b and closes it when b ends.
@@ -193,5 +201,51 @@ func benchGeneration(b *testing.B, st state.Store, whole bool) {
 		if gen != e.Generation {
 			b.Fatalf("generation %d, want %d", gen, e.Generation)
 		}
+	}
+}
+
+// benchRunModel: one op is the state-store work a scheduler run does for
+// one model with one hourly interval due (run.Once, execute.Executor): the
+// circuit breaker's generation read, the intervals of the model and its
+// parent, the version's lease taken, the intervals read again under it,
+// the fence checked before the batch, the batch recorded under the fence,
+// and the lease released. Round-robin over benchEnvModels models, each
+// op one hour further. ns/op is the state cost per model of a tick.
+func benchRunModel(b *testing.B, st state.Store) {
+	ctx := b.Context()
+	snaps := refs(benchEnvModels, "bench")
+	e, err := st.Promote(ctx, state.PromoteParams{Environment: "prod", PlanID: "plan-1", Snapshots: snaps, Now: hour(0)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for b.Loop() {
+		i := n % len(snaps)
+		h := n / len(snaps)
+		key, parent := snaps[i].VersionKey(), snaps[(i+len(snaps)-1)%len(snaps)].VersionKey()
+		now := hour(h + 1)
+		if gen, _, err := st.EnvironmentGeneration(ctx, "prod"); err != nil || gen != e.Generation {
+			b.Fatalf("generation %d (%v), want %d", gen, err, e.Generation)
+		}
+		for range 2 { // before the lease, and again under it
+			if _, err := st.GetIntervals(ctx, []state.VersionKey{key, parent}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		l, err := st.AcquireLease(ctx, state.AcquireLeaseParams{Key: "version/" + key.Name + "@" + key.Version, Owner: "bench", TTL: time.Minute, Now: now})
+		if err != nil {
+			b.Fatal(err)
+		}
+		fence := state.Fence{Environment: "prod", Generation: e.Generation, LeaseKey: l.Key, LeaseToken: l.Token}
+		if err := st.CheckFence(ctx, fence, now); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.AddIntervals(ctx, state.IntervalsParams{Key: key, Ranges: set(hours(h, h+1)), Fence: &fence, Now: now}); err != nil {
+			b.Fatal(err)
+		}
+		if err := st.ReleaseLease(ctx, state.ReleaseLeaseParams{Key: l.Key, Token: l.Token}); err != nil {
+			b.Fatal(err)
+		}
+		n++
 	}
 }

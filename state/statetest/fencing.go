@@ -108,12 +108,18 @@ func testFenceDeletedEnvironment(t *testing.T, b *bundle) {
 	// Scenario: an environment is deleted and created again. A fence on the
 	// deleted incarnation's generation fails both while it is gone and after
 	// it is recreated: generations are never reused for a name, so such a
-	// fence can never pass again.
+	// fence can never pass again. So does a fence that also carries a lease
+	// its writer still holds (a scheduler's).
 	k := vkey("m.a", "v1")
 	e1 := promote(t, b, "dev", "", "plan-1", hour(0))
 	stale := state.Fence{Environment: "dev", Generation: e1.Generation}
+	l := acquire(t, b, "version/m.a@v1", "scheduler-1", hour(0), 10*time.Hour)
+	staleLeased := state.Fence{Environment: "dev", Generation: e1.Generation, LeaseKey: l.Key, LeaseToken: l.Token}
+	require.NoError(t, b.store.CheckFence(b.ctx, staleLeased, hour(1)))
 	require.NoError(t, removeErr(b.store.RemoveEnvironment(b.ctx, state.RemoveEnvironmentParams{Name: "dev", Generation: e1.Generation, Now: hour(3)})))
 	require.ErrorIs(t, fencedWrite(b, true, k, set(hours(0, 1)), stale, hour(1)), state.ErrFenced)
+	require.ErrorIs(t, b.store.CheckFence(b.ctx, staleLeased, hour(1)), state.ErrFenced)
+	require.ErrorIs(t, fencedWrite(b, true, k, set(hours(0, 1)), staleLeased, hour(1)), state.ErrFenced)
 
 	e2 := promote(t, b, "dev", "", "plan-2", hour(2))
 	require.Greater(t, e2.Generation, e1.Generation, "a recreated environment must not reuse a generation")
