@@ -465,6 +465,7 @@ type Reader interface {
 // Store is the state store.
 type Store interface {
 	Reader
+	SourceStore
 
 	// PushSnapshots records snapshots. Pushing a snapshot that exists is a
 	// no-op (a snapshot is immutable: same key, same content).

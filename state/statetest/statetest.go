@@ -138,12 +138,13 @@ func groups() []struct {
 		{"Debts", debtTests()},
 		{"Schema", schemaTests()},
 		{"Races", raceTests()},
+		{"Sources", sourceTests()},
 	}
 }
 
 // Run runs every conformance test against stores from newStore, as parallel
 // subtests grouped by area (Snapshots, Intervals, LastWrites, LastServed,
-// Fencing, Environments, Plans, Leases, Events, Debts, Schema, Races). Each
+// Fencing, Environments, Plans, Leases, Events, Debts, Schema, Races, Sources). Each
 // test gets its own store.
 func Run(t *testing.T, newStore Factory) {
 	t.Helper()
