@@ -116,17 +116,32 @@ func (t sourceTx) PutSource(ctx context.Context, r storekit.SourceRow) error {
 	return err
 }
 
-func (t sourceTx) PutGeneration(ctx context.Context, g state.Generation) error {
+func (t sourceTx) InsertGeneration(ctx context.Context, g state.Generation) error {
 	_, err := t.tx.Exec(ctx, `
-		INSERT INTO source_generations (`+generationColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-		ON CONFLICT (source, generation) DO UPDATE SET
-			kind = excluded.kind, pin = excluded.pin, pin_label = excluded.pin_label, chunks = excluded.chunks,
-			status = excluded.status, retired_reason = excluded.retired_reason,
-			created_at_us = excluded.created_at_us, swapped_at_us = excluded.swapped_at_us,
-			retired_at_us = excluded.retired_at_us`,
-		g.Source, g.Generation, string(g.Kind), g.Pin, g.PinLabel, int32(g.Chunks), string(g.Status), g.RetiredReason,
-		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt))
+		INSERT INTO source_generations (`+generationColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		generationArgs(g)...)
 	return err
+}
+
+func (t sourceTx) PutGeneration(ctx context.Context, g state.Generation) error {
+	tag, err := t.tx.Exec(ctx, `
+		UPDATE source_generations SET kind = $3, pin = $4, pin_label = $5, chunks = $6, status = $7,
+			retired_reason = $8, created_at_us = $9, swapped_at_us = $10, retired_at_us = $11
+		WHERE source = $1 AND generation = $2`,
+		generationArgs(g)...)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("generation %d of source %q does not exist", g.Generation, g.Source)
+	}
+	return nil
+}
+
+// generationArgs are g's columns in generationColumns order.
+func generationArgs(g state.Generation) []any {
+	return []any{g.Source, g.Generation, string(g.Kind), g.Pin, g.PinLabel, int32(g.Chunks), string(g.Status), g.RetiredReason,
+		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt)}
 }
 
 func (t sourceTx) AppendEvents(ctx context.Context, events []state.Event) error {

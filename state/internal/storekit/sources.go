@@ -50,7 +50,10 @@ type SourceTx interface {
 	Generation(ctx context.Context, source string, g int64) (gen state.Generation, found bool, err error)
 	// PutSource inserts or replaces the row.
 	PutSource(ctx context.Context, row SourceRow) error
-	// PutGeneration inserts or replaces a generation row.
+	// InsertGeneration inserts a new generation row; one that exists is an
+	// error (a generation is never issued twice).
+	InsertGeneration(ctx context.Context, gen state.Generation) error
+	// PutGeneration replaces an existing generation row.
 	PutGeneration(ctx context.Context, gen state.Generation) error
 	// AppendEvents appends events in order.
 	AppendEvents(ctx context.Context, events []state.Event) error
@@ -225,7 +228,10 @@ func PlanGeneration(ctx context.Context, tx SourceTx, p state.PlanGenerationPara
 	if err != nil {
 		return state.Generation{}, nil, err
 	}
-	if err := put(ctx, tx, &row, p.Now, []state.Generation{gen}, ev); err != nil {
+	if err := tx.InsertGeneration(ctx, gen); err != nil {
+		return state.Generation{}, nil, fmt.Errorf("inserting generation %d of source %q: %w", gen.Generation, p.Source, err)
+	}
+	if err := put(ctx, tx, &row, p.Now, nil, ev); err != nil {
 		return state.Generation{}, nil, err
 	}
 	return gen, nil, nil
