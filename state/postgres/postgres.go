@@ -63,6 +63,9 @@ type Store struct {
 	// afterFence, set only by tests, runs inside a fenced interval write
 	// right after its fence check passed.
 	afterFence func()
+	// afterSourceRead, set only by tests, runs inside a sources transition
+	// right after it read (and locked) the source's row.
+	afterSourceRead func()
 }
 
 var _ state.Store = (*Store)(nil)

@@ -68,10 +68,17 @@ func scanGeneration(row pgx.Row) (state.Generation, error) {
 }
 
 // sourceTx is storekit.SourceTx on a transaction.
-type sourceTx struct{ tx pgx.Tx }
+type sourceTx struct {
+	tx pgx.Tx
+	// afterRead is the store's afterSourceRead test hook.
+	afterRead func()
+}
 
 func (t sourceTx) Source(ctx context.Context, name string) (storekit.SourceRow, bool, error) {
 	r, err := scanSource(t.tx.QueryRow(ctx, `SELECT `+sourceColumns+` FROM sources WHERE name = $1 FOR UPDATE`, name))
+	if t.afterRead != nil {
+		t.afterRead()
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return storekit.SourceRow{}, false, nil
 	}
@@ -155,7 +162,7 @@ func (t sourceTx) AppendEvents(ctx context.Context, events []state.Event) error 
 
 // sourceWrite runs one transition in a transaction.
 func (s *Store) sourceWrite(ctx context.Context, what string, fn func(t sourceTx) error) error {
-	if err := s.inTx(ctx, func(tx pgx.Tx) error { return fn(sourceTx{tx}) }); err != nil {
+	if err := s.inTx(ctx, func(tx pgx.Tx) error { return fn(sourceTx{tx: tx, afterRead: s.afterSourceRead}) }); err != nil {
 		return fmt.Errorf("postgres state: %s: %w", what, err)
 	}
 	return nil

@@ -230,9 +230,10 @@ func testSourcePlanDefers(t *testing.T, b *bundle) {
 
 func testSourceGenerationsNeverReused(t *testing.T, b *bundle) {
 	// Scenario: generation 1 is planned and retired; a replan at the same
-	// pin gets 2, never 1 again. 2 swaps; the source is removed (2 is
-	// retired, the tombstone keeps the count) and defined again: it is a
-	// fresh PENDING_BACKFILL source whose next build is 3, and the old
+	// pin gets 2, never 1 again. 2 swaps; a removal pinned to a stale
+	// serving generation is refused; the source is removed (2 is retired,
+	// the tombstone keeps the count) and defined again: it is a fresh
+	// PENDING_BACKFILL source whose next build is 3, and the old
 	// generations are still listed.
 	ensure(t, b, "h1", hour(0))
 	require.Equal(t, int64(1), plan(t, b, 10, hour(1)).Generation)
@@ -242,6 +243,9 @@ func testSourceGenerationsNeverReused(t *testing.T, b *bundle) {
 	s := swap(t, b, 2, hour(4))
 	require.Equal(t, state.SourcePrimed, s.State())
 
+	_, err = b.store.RemoveSource(b.ctx, state.RemoveSourceParams{Source: src, Expect: state.SourceExpectation{Serving: 1}, Now: hour(5)})
+	require.ErrorIs(t, err, state.ErrConflictingGeneration, "a removal pinned to a stale serving generation")
+	require.Equal(t, s, getSource(t, b))
 	removed, err := b.store.RemoveSource(b.ctx, state.RemoveSourceParams{Source: src, Expect: state.SourceExpectation{Serving: 2}, Now: hour(5)})
 	require.NoError(t, err)
 	require.Equal(t, hour(5), removed.RemovedAt.UTC())
