@@ -570,6 +570,7 @@ func testSourceBadCalls(t *testing.T, b *bundle) {
 	}
 	_, err = b.store.PlanGeneration(b.ctx, state.PlanGenerationParams{Source: src, Kind: state.GenerationBackfill, Pin: pin(1)})
 	require.ErrorIs(t, err, state.ErrNoNow)
+	require.Equal(t, before, getSource(t, b), "a refused plan changed the source")
 	plan(t, b, 1, hour(1))
 	before = getSource(t, b)
 	_, err = b.store.RetireGeneration(b.ctx, state.RetireGenerationParams{Source: src, Generation: 1, Now: hour(2)})
