@@ -258,16 +258,23 @@ type SourceFilter struct {
 // Event kinds of the sources state machine. Their Model is the source's
 // name, their Data a SourceEventData.
 const (
-	EventSourceRegistered     = "source_registered"
-	EventSourcePlanned        = "source_planned"
-	EventSourcePlanDeferred   = "source_plan_deferred"
-	EventSourcePinned         = "source_pinned"
-	EventSourceSwapped        = "source_swapped"
-	EventSourceRetired        = "source_retired"
-	EventSourceResyncRequest  = "source_resync_requested"
-	EventSourceNeedsResync    = "source_needs_resync"
-	EventSourceUnparked       = "source_unparked"
-	EventSourceRemoved        = "source_removed"
+	EventSourceRegistered    = "source_registered"
+	EventSourcePlanned       = "source_planned"
+	EventSourcePlanDeferred  = "source_plan_deferred"
+	EventSourcePinned        = "source_pinned"
+	EventSourceSwapped       = "source_swapped"
+	EventSourceRetired       = "source_retired"
+	EventSourceResyncRequest = "source_resync_requested"
+	EventSourceNeedsResync   = "source_needs_resync"
+	EventSourceUnparked      = "source_unparked"
+	EventSourceRemoved       = "source_removed"
+)
+
+// Reasons of source events the store writes itself: of source_registered
+// (a new name, a name removed and defined again, a changed definition) and
+// of source_plan_deferred. Retire, resync and park events carry the
+// caller's reason.
+const (
 	ReasonSourceNew           = "new"
 	ReasonSourceDefinedAgain  = "defined_again"
 	ReasonSourceChanged       = "changed"
