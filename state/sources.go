@@ -345,8 +345,9 @@ type SourceStore interface {
 	// parked is left as it is.
 	UnparkSource(ctx context.Context, p UnparkSourceParams) (*Source, error)
 	// RemoveSource removes the source, pinned to p.Expect: its building and
-	// serving generations are retired (RetiredRemoved) and it is kept as a
-	// tombstone whose LastGeneration a later EnsureSources continues from.
+	// serving generations are retired (RetiredRemoved), its staged batches
+	// deleted, and it is kept as a tombstone whose LastGeneration (and
+	// highest batch Seq) a later EnsureSources continues from.
 	RemoveSource(ctx context.Context, p RemoveSourceParams) (*Source, error)
 	// GetSource returns the named source with its generations, removed or
 	// not, or ErrNotFound.
@@ -354,4 +355,80 @@ type SourceStore interface {
 	// ListSources returns the sources matching f, by name, with their
 	// generations.
 	ListSources(ctx context.Context, f SourceFilter) ([]*Source, error)
+}
+
+// BatchKind is what a staged live batch does to the source's table.
+type BatchKind string
+
+// The batch kinds. A replace run's batches (head, tail..., final) are a
+// generation of kind replace: they build a new table, never the serving one.
+const (
+	BatchAppend       BatchKind = "append"
+	BatchUpsert       BatchKind = "upsert"
+	BatchDelete       BatchKind = "delete"
+	BatchReplaceHead  BatchKind = "replace_head"
+	BatchReplaceTail  BatchKind = "replace_tail"
+	BatchReplaceFinal BatchKind = "replace_final"
+)
+
+// Batch is one staged unit of a source's live data: the source positions
+// [From, To) it covers, in the live queue at Seq.
+type Batch struct {
+	Source string `json:"source"`
+	// Seq is the batch's place in the source's queue, assigned by
+	// StageBatches: 1, 2, ... in staging order, which is position order.
+	Seq  int64     `json:"seq"`
+	From int64     `json:"from"`
+	To   int64     `json:"to"`
+	Kind BatchKind `json:"kind"`
+	// ReplaceRun names the replace run a replace_* batch belongs to.
+	ReplaceRun string `json:"replace_run,omitempty"`
+	// Location is where the staged data is (a file, a folder of files).
+	Location string `json:"location"`
+	Rows     int64  `json:"rows"`
+	// MinTime and MaxTime bound the batch's time_column; zero when unknown.
+	MinTime  time.Time `json:"min_time,omitzero"`
+	MaxTime  time.Time `json:"max_time,omitzero"`
+	StagedAt time.Time `json:"staged_at"`
+}
+
+// StageBatchesParams are the parameters of StageBatches.
+type StageBatchesParams struct {
+	Source string
+	// Batches in position order; Seq and StagedAt are assigned.
+	Batches []Batch
+	Now     time.Time
+}
+
+// ListBatchesParams are the parameters of ListBatches.
+type ListBatchesParams struct {
+	Source   string
+	AfterSeq int64
+	Limit    int // 0: no limit; negative is an error
+}
+
+// PruneBatchesParams are the parameters of PruneBatches.
+type PruneBatchesParams struct {
+	Source   string
+	BelowSeq int64 // batches with Seq < BelowSeq are deleted
+}
+
+// BatchQueue is the part of the Store that keeps the sources' live queue.
+type BatchQueue interface {
+	// StageBatches appends batches to the source's queue in one
+	// transaction, assigning each the next Seq. It is idempotent by
+	// position: a batch whose From is already staged with the same To,
+	// Kind, ReplaceRun and Location is the staged one (returned, not
+	// staged twice); with anything else, or a From before the end of the
+	// last staged batch, the whole call is refused, staging nothing. Each
+	// batch needs From < To and a Location. An unknown or removed source
+	// is ErrNotFound.
+	StageBatches(ctx context.Context, p StageBatchesParams) ([]Batch, error)
+	// ListBatches returns the source's batches with Seq > AfterSeq, in Seq
+	// order, at most Limit.
+	ListBatches(ctx context.Context, p ListBatchesParams) ([]Batch, error)
+	// PruneBatches deletes the source's batches below BelowSeq and returns
+	// how many it deleted. Seqs are never reused: later batches continue
+	// after the highest Seq ever staged.
+	PruneBatches(ctx context.Context, p PruneBatchesParams) (int64, error)
 }

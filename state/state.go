@@ -466,6 +466,7 @@ type Reader interface {
 type Store interface {
 	Reader
 	SourceStore
+	BatchQueue
 
 	// PushSnapshots records snapshots. Pushing a snapshot that exists is a
 	// no-op (a snapshot is immutable: same key, same content).

@@ -342,3 +342,97 @@ func (s *Store) listSources(ctx context.Context, f state.SourceFilter) ([]*state
 	})
 	return out, err
 }
+
+const batchColumns = `source, seq, pos_from, pos_to, kind, replace_run, location, row_count,
+	min_time_us, max_time_us, staged_at_us`
+
+func scanBatch(row pgx.Row) (state.Batch, error) {
+	var (
+		b                  state.Batch
+		kind               string
+		minT, maxT, staged int64
+	)
+	if err := row.Scan(&b.Source, &b.Seq, &b.From, &b.To, &kind, &b.ReplaceRun, &b.Location, &b.Rows,
+		&minT, &maxT, &staged); err != nil {
+		return state.Batch{}, err
+	}
+	b.Kind = state.BatchKind(kind)
+	b.MinTime, b.MaxTime, b.StagedAt = storekit.FromMicros(minT), storekit.FromMicros(maxT), storekit.FromMicros(staged)
+	return b, nil
+}
+
+func (t sourceTx) Queue(ctx context.Context, source string) (int64, int64, bool, error) {
+	var seq, to, removed int64
+	err := t.tx.QueryRow(ctx,
+		`SELECT last_batch_seq, last_batch_to, removed_at_us FROM sources WHERE name = $1 FOR UPDATE`, source).Scan(&seq, &to, &removed)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	return seq, to, err == nil && removed == 0, err
+}
+
+func (t sourceTx) BatchAt(ctx context.Context, source string, from int64) (state.Batch, bool, error) {
+	b, err := scanBatch(t.tx.QueryRow(ctx,
+		`SELECT `+batchColumns+` FROM source_batches WHERE source = $1 AND pos_from = $2`, source, from))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return state.Batch{}, false, nil
+	}
+	return b, err == nil, err
+}
+
+func (t sourceTx) InsertBatch(ctx context.Context, b state.Batch) error {
+	_, err := t.tx.Exec(ctx, `INSERT INTO source_batches (`+batchColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		b.Source, b.Seq, b.From, b.To, string(b.Kind), b.ReplaceRun, b.Location, b.Rows,
+		storekit.Micros(b.MinTime), storekit.Micros(b.MaxTime), storekit.Micros(b.StagedAt))
+	return err
+}
+
+func (t sourceTx) SetQueue(ctx context.Context, source string, lastSeq, lastTo int64) error {
+	_, err := t.tx.Exec(ctx, `UPDATE sources SET last_batch_seq = $1, last_batch_to = $2 WHERE name = $3`, lastSeq, lastTo, source)
+	return err
+}
+
+// StageBatches appends batches to a source's queue (see state.BatchQueue),
+// under the source's row lock, so stagers of one source serialise.
+func (s *Store) StageBatches(ctx context.Context, p state.StageBatchesParams) ([]state.Batch, error) {
+	var out []state.Batch
+	err := s.sourceWrite(ctx, fmt.Sprintf("stage %d batches of source %q", len(p.Batches), p.Source), func(t sourceTx) (err error) {
+		out, err = storekit.StageBatches(ctx, t, p)
+		return err
+	})
+	return out, err
+}
+
+// ListBatches returns a source's batches after p.AfterSeq, in Seq order.
+func (s *Store) ListBatches(ctx context.Context, p state.ListBatchesParams) ([]state.Batch, error) {
+	if p.Limit < 0 {
+		return nil, fmt.Errorf("postgres state: list batches of source %q: negative limit %d", p.Source, p.Limit)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+batchColumns+` FROM source_batches
+		WHERE source = $1 AND seq > $2 ORDER BY seq LIMIT NULLIF($3, 0)`, p.Source, p.AfterSeq, int64(p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: list batches of source %q: %w", p.Source, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (state.Batch, error) { return scanBatch(r) })
+	if err != nil {
+		return nil, fmt.Errorf("postgres state: list batches of source %q: %w", p.Source, err)
+	}
+	return out, nil
+}
+
+// PruneBatches deletes a source's batches below p.BelowSeq.
+func (s *Store) PruneBatches(ctx context.Context, p state.PruneBatchesParams) (int64, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM source_batches WHERE source = $1 AND seq < $2`, p.Source, p.BelowSeq)
+	if err != nil {
+		return 0, fmt.Errorf("postgres state: prune the batches of source %q: %w", p.Source, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (t sourceTx) DropBatches(ctx context.Context, source string) error {
+	if _, err := t.tx.Exec(ctx, `DELETE FROM source_batches WHERE source = $1`, source); err != nil {
+		return err
+	}
+	_, err := t.tx.Exec(ctx, `UPDATE sources SET last_batch_to = 0 WHERE name = $1`, source)
+	return err
+}

@@ -360,3 +360,114 @@ func (s *Store) listSources(ctx context.Context, f state.SourceFilter) ([]*state
 	}
 	return out, nil
 }
+
+const batchColumns = `source, seq, pos_from, pos_to, kind, replace_run, location, row_count,
+	min_time_us, max_time_us, staged_at_us`
+
+func scanBatch(sc interface{ Scan(...any) error }) (state.Batch, error) {
+	var (
+		b                  state.Batch
+		kind               string
+		minT, maxT, staged int64
+	)
+	if err := sc.Scan(&b.Source, &b.Seq, &b.From, &b.To, &kind, &b.ReplaceRun, &b.Location, &b.Rows,
+		&minT, &maxT, &staged); err != nil {
+		return state.Batch{}, err
+	}
+	b.Kind = state.BatchKind(kind)
+	b.MinTime, b.MaxTime, b.StagedAt = storekit.FromMicros(minT), storekit.FromMicros(maxT), storekit.FromMicros(staged)
+	return b, nil
+}
+
+func (t sourceTx) Queue(ctx context.Context, source string) (int64, int64, bool, error) {
+	var seq, to, removed int64
+	err := t.tx.QueryRowContext(ctx,
+		`SELECT last_batch_seq, last_batch_to, removed_at_us FROM sources WHERE name = ?`, source).Scan(&seq, &to, &removed)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, false, nil
+	}
+	return seq, to, err == nil && removed == 0, err
+}
+
+func (t sourceTx) BatchAt(ctx context.Context, source string, from int64) (state.Batch, bool, error) {
+	b, err := scanBatch(t.tx.QueryRowContext(ctx,
+		`SELECT `+batchColumns+` FROM source_batches WHERE source = ? AND pos_from = ?`, source, from))
+	if errors.Is(err, sql.ErrNoRows) {
+		return state.Batch{}, false, nil
+	}
+	return b, err == nil, err
+}
+
+func (t sourceTx) InsertBatch(ctx context.Context, b state.Batch) error {
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO source_batches (`+batchColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		b.Source, b.Seq, b.From, b.To, string(b.Kind), b.ReplaceRun, b.Location, b.Rows,
+		storekit.Micros(b.MinTime), storekit.Micros(b.MaxTime), storekit.Micros(b.StagedAt))
+	return err
+}
+
+func (t sourceTx) SetQueue(ctx context.Context, source string, lastSeq, lastTo int64) error {
+	_, err := t.tx.ExecContext(ctx, `UPDATE sources SET last_batch_seq = ?, last_batch_to = ? WHERE name = ?`, lastSeq, lastTo, source)
+	return err
+}
+
+// StageBatches appends batches to a source's queue (see state.BatchQueue).
+func (s *Store) StageBatches(ctx context.Context, p state.StageBatchesParams) ([]state.Batch, error) {
+	var out []state.Batch
+	err := s.sourceWrite(ctx, fmt.Sprintf("stage %d batches of source %q", len(p.Batches), p.Source), func(t sourceTx) (err error) {
+		out, err = storekit.StageBatches(ctx, t, p)
+		return err
+	})
+	return out, err
+}
+
+// ListBatches returns a source's batches after p.AfterSeq, in Seq order.
+func (s *Store) ListBatches(ctx context.Context, p state.ListBatchesParams) ([]state.Batch, error) {
+	if p.Limit < 0 {
+		return nil, fmt.Errorf("sqlite: list batches of source %q: negative limit %d", p.Source, p.Limit)
+	}
+	query := `SELECT ` + batchColumns + ` FROM source_batches WHERE source = ? AND seq > ? ORDER BY seq`
+	args := []any{p.Source, p.AfterSeq}
+	if p.Limit > 0 {
+		query += ` LIMIT ?`
+		args = append(args, p.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list batches of source %q: %w", p.Source, err)
+	}
+	defer rows.Close()
+	var out []state.Batch
+	for rows.Next() {
+		b, err := scanBatch(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list batches of source %q: %w", p.Source, err)
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list batches of source %q: %w", p.Source, err)
+	}
+	return out, nil
+}
+
+// PruneBatches deletes a source's batches below p.BelowSeq.
+func (s *Store) PruneBatches(ctx context.Context, p state.PruneBatchesParams) (int64, error) {
+	var n int64
+	err := s.sourceWrite(ctx, fmt.Sprintf("prune the batches of source %q", p.Source), func(t sourceTx) error {
+		res, err := t.tx.ExecContext(ctx, `DELETE FROM source_batches WHERE source = ? AND seq < ?`, p.Source, p.BelowSeq)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
+
+func (t sourceTx) DropBatches(ctx context.Context, source string) error {
+	if _, err := t.tx.ExecContext(ctx, `DELETE FROM source_batches WHERE source = ?`, source); err != nil {
+		return err
+	}
+	_, err := t.tx.ExecContext(ctx, `UPDATE sources SET last_batch_to = 0 WHERE name = ?`, source)
+	return err
+}

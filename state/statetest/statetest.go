@@ -147,12 +147,14 @@ func groups() []struct {
 		{"Schema", schemaTests()},
 		{"Races", raceTests()},
 		{"Sources", sourceTests()},
+		{"Batches", batchTests()},
 	}
 }
 
 // Run runs every conformance test against stores from newStore, as parallel
 // subtests grouped by area (Snapshots, Intervals, LastWrites, LastServed,
-// Fencing, Environments, Plans, Leases, Events, Debts, Schema, Races, Sources). Each
+// Fencing, Environments, Plans, Leases, Events, Debts, Schema, Races, Sources,
+// Batches). Each
 // test gets its own store.
 func Run(t *testing.T, newStore Factory) {
 	t.Helper()

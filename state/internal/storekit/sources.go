@@ -57,6 +57,9 @@ type SourceTx interface {
 	PutGeneration(ctx context.Context, gen state.Generation) error
 	// AppendEvents appends events in order.
 	AppendEvents(ctx context.Context, events []state.Event) error
+	// DropBatches deletes the source's staged batches and forgets the
+	// position its queue reached (not its highest Seq, never reused).
+	DropBatches(ctx context.Context, source string) error
 }
 
 // sourceEvent builds one source event.
@@ -523,6 +526,9 @@ func RemoveSource(ctx context.Context, tx SourceTx, p state.RemoveSourceParams) 
 	}
 	row.Building, row.Serving, row.Requested, row.Parked, row.DeferredFor = 0, 0, false, "", 0
 	row.Removed = Micros(p.Now)
+	if err := tx.DropBatches(ctx, p.Source); err != nil {
+		return nil, fmt.Errorf("dropping the staged batches of source %q: %w", p.Source, err)
+	}
 	if err := put(ctx, tx, &row, p.Now, gens, ev); err != nil {
 		return nil, err
 	}

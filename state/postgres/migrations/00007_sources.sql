@@ -22,6 +22,8 @@ CREATE TABLE sources (
     registered_at_us        BIGINT  NOT NULL,
     updated_at_us           BIGINT  NOT NULL,
     removed_at_us           BIGINT  NOT NULL DEFAULT 0,
+    last_batch_seq          BIGINT  NOT NULL DEFAULT 0, -- the highest Seq ever staged (never reused)
+    last_batch_to           BIGINT  NOT NULL DEFAULT 0, -- the To of that batch
     CHECK (serving_generation >= 0 AND serving_generation <= last_generation),
     CHECK (building_generation IS NULL OR
            (building_generation > serving_generation AND building_generation <= last_generation))
@@ -45,6 +47,26 @@ CREATE TABLE source_generations (
 );
 CREATE UNIQUE INDEX source_generations_one_build ON source_generations (source) WHERE status = 'building';
 
+-- The live queue (state.BatchQueue): one row per staged batch, in Seq
+-- order, which is position order. Staging is idempotent by position.
+CREATE TABLE source_batches (
+    source       TEXT    NOT NULL REFERENCES sources (name),
+    seq          BIGINT  NOT NULL CHECK (seq > 0),
+    pos_from     BIGINT  NOT NULL,
+    pos_to       BIGINT  NOT NULL,
+    kind         TEXT    NOT NULL CHECK (kind IN ('append', 'upsert', 'delete', 'replace_head', 'replace_tail', 'replace_final')),
+    replace_run  TEXT    NOT NULL DEFAULT '',
+    location     TEXT    NOT NULL,
+    row_count    BIGINT  NOT NULL DEFAULT 0,
+    min_time_us  BIGINT  NOT NULL DEFAULT 0,
+    max_time_us  BIGINT  NOT NULL DEFAULT 0,
+    staged_at_us BIGINT  NOT NULL,
+    PRIMARY KEY (source, seq),
+    UNIQUE (source, pos_from),
+    CHECK (pos_from < pos_to)
+);
+
 -- +goose Down
+DROP TABLE source_batches;
 DROP TABLE source_generations;
 DROP TABLE sources;
