@@ -465,6 +465,8 @@ type Reader interface {
 // Store is the state store.
 type Store interface {
 	Reader
+	SourceStore
+	BatchQueue
 
 	// PushSnapshots records snapshots. Pushing a snapshot that exists is a
 	// no-op (a snapshot is immutable: same key, same content).

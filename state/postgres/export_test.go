@@ -12,6 +12,12 @@ import (
 // call while s is in use.
 func SetAfterFenceHook(s *Store, fn func()) { s.afterFence = fn }
 
+// SetAfterSourceReadHook makes s call fn inside every sources transition,
+// right after it read the source's row and before it decides or writes, so
+// a test can act while the transition holds what it read. Not safe to call
+// while s is in use.
+func SetAfterSourceReadHook(s *Store, fn func()) { s.afterSourceRead = fn }
+
 // MigrationsDigest is a hash of every embedded migration (names and
 // contents), hex: a test template database migrated by this binary is
 // named after it, so a changed migration gets a new template.

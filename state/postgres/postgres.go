@@ -23,6 +23,9 @@
 //     first locks its evidence FOR SHARE (the lease row, or the environment
 //     row) so a takeover or promotion waits for the write, or the write sees
 //     the takeover and fails with state.ErrFenced.
+//   - Sources transitions lock the source's row FOR UPDATE, check their
+//     compare-and-swap on it and write (sources.go); EnsureSources, which
+//     creates rows, also holds an advisory lock.
 //   - Reads offered to a promotion's check lock what they return FOR SHARE
 //     (interval key rows, environment rows), so nothing the check relied on
 //     can change before the promotion commits.
@@ -63,6 +66,9 @@ type Store struct {
 	// afterFence, set only by tests, runs inside a fenced interval write
 	// right after its fence check passed.
 	afterFence func()
+	// afterSourceRead, set only by tests, runs inside a sources transition
+	// right after it read (and locked) the source's row.
+	afterSourceRead func()
 }
 
 var _ state.Store = (*Store)(nil)

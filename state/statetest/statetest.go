@@ -69,7 +69,15 @@
 //     (the latest time wins, whatever the order of the writes), and nothing
 //     for a refused one; DeleteIntervals removes it;
 //   - list plans newest first (CreatedAt descending, ties by ID), with
-//     CreatedAfter strictly after, and refuse a negative limit.
+//     CreatedAfter strictly after, and refuse a negative limit;
+//   - keep the sources state machine's invariants (state.Source): one
+//     build per source (of racing planners exactly one wins), generations
+//     never reused (also across RemoveSource and a new definition), every
+//     transition refusing a stale generation with a typed error and no
+//     write, one source_plan_deferred event per in-flight generation
+//     however often planning is retried, a replayed RecordSwap of the
+//     serving generation a no-op, and each transition's event written in
+//     its transaction with the source's name as Model.
 package statetest
 
 import (
@@ -138,12 +146,15 @@ func groups() []struct {
 		{"Debts", debtTests()},
 		{"Schema", schemaTests()},
 		{"Races", raceTests()},
+		{"Sources", sourceTests()},
+		{"Batches", batchTests()},
 	}
 }
 
 // Run runs every conformance test against stores from newStore, as parallel
 // subtests grouped by area (Snapshots, Intervals, LastWrites, LastServed,
-// Fencing, Environments, Plans, Leases, Events, Debts, Schema, Races). Each
+// Fencing, Environments, Plans, Leases, Events, Debts, Schema, Races, Sources,
+// Batches). Each
 // test gets its own store.
 func Run(t *testing.T, newStore Factory) {
 	t.Helper()

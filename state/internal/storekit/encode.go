@@ -1,7 +1,8 @@
 // Package storekit is what both state stores (state/sqlite and
 // state/postgres) share below the Store interface and nothing else uses:
 // the microsecond encoding of instants and ranges, fence validation, lease
-// tokens, and the versions a change of an environment stops serving. It is
+// tokens, the versions a change of an environment stops serving, and the
+// transitions of the sources state machine (over SourceTx). It is
 // internal to state/, so that the state package's public surface is the
 // interface, its records and its sentinels.
 package storekit
