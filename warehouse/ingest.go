@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -146,7 +147,16 @@ type IngestParams struct {
 	// append, or upsert by Key when Apply is IngestUpsert.
 	Apply IngestApply
 	Key   []string
+	// Pin, when positive, skips the staged rows of a StepBatch whose
+	// PositionColumn is at most Pin: the generation's snapshot, pinned at
+	// that position, holds them already (a batch straddling the pin). The
+	// files must then have PositionColumn.
+	Pin int64
 }
+
+// PositionColumn is the column of staged rows that holds their position
+// in the source's total order.
+const PositionColumn = "_gapless_pos"
 
 // IngestResult is what a committed step did.
 type IngestResult struct {
@@ -211,6 +221,9 @@ func (p IngestParams) Validate() error {
 	}
 	if p.Source == "" {
 		return bad("ingest step has no source")
+	}
+	if p.Pin < 0 || (p.Pin > 0 && p.Step != StepBatch) {
+		return bad("a pin (%d) is for live batches only, and not negative", p.Pin)
 	}
 	if p.Generation < 1 {
 		return bad("generation must be at least 1, got %d", p.Generation)
@@ -280,12 +293,21 @@ func (p IngestParams) Describe() string {
 	return s
 }
 
-// DuckDBScan renders the DuckDB table function that reads f's files, columns
-// united by name: both engines read staged files with DuckDB (PostgreSQL
-// through an embedded in-memory one). Paths are rendered as string
-// literals, quotes doubled; Validate has refused NUL bytes and invalid
-// UTF-8.
-func (f StagedFiles) DuckDBScan() string {
+// DuckDBSelect renders a DuckDB query of f's rows: every column, columns
+// of several files united by name, without the rows at or below pin (by
+// PositionColumn) when pin is positive. Both engines read staged files
+// with DuckDB (PostgreSQL through an embedded in-memory one). Paths are
+// rendered as string literals, quotes doubled; Validate has refused NUL
+// bytes and invalid UTF-8.
+func (f StagedFiles) DuckDBSelect(pin int64) string {
+	q := "SELECT * FROM " + f.scan()
+	if pin > 0 {
+		q += " WHERE \"" + PositionColumn + "\" > " + strconv.FormatInt(pin, 10)
+	}
+	return q
+}
+
+func (f StagedFiles) scan() string {
 	lits := make([]string, len(f.Paths))
 	for i, p := range f.Paths {
 		lits[i] = "'" + strings.ReplaceAll(p, "'", "''") + "'"

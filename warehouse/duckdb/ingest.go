@@ -224,7 +224,7 @@ func requireMarker(ctx context.Context, s *session, p warehouse.IngestParams, ki
 // markers rolled back with it); otherwise by p.Apply (chunks append, or
 // upsert).
 func writeRows(ctx context.Context, s *session, p warehouse.IngestParams) (int64, error) {
-	src := p.Files.DuckDBScan()
+	src := "(" + p.Files.DuckDBSelect(p.Pin) + ")"
 	t := quoteTable(p.Table)
 	if p.Step == warehouse.StepChunk && p.Index == 0 {
 		if _, err := s.exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(p.Table.Schema)); err != nil {

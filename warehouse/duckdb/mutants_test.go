@@ -34,6 +34,7 @@ var mutants = []struct {
 	{"swap-without-fence", "Ingest/FenceRefusesRetiredGeneration"},
 	{"swap-without-catch-up", "Ingest/SwapRefusesWhenBehind"},
 	{"markers-without-generation", "Ingest/SwapRefusesWhenBehind"},
+	{"swap-serving-outside-transaction", "Ingest/SwapIsAtomic"},
 }
 
 // Scenario: the suite is the contract, so it must fail engines that break
@@ -187,6 +188,12 @@ func (m *mutant) ApplyIngest(ctx context.Context, p warehouse.IngestParams) (war
 		// A swap that does not compare the generations' batches: as if the
 		// new one covered every batch.
 		if _, err := m.exec(ctx, "INSERT INTO "+markers+" VALUES ($1, $2, 'covered', 1000000, 0, now()) ON CONFLICT DO NOTHING", p.Source, p.Generation); err != nil {
+			return warehouse.IngestResult{}, wrap(p.Table, err)
+		}
+	case m.kind == "swap-serving-outside-transaction" && p.Step == warehouse.StepSwap:
+		// The serving generation moved in a transaction of its own, before
+		// the view.
+		if _, err := m.exec(ctx, "UPDATE gapless__ingest.fences SET serving_generation = $2 WHERE source = $1 AND planned_generation = $2", p.Source, p.Generation); err != nil {
 			return warehouse.IngestResult{}, wrap(p.Table, err)
 		}
 	case m.kind == "markers-without-generation" && p.Step != warehouse.StepFence:

@@ -231,13 +231,13 @@ type stagedRows struct {
 
 // openStaged starts reading f with an in-memory DuckDB. The caller closes
 // it.
-func openStaged(ctx context.Context, f warehouse.StagedFiles) (*stagedRows, error) {
+func openStaged(ctx context.Context, f warehouse.StagedFiles, pin int64) (*stagedRows, error) {
 	connector, err := duckdb.NewConnector("", nil)
 	if err != nil {
 		return nil, err
 	}
 	db := sql.OpenDB(connector)
-	q := "SELECT * FROM " + f.DuckDBScan()
+	q := f.DuckDBSelect(pin)
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
 		_ = db.Close()
@@ -323,7 +323,7 @@ func (s *stagedRows) Err() error             { return s.err }
 // markers rolled back with it); otherwise by p.Apply (chunks append, or
 // upsert).
 func pgWriteRows(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams) (int64, error) {
-	src, err := openStaged(ctx, p.Files)
+	src, err := openStaged(ctx, p.Files, p.Pin)
 	if err != nil {
 		return 0, err
 	}

@@ -40,6 +40,8 @@ var ingestScenarios = []scenario{
 	{"ViewDependentsSurviveSwap", testViewDependentsSurviveSwap},
 	{"ApplyModes", testApplyModes},
 	{"BadInputWritesNothing", testIngestBadInput},
+	{"RowsBelowPinSkipped", testRowsBelowPinSkipped},
+	{"ViewColumnsChangeAcrossSwap", testViewColumnsChangeAcrossSwap},
 }
 
 // ingestSource is the source every scenario lands.
@@ -368,9 +370,9 @@ func testLiveBatchFencedOnServing(t *testing.T, f *fixture) {
 	require.Equal(t, []int64{1, 2}, g.ids(g.view))
 }
 
-// Scenario: batch 2 arrives before batch 1, chunk 1 before chunk 0: both
-// are refused as out of order, writing nothing, and apply once their
-// predecessors did.
+// Scenario: batch 2 arrives before batch 1, chunk 1 before chunk 0, a
+// swap before the last chunk: each is refused as out of order, writing
+// nothing, and applies once its predecessors did.
 func testBatchesInOrder(t *testing.T, f *fixture) {
 	g := newIng(t, f)
 	g.fence(0, 1, 0)
@@ -378,6 +380,7 @@ func testBatchesInOrder(t *testing.T, f *fixture) {
 	require.ErrorIs(t, g.chunk(1, 1, c1), warehouse.ErrOutOfOrder)
 	require.NoError(t, g.chunk(1, 0, g.stage(warehouse.FormatParquet, pairs(1)...)))
 	require.NoError(t, g.chunk(1, 1, c1))
+	require.ErrorIs(t, g.swap(1, 3), warehouse.ErrOutOfOrder, "a swap before the snapshot's last chunk")
 	require.NoError(t, g.swap(1, 2))
 	b2 := g.stage(warehouse.FormatCSV, pairs(4)...)
 	require.ErrorIs(t, g.batch(1, 2, false, b2), warehouse.ErrOutOfOrder)
@@ -443,4 +446,54 @@ func testIngestBadInput(t *testing.T, f *fixture) {
 	require.Equal(t, []int64{1}, g.ids(g.view))
 	require.NoError(t, g.batch(1, 1, false, g.stage(warehouse.FormatCSV, pairs(2)...)))
 	require.Equal(t, []int64{1, 2}, g.ids(g.view))
+}
+
+// stageJSON writes lines as a staged NDJSON file.
+func (g *ing) stageJSON(lines ...string) warehouse.StagedFiles {
+	g.t.Helper()
+	g.n++
+	path := filepath.Join(g.dir, fmt.Sprintf("f%03d.ndjson", g.n))
+	require.NoError(g.t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+	return warehouse.StagedFiles{Format: warehouse.FormatJSON, Paths: []string{path}}
+}
+
+// Scenario: generation 2's snapshot is pinned at position 20, inside live
+// batch 2 (positions 15 to 25). Catching up with batch 2, it skips the rows
+// at or below its pin, which its snapshot holds: every row once.
+func testRowsBelowPinSkipped(t *testing.T, f *fixture) {
+	g := newIng(t, f)
+	g.fence(0, 1, 0)
+	require.NoError(t, g.chunk(1, 0, g.stageJSON(`{"id": 1, "_gapless_pos": 10}`)))
+	require.NoError(t, g.swap(1, 1))
+	b2 := g.stageJSON(`{"id": 2, "_gapless_pos": 15}`, `{"id": 3, "_gapless_pos": 25}`)
+	g.fence(1, 2, 1)
+	require.NoError(t, g.chunk(2, 0, g.stageJSON(`{"id": 1, "_gapless_pos": 10}`, `{"id": 2, "_gapless_pos": 15}`)))
+	require.NoError(t, g.batch(1, 1, false, g.stageJSON(`{"id": 99, "_gapless_pos": 12}`)))
+	require.NoError(t, g.batch(1, 2, false, b2))
+	require.NoError(t, g.apply(warehouse.IngestParams{Step: warehouse.StepBatch, Generation: 2, Index: 2, CatchUp: true, Files: b2, Pin: 20}))
+	require.Equal(t, []int64{1, 2, 3}, g.ids(g.phys(2)))
+	require.NoError(t, g.swap(2, 1))
+	require.Equal(t, []int64{1, 2, 3}, g.ids(g.view))
+}
+
+// Scenario: the next generation's files have other columns (one more, then
+// one fewer): the swap still repoints the source's view, and a view model
+// over it that names the columns kept keeps working.
+func testViewColumnsChangeAcrossSwap(t *testing.T, f *fixture) {
+	g := newIng(t, f)
+	g.serve(1, 2)
+	model := f.table("ids")
+	require.NoError(t, f.e.CreateOrReplaceView(f.ctx, warehouse.ViewParams{View: model, Query: "SELECT id FROM " + g.q(g.view)}))
+	g.fence(1, 2, 0)
+	require.NoError(t, g.chunk(2, 0, g.stageJSON(`{"id": 1, "v": "a", "w": 1}`, `{"id": 2, "v": "b", "w": 2}`, `{"id": 3, "v": "c", "w": 3}`)))
+	require.NoError(t, g.swap(2, 1))
+	require.Equal(t, [][]any{{int64(3)}}, g.query("SELECT w FROM "+g.q(g.view)+" WHERE id = 3"))
+	require.Equal(t, []int64{1, 2, 3}, g.ids(model))
+	g.fence(2, 3, 0)
+	require.NoError(t, g.chunk(3, 0, g.stageJSON(`{"id": 4}`, `{"id": 5}`)))
+	require.NoError(t, g.swap(3, 1))
+	require.Equal(t, []int64{4, 5}, g.ids(model))
+	cols, err := f.e.Columns(f.ctx, g.view)
+	require.NoError(t, err)
+	require.Len(t, cols, 1)
 }
