@@ -2,7 +2,6 @@ package warehouse
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -45,23 +44,6 @@ import (
 
 // IngestSchema is the schema of the fence and marker tables.
 const IngestSchema = "gapless__ingest"
-
-// Ingestion outcomes, wrapped inside the engine's *Error (errors.Is).
-var (
-	// ErrAlreadyApplied: the step's marker exists (a replay, or a
-	// concurrent applier won): nothing was written.
-	ErrAlreadyApplied = errors.New("ingest step already applied")
-	// ErrFenced: the fence names another generation (a retired
-	// generation's late chunk, swap or batch): nothing was written.
-	ErrFenced = errors.New("ingest step fenced: the generation may not write")
-	// ErrBehind: a swap found the new generation behind the serving one
-	// (it has not applied every batch the serving generation has):
-	// nothing was written; catch up and retry.
-	ErrBehind = errors.New("generation is behind the serving generation")
-	// ErrOutOfOrder: a batch or chunk whose predecessor has no marker:
-	// nothing was written.
-	ErrOutOfOrder = errors.New("ingest step out of order: its predecessor is not applied")
-)
 
 // IngestStep is what one ApplyIngest does.
 type IngestStep string
