@@ -219,9 +219,9 @@ func pgRequireMarker(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, a
 	return nil
 }
 
-// stagedRows is the rows of staged files, read by an embedded DuckDB.
+// stagedRows is the rows of staged files, read by an embedded DuckDB: a
+// pgx.CopyFromSource.
 type stagedRows struct {
-	db    *sql.DB
 	rows  *sql.Rows
 	cols  []string
 	types []string // PostgreSQL types
@@ -229,38 +229,44 @@ type stagedRows struct {
 	err   error
 }
 
-// openStaged starts reading f with an in-memory DuckDB. The caller closes
-// it.
-func openStaged(ctx context.Context, f warehouse.StagedFiles, pin int64) (*stagedRows, error) {
+// withStaged reads f (without the rows at or below pin) with an in-memory
+// DuckDB and hands the rows to fn, closing everything after it.
+func withStaged(ctx context.Context, f warehouse.StagedFiles, pin int64, fn func(*stagedRows) (int64, error)) (n int64, err error) {
 	connector, err := duckdb.NewConnector("", nil)
 	if err != nil {
-		return nil, err
+		return 0, err
 	}
 	db := sql.OpenDB(connector)
+	defer func() { err = errors.Join(err, db.Close()) }()
 	q := f.DuckDBSelect(pin)
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
-		_ = db.Close()
-		return nil, &stepError{sql: q, err: fmt.Errorf("reading staged files: %w", err)}
+		return 0, &stepError{sql: q, err: fmt.Errorf("reading staged files: %w", err)}
 	}
+	defer rows.Close() //nolint:errcheck // rows.Err below reports what a read lost
 	cts, err := rows.ColumnTypes()
 	if err != nil {
-		return nil, errors.Join(err, rows.Close(), db.Close())
+		return 0, err
 	}
-	s := &stagedRows{db: db, rows: rows}
+	s := &stagedRows{rows: rows}
 	for _, ct := range cts {
 		pt, ok := pgTypeOf(ct.DatabaseTypeName())
 		if !ok {
-			return nil, errors.Join(fmt.Errorf("%w: staged column %q has DuckDB type %s, which the PostgreSQL engine does not land",
-				warehouse.ErrInvalidType, ct.Name(), ct.DatabaseTypeName()), s.close())
+			return 0, fmt.Errorf("%w: staged column %q has DuckDB type %s, which the PostgreSQL engine does not land",
+				warehouse.ErrInvalidType, ct.Name(), ct.DatabaseTypeName())
 		}
 		s.cols = append(s.cols, ct.Name())
 		s.types = append(s.types, pt)
 	}
-	return s, nil
+	n, err = fn(s)
+	if err != nil {
+		return 0, err
+	}
+	if err := rows.Err(); err != nil {
+		return 0, &stepError{sql: q, err: fmt.Errorf("reading staged files: %w", err)}
+	}
+	return n, nil
 }
-
-func (s *stagedRows) close() error { return errors.Join(s.rows.Close(), s.db.Close()) }
 
 // pgTypeOf maps a DuckDB column type to the PostgreSQL type it lands as.
 func pgTypeOf(duck string) (string, bool) {
@@ -323,11 +329,13 @@ func (s *stagedRows) Err() error             { return s.err }
 // markers rolled back with it); otherwise by p.Apply (chunks append, or
 // upsert).
 func pgWriteRows(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams) (int64, error) {
-	src, err := openStaged(ctx, p.Files, p.Pin)
-	if err != nil {
-		return 0, err
-	}
-	defer src.close() //nolint:errcheck // read to the end or failed: Err carries what matters
+	return withStaged(ctx, p.Files, p.Pin, func(src *stagedRows) (int64, error) {
+		return pgWriteStaged(ctx, tx, p, src)
+	})
+}
+
+// pgWriteStaged is pgWriteRows once the staged files are open.
+func pgWriteStaged(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, src *stagedRows) (int64, error) {
 	ident := pgx.Identifier{p.Table.Schema, p.Table.Name}
 	t := quoteTable(p.Table)
 	copyIn := func(into pgx.Identifier) (int64, error) {

@@ -94,7 +94,7 @@ func (g *ing) stage(format warehouse.FileFormat, rows ...[2]any) warehouse.Stage
 	}
 	db, err := sql.Open("duckdb", "")
 	require.NoError(g.t, err)
-	defer db.Close()
+	defer func() { require.NoError(g.t, db.Close()) }()
 	pq := base + ".parquet"
 	_, err = db.Exec(fmt.Sprintf("COPY (SELECT CAST(id AS BIGINT) AS id, CAST(v AS VARCHAR) AS v FROM read_csv('%s', header = true)) TO '%s' (FORMAT parquet)", csv, pq))
 	require.NoError(g.t, err)
