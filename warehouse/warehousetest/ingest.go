@@ -1,6 +1,7 @@
 package warehousetest
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -42,6 +43,8 @@ var ingestScenarios = []scenario{
 	{"BadInputWritesNothing", testIngestBadInput},
 	{"RowsBelowPinSkipped", testRowsBelowPinSkipped},
 	{"ViewColumnsChangeAcrossSwap", testViewColumnsChangeAcrossSwap},
+	{"ChunkZeroCleansACrashedBuild", testChunkZeroCleansACrashedBuild},
+	{"CancelledStepWritesNothing", testCancelledStepWritesNothing},
 }
 
 // ingestSource is the source every scenario lands.
@@ -496,4 +499,33 @@ func testViewColumnsChangeAcrossSwap(t *testing.T, f *fixture) {
 	cols, err := f.e.Columns(f.ctx, g.view)
 	require.NoError(t, err)
 	require.Len(t, cols, 1)
+}
+
+// Scenario: generation 1's table exists with rows no chunk marker accounts
+// for (left by a build that died outside a step's transaction): chunk 0
+// re-creates the table, so only the snapshot's rows are in it.
+func testChunkZeroCleansACrashedBuild(t *testing.T, f *fixture) {
+	g := newIng(t, f)
+	g.fence(0, 1, 0)
+	f.createAs(g.phys(1), "SELECT CAST(77 AS BIGINT) AS id, CAST('junk' AS VARCHAR) AS v")
+	require.NoError(t, g.chunk(1, 0, g.stage(warehouse.FormatParquet, pairs(1, 2)...)))
+	require.Equal(t, []int64{1, 2}, g.ids(g.phys(1)))
+}
+
+// Scenario: the ingest worker is stopped before a step runs: the step fails
+// with the cancellation and leaves no marker and no row; run again, it
+// applies.
+func testCancelledStepWritesNothing(t *testing.T, f *fixture) {
+	g := newIng(t, f)
+	g.serve(1)
+	ctx, cancel := context.WithCancel(f.ctx)
+	cancel()
+	b1 := g.stage(warehouse.FormatParquet, pairs(2)...)
+	_, err := g.in.ApplyIngest(ctx, warehouse.IngestParams{Source: ingestSource, Step: warehouse.StepBatch, Generation: 1, Index: 1,
+		Table: g.phys(1), Files: b1, Apply: warehouse.IngestAppend})
+	require.ErrorIs(t, err, context.Canceled)
+	require.False(t, g.hasMarker(1, warehouse.MarkerBatch, 1))
+	require.Equal(t, []int64{1}, g.ids(g.view))
+	require.NoError(t, g.batch(1, 1, false, b1))
+	require.Equal(t, []int64{1, 2}, g.ids(g.view))
 }
