@@ -45,6 +45,7 @@ var ingestScenarios = []scenario{
 	{"ViewColumnsChangeAcrossSwap", testViewColumnsChangeAcrossSwap},
 	{"ChunkZeroCleansACrashedBuild", testChunkZeroCleansACrashedBuild},
 	{"CancelledStepWritesNothing", testCancelledStepWritesNothing},
+	{"SwapRacingABatchNeverLosesIt", testSwapRacingABatchNeverLosesIt},
 }
 
 // ingestSource is the source every scenario lands.
@@ -528,4 +529,54 @@ func testCancelledStepWritesNothing(t *testing.T, f *fixture) {
 	require.Equal(t, []int64{1}, g.ids(g.view))
 	require.NoError(t, g.batch(1, 1, false, b1))
 	require.Equal(t, []int64{1, 2}, g.ids(g.view))
+}
+
+// Scenario: a live batch onto the serving generation races the swap of the
+// next one, round after round. Exactly one of them wins each time: either
+// the batch commits and the swap is behind, or the swap commits and the
+// batch is fenced off the retired table. Applying the loser again (the
+// batch onto whichever generation serves, after catching the new one up)
+// ends every round with every row once: no row a table served vanishes.
+func testSwapRacingABatchNeverLosesIt(t *testing.T, f *fixture) {
+	g := newIng(t, f)
+	g.serve(1)
+	want := []int64{1}
+	serving, seq := int64(1), int64(0)
+	for round := int64(2); round <= 5; round++ {
+		// Plan generation round from a snapshot of what serves.
+		g.fence(round-1, round, seq)
+		require.NoError(t, g.chunk(round, 0, g.stage(warehouse.FormatParquet, pairs(want...)...)))
+		seq++
+		id := 100 + round
+		b := g.stage(warehouse.FormatParquet, pairs(id)...)
+		want = append(want, id)
+		var batchErr, swapErr error
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			_, batchErr = g.in.ApplyIngest(g.ctx, warehouse.IngestParams{Source: ingestSource, Step: warehouse.StepBatch,
+				Generation: serving, Index: seq, Table: g.phys(serving), Files: b, Apply: warehouse.IngestAppend})
+		})
+		wg.Go(func() {
+			<-start
+			_, swapErr = g.in.ApplyIngest(g.ctx, warehouse.IngestParams{Source: ingestSource, Step: warehouse.StepSwap,
+				Generation: round, Chunks: 1, Table: g.phys(round), View: g.view})
+		})
+		close(start)
+		wg.Wait()
+		switch {
+		case batchErr == nil:
+			require.ErrorIs(t, swapErr, warehouse.ErrBehind, "round %d: the batch committed, so the swap must be behind", round)
+			require.NoError(t, g.batch(round, seq, true, b))
+			require.NoError(t, g.swap(round, 1))
+		case swapErr == nil:
+			require.ErrorIs(t, batchErr, warehouse.ErrFenced, "round %d: the swap committed, so the batch must be fenced", round)
+			require.NoError(t, g.batch(round, seq, false, b))
+		default:
+			require.Failf(t, "neither won", "round %d: batch: %v; swap: %v", round, batchErr, swapErr)
+		}
+		serving = round
+		require.Equal(t, want, g.ids(g.view), "round %d", round)
+	}
 }
