@@ -293,6 +293,14 @@ func pgTypeOf(duck string) (string, bool) {
 		return "timestamp", true
 	case "TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE":
 		return "timestamptz", true
+	case "HUGEINT", "UBIGINT":
+		return "numeric", true
+	case "UUID":
+		return "uuid", true
+	}
+	var w, sc int
+	if n, err := fmt.Sscanf(duck, "DECIMAL(%d,%d)", &w, &sc); err == nil && n == 2 {
+		return fmt.Sprintf("numeric(%d,%d)", w, sc), true
 	}
 	return "", false
 }
