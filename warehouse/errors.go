@@ -38,3 +38,21 @@ var (
 	// database file), beyond the wait the caller allowed.
 	ErrLocked = errors.New("warehouse database file is locked by another process")
 )
+
+// The outcomes of Ingester.ApplyIngest besides success, wrapped inside
+// the engine's *Error (errors.Is), the same on every engine.
+var (
+	// ErrAlreadyApplied: the step's marker exists (a replay, or a
+	// concurrent applier won): nothing was written.
+	ErrAlreadyApplied = errors.New("ingest step already applied")
+	// ErrFenced: the fence names another generation (a retired
+	// generation's late chunk, swap or batch): nothing was written.
+	ErrFenced = errors.New("ingest step fenced: the generation may not write")
+	// ErrBehind: a swap found the new generation behind the serving one
+	// (it has not applied every batch the serving generation has):
+	// nothing was written; catch up and retry.
+	ErrBehind = errors.New("generation is behind the serving generation")
+	// ErrOutOfOrder: a batch or chunk whose predecessor has no marker:
+	// nothing was written.
+	ErrOutOfOrder = errors.New("ingest step out of order: its predecessor is not applied")
+)

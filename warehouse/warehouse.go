@@ -23,6 +23,10 @@
 //     the mistakes errors.go names (a bad name or type, a missing table, a
 //     view where a table is needed, ...) wrap its sentinels, the same on
 //     every engine.
+//
+// Both engines also implement Ingester (ingest.go): the steps that land a
+// source exactly once, each one transaction holding the fence check, the
+// data write and the marker.
 package warehouse
 
 import (

@@ -31,6 +31,10 @@ var mutants = []struct {
 	{"merge-appends", "MergeByKey/UpdatesAndInserts"},
 	{"merge-null-unsafe", "MergeByKey/NullKeyMatchesNullKey"},
 	{"replace-drop-then-create", "ReplaceTable/FailedSwapKeepsOldTable"},
+	{"swap-without-fence", "Ingest/FenceRefusesRetiredGeneration"},
+	{"swap-without-catch-up", "Ingest/SwapRefusesWhenBehind"},
+	{"markers-without-generation", "Ingest/SwapRefusesWhenBehind"},
+	{"swap-serving-outside-transaction", "Ingest/SwapIsAtomic"},
 }
 
 // Scenario: the suite is the contract, so it must fail engines that break
@@ -170,4 +174,36 @@ func (m *mutant) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParam
 		return m.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: p.Table, Query: p.Query, WithData: true})
 	}
 	return m.Engine.ReplaceTable(ctx, p)
+}
+
+func (m *mutant) ApplyIngest(ctx context.Context, p warehouse.IngestParams) (warehouse.IngestResult, error) {
+	const markers = "gapless__ingest.markers"
+	switch {
+	case m.kind == "swap-without-fence" && p.Step == warehouse.StepSwap:
+		// A swap that does not check the fence: as if it held it.
+		if _, err := m.exec(ctx, "UPDATE gapless__ingest.fences SET planned_generation = $2 WHERE source = $1", p.Source, p.Generation); err != nil {
+			return warehouse.IngestResult{}, wrap(p.Table, err)
+		}
+	case m.kind == "swap-without-catch-up" && p.Step == warehouse.StepSwap:
+		// A swap that does not compare the generations' batches: as if the
+		// new one covered every batch.
+		if _, err := m.exec(ctx, "INSERT INTO "+markers+" VALUES ($1, $2, 'covered', 1000000, 0, now()) ON CONFLICT DO NOTHING", p.Source, p.Generation); err != nil {
+			return warehouse.IngestResult{}, wrap(p.Table, err)
+		}
+	case m.kind == "swap-serving-outside-transaction" && p.Step == warehouse.StepSwap:
+		// The serving generation moved in a transaction of its own, before
+		// the view.
+		if _, err := m.exec(ctx, "UPDATE gapless__ingest.fences SET serving_generation = $2 WHERE source = $1 AND planned_generation = $2", p.Source, p.Generation); err != nil {
+			return warehouse.IngestResult{}, wrap(p.Table, err)
+		}
+	case m.kind == "markers-without-generation" && p.Step != warehouse.StepFence:
+		// Markers keyed (source, kind, index): a step another generation
+		// applied counts as applied.
+		kind, idx := p.Marker()
+		res, err := m.Query(ctx, "SELECT count(*) FROM "+markers+" WHERE source = $1 AND kind = $2 AND idx = $3", p.Source, kind, idx)
+		if err == nil && len(res.Rows) == 1 && res.Rows[0][0] != int64(0) {
+			return warehouse.IngestResult{}, wrap(p.Table, warehouse.ErrAlreadyApplied)
+		}
+	}
+	return m.Engine.ApplyIngest(ctx, p)
 }

@@ -79,6 +79,8 @@ type Engine struct {
 	object string
 	// maxIdent is the server's max_identifier_length in bytes.
 	maxIdent int
+	// ingest remembers that the fence and marker tables exist.
+	ingest ingestReady
 }
 
 var _ warehouse.Engine = (*Engine)(nil)

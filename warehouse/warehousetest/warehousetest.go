@@ -144,6 +144,7 @@ func Run(t *testing.T, newEngine Factory) {
 		{"Concurrency", concurrencyScenarios, false},
 		{"InsertIntervalConcurrent", insertIntervalScenarios, true},
 		{"ConcurrencyConcurrent", concurrencyScenarios, true},
+		{"Ingest", ingestScenarios, false},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,392 @@
+package duckdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/gapless-dev/gapless/warehouse"
+)
+
+var _ warehouse.Ingester = (*Engine)(nil)
+
+// ingestDDL creates the fence and marker tables (see warehouse.Ingester).
+var ingestDDL = []string{
+	"CREATE SCHEMA IF NOT EXISTS " + quoteIdent(warehouse.IngestSchema),
+	"CREATE TABLE IF NOT EXISTS " + fencesTable + ` (source VARCHAR PRIMARY KEY,
+  planned_generation BIGINT NOT NULL, serving_generation BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL)`,
+	"CREATE TABLE IF NOT EXISTS " + markersTable + ` (source VARCHAR NOT NULL, generation BIGINT NOT NULL,
+  kind VARCHAR NOT NULL, idx BIGINT NOT NULL, "rows" BIGINT NOT NULL, applied_at TIMESTAMPTZ NOT NULL,
+  PRIMARY KEY (source, generation, kind, idx))`,
+}
+
+var (
+	fencesTable  = quoteTable(warehouse.Table{Schema: warehouse.IngestSchema, Name: "fences"})
+	markersTable = quoteTable(warehouse.Table{Schema: warehouse.IngestSchema, Name: "markers"})
+)
+
+// ApplyIngest runs one ingestion step (see warehouse.Ingester) in one
+// transaction, holding the database's write lock exclusively: steps of one
+// process take turns, so a second applier of one step finds the first's
+// marker and writes nothing. Should two transactions still race on one
+// marker, DuckDB lets both insert it and fails the second at COMMIT with a
+// constraint violation, which rolls its data back: that is reported as
+// warehouse.ErrAlreadyApplied too (warehouse.ErrFenced for a fence step,
+// whose compare-and-swap lost).
+//
+// Staged files are read by DuckDB itself (read_parquet, read_csv,
+// read_json) inside the transaction; columns are matched by name.
+func (e *Engine) ApplyIngest(ctx context.Context, p warehouse.IngestParams) (warehouse.IngestResult, error) {
+	const op = "apply ingest"
+	object := p.Describe()
+	if err := e.checkIngest(p); err != nil {
+		return warehouse.IngestResult{}, fail(op, object, err)
+	}
+	var res warehouse.IngestResult
+	stepDone := false // the step's statements all ran: a failure is the COMMIT's
+	err := e.write(ctx, func(s *session) error {
+		defer e.shared.cols.forget(p.Table, p.View)
+		for _, ddl := range ingestDDL {
+			if _, err := s.exec(ctx, ddl); err != nil {
+				return err
+			}
+		}
+		return s.inTx(ctx, func() error {
+			n, err := ingestStep(ctx, s, p)
+			res.Rows = n
+			stepDone = err == nil
+			return err
+		})
+	})
+	if err != nil && stepDone && commitConflict(err) {
+		outcome := warehouse.ErrAlreadyApplied
+		if p.Step == warehouse.StepFence {
+			outcome = warehouse.ErrFenced
+		}
+		err = fmt.Errorf("%w: a concurrent transaction committed it first: %w", outcome, err)
+	}
+	if err != nil {
+		return warehouse.IngestResult{}, fail(op, object, err)
+	}
+	return res, nil
+}
+
+// checkIngest validates p and its names.
+func (e *Engine) checkIngest(p warehouse.IngestParams) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
+	if err := checkText(warehouse.ErrInvalidArgument, "source", p.Source); err != nil {
+		return err
+	}
+	switch p.Step {
+	case warehouse.StepChunk, warehouse.StepBatch:
+		if err := checkTable(p.Table); err != nil {
+			return err
+		}
+		for _, k := range p.Key {
+			if err := checkIdent("key column", k); err != nil {
+				return err
+			}
+		}
+	case warehouse.StepSwap:
+		if err := checkTable(p.Table); err != nil {
+			return err
+		}
+		if err := checkTable(p.View); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commitConflict reports whether err, the failure of a COMMIT, is DuckDB
+// refusing it for a duplicate key: the loser of two transactions that
+// inserted one marker (the step's only insert under a unique key that
+// another transaction can share). A constraint failure of a statement
+// inside the step is not one: the caller only asks about COMMIT.
+func commitConflict(err error) bool {
+	var de *duckdb.Error
+	if errors.As(err, &de) && de.Type == duckdb.ErrorTypeConstraint {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "Failed to commit") && strings.Contains(msg, "constraint violation")
+}
+
+// ingestStep runs p's statements inside the open transaction of s and
+// returns the rows written. Order: the marker (a replay stops here), the
+// fence, the predecessor check, the data.
+func ingestStep(ctx context.Context, s *session, p warehouse.IngestParams) (int64, error) {
+	if p.Step == warehouse.StepFence {
+		return 0, fenceStep(ctx, s, p)
+	}
+	kind, idx := p.Marker()
+	n, err := s.exec(ctx, "INSERT INTO "+markersTable+" VALUES ($1, $2, $3, $4, 0, now()) ON CONFLICT DO NOTHING",
+		p.Source, p.Generation, kind, idx)
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%w: %s", warehouse.ErrAlreadyApplied, p.Describe())
+	}
+	fenceCol := "planned_generation"
+	if p.Step == warehouse.StepBatch && !p.CatchUp {
+		fenceCol = "serving_generation"
+	}
+	n, err = s.exec(ctx, "UPDATE "+fencesTable+" SET updated_at = now() WHERE source = $1 AND "+fenceCol+" = $2", p.Source, p.Generation)
+	if err != nil {
+		return 0, err
+	}
+	if n != 1 {
+		return 0, fmt.Errorf("%w: %s: the fence's %s is not %d", warehouse.ErrFenced, p.Describe(), fenceCol, p.Generation)
+	}
+	var rows int64
+	switch p.Step {
+	case warehouse.StepChunk:
+		if p.Index > 0 {
+			if err := requireMarker(ctx, s, p, []string{warehouse.MarkerChunk}, p.Index-1); err != nil {
+				return 0, err
+			}
+		}
+		rows, err = writeRows(ctx, s, p)
+	case warehouse.StepBatch:
+		if err := requireMarker(ctx, s, p, []string{warehouse.MarkerBatch, warehouse.MarkerCovered}, p.Index-1); err != nil {
+			return 0, err
+		}
+		rows, err = writeRows(ctx, s, p)
+	case warehouse.StepSwap:
+		err = swapStep(ctx, s, p)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if _, err := s.exec(ctx, "UPDATE "+markersTable+` SET "rows" = $5 WHERE source = $1 AND generation = $2 AND kind = $3 AND idx = $4`,
+		p.Source, p.Generation, kind, idx, rows); err != nil {
+		return 0, err
+	}
+	return rows, nil
+}
+
+// fenceStep moves the planned generation from p.From to p.Generation and
+// writes the new generation's covered marker.
+func fenceStep(ctx context.Context, s *session, p warehouse.IngestParams) error {
+	var n int64
+	var err error
+	if p.From == 0 {
+		n, err = s.exec(ctx, "INSERT INTO "+fencesTable+" VALUES ($1, $2, 0, now()) ON CONFLICT DO NOTHING", p.Source, p.Generation)
+	} else {
+		n, err = s.exec(ctx, "UPDATE "+fencesTable+" SET planned_generation = $3, updated_at = now() WHERE source = $1 AND planned_generation = $2",
+			p.Source, p.From, p.Generation)
+	}
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		res, err := s.query(ctx, "SELECT planned_generation FROM "+fencesTable+" WHERE source = $1", p.Source)
+		if err != nil {
+			return err
+		}
+		if len(res.Rows) == 1 && asInt64(res.Rows[0][0]) == p.Generation {
+			return fmt.Errorf("%w: %s: generation %d is planned already", warehouse.ErrAlreadyApplied, p.Describe(), p.Generation)
+		}
+		planned := "no fence"
+		if len(res.Rows) == 1 {
+			planned = fmt.Sprintf("planned generation %d", asInt64(res.Rows[0][0]))
+		}
+		return fmt.Errorf("%w: %s: the warehouse has %s", warehouse.ErrFenced, p.Describe(), planned)
+	}
+	_, err = s.exec(ctx, "INSERT INTO "+markersTable+" VALUES ($1, $2, $3, $4, 0, now()) ON CONFLICT DO NOTHING",
+		p.Source, p.Generation, warehouse.MarkerCovered, p.Covered)
+	return err
+}
+
+// requireMarker fails with warehouse.ErrOutOfOrder unless p's generation
+// has a marker of one of kinds with index idx.
+func requireMarker(ctx context.Context, s *session, p warehouse.IngestParams, kinds []string, idx int64) error {
+	found, err := s.findsRows(ctx, "SELECT 1 FROM "+markersTable+" WHERE source = $1 AND generation = $2 AND kind IN ($3, $4) AND idx = $5",
+		p.Source, p.Generation, kinds[0], kinds[len(kinds)-1], idx)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return fmt.Errorf("%w: %s: %s %d of generation %d is not applied", warehouse.ErrOutOfOrder, p.Describe(), kinds[0], idx, p.Generation)
+	}
+	return nil
+}
+
+// writeRows writes p's rows into p.Table: chunk 0 creates the table (or
+// re-creates it: a crash may have left a half-built one behind, whose
+// markers rolled back with it); otherwise by p.Apply (chunks append, or
+// upsert).
+func writeRows(ctx context.Context, s *session, p warehouse.IngestParams) (int64, error) {
+	src := "(" + p.Files.DuckDBSelect(p.Pin) + ")"
+	t := quoteTable(p.Table)
+	if p.Step == warehouse.StepChunk && p.Index == 0 {
+		if _, err := s.exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(p.Table.Schema)); err != nil {
+			return 0, err
+		}
+		if _, err := s.exec(ctx, "CREATE OR REPLACE TABLE "+t+" AS SELECT * FROM "+src); err != nil {
+			return 0, err
+		}
+		res, err := s.query(ctx, "SELECT count(*) FROM "+t)
+		if err != nil {
+			return 0, err
+		}
+		return asInt64(res.Rows[0][0]), nil
+	}
+	apply := p.Apply
+	if p.Step == warehouse.StepChunk && apply != warehouse.IngestUpsert {
+		apply = warehouse.IngestAppend
+	}
+	switch apply {
+	case warehouse.IngestReplace:
+		if _, err := s.exec(ctx, "DELETE FROM "+t); err != nil {
+			return 0, err
+		}
+	case warehouse.IngestUpsert:
+		return upsertRows(ctx, s, p, src)
+	}
+	return s.exec(ctx, "INSERT INTO "+t+" BY NAME SELECT * FROM "+src)
+}
+
+// upsertRows replaces the rows of p.Table whose p.Key matches a staged
+// row (NULL-safely) and inserts the rest; a key staged twice is
+// warehouse.ErrDuplicateKey.
+func upsertRows(ctx context.Context, s *session, p warehouse.IngestParams, src string) (int64, error) {
+	tmp, err := tempName("gapless_ingest_")
+	if err != nil {
+		return 0, err
+	}
+	qtmp := "temp.main." + quoteIdent(tmp)
+	if _, err := s.exec(ctx, "CREATE TEMP TABLE "+quoteIdent(tmp)+" AS SELECT * FROM "+src); err != nil {
+		return 0, err
+	}
+	keys := make([]string, len(p.Key))
+	match := make([]string, len(p.Key))
+	for i, k := range p.Key {
+		keys[i] = quoteIdent(k)
+		match[i] = "t." + quoteIdent(k) + " IS NOT DISTINCT FROM s." + quoteIdent(k)
+	}
+	dup, err := s.findsRows(ctx, "SELECT 1 FROM "+qtmp+" GROUP BY "+strings.Join(keys, ", ")+" HAVING count(*) > 1 LIMIT 1")
+	if err != nil {
+		return 0, err
+	}
+	if dup {
+		return 0, fmt.Errorf("%w: the staged rows of %s hold a key more than once", warehouse.ErrDuplicateKey, p.Describe())
+	}
+	if _, err := s.exec(ctx, "DELETE FROM "+quoteTable(p.Table)+" AS t WHERE EXISTS (SELECT 1 FROM "+qtmp+" AS s WHERE "+strings.Join(match, " AND ")+")"); err != nil {
+		return 0, err
+	}
+	n, err := s.exec(ctx, "INSERT INTO "+quoteTable(p.Table)+" BY NAME SELECT * FROM "+qtmp)
+	if err != nil {
+		return 0, err
+	}
+	_, err = s.exec(ctx, "DROP TABLE "+qtmp)
+	return n, err
+}
+
+// swapStep checks that every chunk is applied and that p's generation has
+// caught up with the serving one, then makes it serve: the fence's serving
+// generation and the view. Nothing is dropped.
+func swapStep(ctx context.Context, s *session, p warehouse.IngestParams) error {
+	res, err := s.query(ctx, "SELECT count(*) FROM "+markersTable+" WHERE source = $1 AND generation = $2 AND kind = $3 AND idx < $4",
+		p.Source, p.Generation, warehouse.MarkerChunk, p.Chunks)
+	if err != nil {
+		return err
+	}
+	if got := asInt64(res.Rows[0][0]); got != p.Chunks {
+		return fmt.Errorf("%w: %s: %d of its %d chunks are applied", warehouse.ErrOutOfOrder, p.Describe(), got, p.Chunks)
+	}
+	res, err = s.query(ctx, catchUpSQL, p.Source, p.Generation)
+	if err != nil {
+		return err
+	}
+	serving, need, have := asInt64(res.Rows[0][0]), asInt64(res.Rows[0][1]), asInt64(res.Rows[0][2])
+	if have < need {
+		return fmt.Errorf("%w: %s: serving generation %d has applied batch %d, generation %d only up to %d",
+			warehouse.ErrBehind, p.Describe(), serving, need, p.Generation, have)
+	}
+	if _, err := s.exec(ctx, "UPDATE "+fencesTable+" SET serving_generation = $2 WHERE source = $1", p.Source, p.Generation); err != nil {
+		return err
+	}
+	if _, err := s.exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(p.View.Schema)); err != nil {
+		return err
+	}
+	if isTable(ctx, s, p.View) {
+		return refusef(warehouse.ErrNotATable, "%s is a table, not the view that serves source %s", p.View, p.Source)
+	}
+	_, err = s.exec(ctx, "CREATE OR REPLACE VIEW "+quoteTable(p.View)+" AS SELECT * FROM "+quoteTable(p.Table))
+	return err
+}
+
+// catchUpSQL returns, for source $1 and new generation $2: the serving
+// generation, the last batch it applied, and the last batch the new one
+// applied or covers. Batches apply in order, so the maxima compare them.
+const catchUpSQL = `SELECT f.serving_generation,
+  (SELECT coalesce(max(idx), 0) FROM gapless__ingest.markers m
+    WHERE m.source = f.source AND m.generation = f.serving_generation AND m.kind = 'batch'),
+  (SELECT coalesce(max(idx), 0) FROM gapless__ingest.markers m
+    WHERE m.source = f.source AND m.generation = $2 AND m.kind IN ('batch', 'covered'))
+FROM gapless__ingest.fences f WHERE f.source = $1`
+
+// isTable reports whether t names a base table.
+func isTable(ctx context.Context, s *session, t warehouse.Table) bool {
+	found, err := s.findsRows(ctx, "SELECT 1 FROM duckdb_tables() WHERE schema_name = $1 AND table_name = $2", t.Schema, t.Name)
+	return err == nil && found
+}
+
+func asInt64(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case int32:
+		return int64(n)
+	case int:
+		return int64(n)
+	}
+	return 0
+}
+
+// IngestState reads source's fence and markers (see warehouse.Ingester).
+// A warehouse that never ran a step has no fence: Exists is false.
+func (e *Engine) IngestState(ctx context.Context, source string) (warehouse.IngestState, error) {
+	const op = "read ingest state"
+	var st warehouse.IngestState
+	err := e.read(ctx, func(s *session) error {
+		ok, err := s.findsRows(ctx, "SELECT 1 FROM duckdb_tables() WHERE schema_name = $1 AND table_name = 'markers'", warehouse.IngestSchema)
+		if err != nil || !ok {
+			return err
+		}
+		return s.inTx(ctx, func() error {
+			res, err := s.query(ctx, "SELECT planned_generation, serving_generation FROM "+fencesTable+" WHERE source = $1", source)
+			if err != nil {
+				return err
+			}
+			if len(res.Rows) == 1 {
+				st.Exists = true
+				st.PlannedGeneration, st.ServingGeneration = asInt64(res.Rows[0][0]), asInt64(res.Rows[0][1])
+			}
+			res, err = s.query(ctx, `SELECT generation, kind, idx, "rows", applied_at FROM `+markersTable+
+				" WHERE source = $1 ORDER BY generation, kind, idx", source)
+			if err != nil {
+				return err
+			}
+			for _, r := range res.Rows {
+				at, _ := r[4].(time.Time)
+				st.Markers = append(st.Markers, warehouse.IngestMarker{
+					Generation: asInt64(r[0]), Kind: fmt.Sprint(r[1]), Index: asInt64(r[2]), Rows: asInt64(r[3]), AppliedAt: at.UTC(),
+				})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return warehouse.IngestState{}, fail(op, source, err)
+	}
+	return st, nil
+}
