@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -51,6 +53,42 @@ func TestTemplatesPointAtPhysicalTables(t *testing.T) {
 	require.Equal(t, "demo__dev", execute.ViewTable(events, "dev").Schema)
 	require.Equal(t, "demo", execute.ViewTable(events, "prod").Schema)
 	require.Equal(t, "gapless__demo", execute.PhysicalTable(events).Schema)
+}
+
+// Scenario: a snapshot made by loading the project keeps where its query
+// names tables (Snapshot.Refs), so its template is built without the SQL
+// parser: with the parser closed, the template is the one parsing gives. A
+// snapshot saved without references is parsed as before, and references
+// that do not fit the query fail instead of running it unrewritten.
+func TestTemplatesUseTheSnapshotsReferencesWithoutParsing(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, true, nil)
+	pr := b.Load(t)
+	daily := pr.Snapshots["demo.daily_revenue"]
+	require.NotEmpty(t, daily.Refs, "loading the project keeps the query's table references")
+	parsed := *daily
+	parsed.Refs = nil
+	want, err := execute.TemplateOf(b.Ctx, b.Parser, b.Engine, &parsed, pr.Snapshots)
+	require.NoError(t, err)
+
+	closed, err := sqlparse.Open()
+	require.NoError(t, err)
+	require.NoError(t, closed.Close())
+	got, err := execute.TemplateOf(b.Ctx, closed, b.Engine, daily, pr.Snapshots)
+	require.NoError(t, err, "a snapshot with references needs no parser")
+	require.Equal(t, want.Query, got.Query)
+	require.Equal(t, want.ReadsItself, got.ReadsItself)
+
+	_, err = execute.TemplateOf(b.Ctx, closed, b.Engine, &parsed, pr.Snapshots)
+	require.Error(t, err, "without references the query is parsed, and the closed parser fails")
+
+	shifted := *daily
+	shifted.Refs = slices.Clone(daily.Refs)
+	for i := range shifted.Refs {
+		shifted.Refs[i].Offset++
+	}
+	_, err = execute.TemplateOf(b.Ctx, closed, b.Engine, &shifted, pr.Snapshots)
+	require.ErrorIs(t, err, sqlparse.ErrRewrite, "references that do not fit the text are refused")
 }
 
 // Scenario: two days of hourly events are computed in batches of 24 hours;

@@ -74,20 +74,9 @@ func newTemplate(ctx context.Context, p *sqlparse.Parser, e warehouse.Engine, s 
 	if m.Query == "" || m.Kind == model.KindSeed || m.Kind == model.KindExternal {
 		return t, nil
 	}
-	parsable, mapper, err := macro.ForParse(m.Query)
+	occ, err := occurrences(ctx, p, s)
 	if err != nil {
-		return nil, fmt.Errorf("preparing the query for parsing: %w", err)
-	}
-	q, err := p.Parse(ctx, parsable)
-	if err != nil {
-		return nil, fmt.Errorf("parsing the query: %w", err)
-	}
-	occ := make([]sqlparse.TableRef, len(q.Occurrences))
-	for i, o := range q.Occurrences {
-		if o.Offset >= 0 {
-			o.Offset = mapper.Original(o.Offset)
-		}
-		occ[i] = o
+		return nil, err
 	}
 	rewritten, err := sqlparse.RewriteTables(m.Query, occ, func(ref sqlparse.TableRef) (string, bool) {
 		if ref.Schema == "" {
@@ -125,4 +114,35 @@ func (t *Template) Render(r interval.Range, exec time.Time) (string, error) {
 		return "", fmt.Errorf("rendering macros for %s: %w", r, err)
 	}
 	return sql, nil
+}
+
+// occurrences is every place s's query names a table, offsets into
+// s.Model.Query: the references the snapshot kept from loading the project
+// (snapshot.Snapshot.Refs), or, for a snapshot saved without them, what
+// parsing the query gives. RewriteTables checks each against the text
+// either way.
+func occurrences(ctx context.Context, p *sqlparse.Parser, s *snapshot.Snapshot) ([]sqlparse.TableRef, error) {
+	if s.Refs != nil {
+		occ := make([]sqlparse.TableRef, len(s.Refs))
+		for i, r := range s.Refs {
+			occ[i] = sqlparse.TableRef{Catalog: r.Catalog, Schema: r.Schema, Name: r.Name, Offset: r.Offset}
+		}
+		return occ, nil
+	}
+	parsable, mapper, err := macro.ForParse(s.Model.Query)
+	if err != nil {
+		return nil, fmt.Errorf("preparing the query for parsing: %w", err)
+	}
+	q, err := p.Parse(ctx, parsable)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the query: %w", err)
+	}
+	occ := make([]sqlparse.TableRef, len(q.Occurrences))
+	for i, o := range q.Occurrences {
+		if o.Offset >= 0 {
+			o.Offset = mapper.Original(o.Offset)
+		}
+		occ[i] = o
+	}
+	return occ, nil
 }

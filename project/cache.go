@@ -27,7 +27,7 @@ const queryCacheFile = "queries"
 
 // queryCacheFormat is the parse cache's format version, part of every
 // file's identity: bump it when Query or the encoding changes.
-const queryCacheFormat = 1
+const queryCacheFormat = 2
 
 // queryCacheMagic opens every parse cache file.
 const queryCacheMagic = "gapless query cache\n"
@@ -180,12 +180,14 @@ func fits(q Query, src string) bool {
 	if q.Canonical == "" {
 		return false
 	}
-	for _, t := range q.Tables {
-		if t.Name == "" || t.Offset < -1 || t.Offset > len(src) {
-			return false
+	for _, refs := range [][]sqlparse.TableRef{q.Tables, q.Occurrences} {
+		for _, t := range refs {
+			if t.Name == "" || t.Offset < -1 || t.Offset > len(src) {
+				return false
+			}
 		}
 	}
-	return true
+	return len(q.Occurrences) >= len(q.Tables)
 }
 
 // store records that src parsed to q.
@@ -294,6 +296,10 @@ var buildIdentity = sync.OnceValues(func() (string, error) {
 // tree that change classification compares) is parsed again by whoever
 // needs it, from the snapshot's canonical query.
 type Query struct {
-	Tables    []sqlparse.TableRef
-	Canonical string
+	Tables []sqlparse.TableRef
+	// Occurrences is every place the query names a table (offsets as
+	// Tables'), which a snapshot keeps so that executing it needs no parse
+	// (snapshot.Snapshot.Refs).
+	Occurrences []sqlparse.TableRef
+	Canonical   string
 }

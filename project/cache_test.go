@@ -84,6 +84,9 @@ func TestQueryCacheAnswersTheNextLoadWithoutTheParser(t *testing.T) {
 		require.Equal(t, fingerprints(fresh), fingerprints(pr))
 		require.Equal(t, fresh.Graph.Order(), pr.Graph.Order())
 		require.Equal(t, fresh.Queries, pr.Queries)
+		for name, s := range fresh.Snapshots {
+			require.Equal(t, s.Refs, pr.Snapshots[name].Refs, "%s: a cached load keeps the same table references", name)
+		}
 	}
 }
 

@@ -156,6 +156,7 @@ func loadModels(ctx context.Context, dir string, defaults model.Defaults, opts O
 		in := snapshot.Input{Model: m}
 		if q := pr.Queries[name]; q != nil {
 			in.Canonical = q.Canonical
+			in.Refs = snapshotRefs(q.Occurrences)
 		}
 		if m.Kind == model.KindSeed {
 			h, err := seedHash(dir, m)
@@ -302,10 +303,12 @@ func (ld *loader) loadOne(ctx context.Context, path string) (*model.Model, *Quer
 	}
 	// Keep reference offsets pointing into the model's own text (a copy:
 	// the cache keeps the parser's offsets).
-	out := &Query{Canonical: q.Canonical, Tables: slices.Clone(q.Tables)}
-	for i := range out.Tables {
-		if out.Tables[i].Offset >= 0 {
-			out.Tables[i].Offset = mapper.Original(out.Tables[i].Offset)
+	out := &Query{Canonical: q.Canonical, Tables: slices.Clone(q.Tables), Occurrences: slices.Clone(q.Occurrences)}
+	for _, refs := range [][]sqlparse.TableRef{out.Tables, out.Occurrences} {
+		for i := range refs {
+			if refs[i].Offset >= 0 {
+				refs[i].Offset = mapper.Original(refs[i].Offset)
+			}
 		}
 	}
 	return m, out, nil
@@ -326,7 +329,7 @@ func (ld *loader) parse(ctx context.Context, src string) (Query, error) {
 	if err != nil {
 		return Query{}, err
 	}
-	q := Query{Tables: sq.Tables, Canonical: sq.Canonical}
+	q := Query{Tables: sq.Tables, Occurrences: sq.Occurrences, Canonical: sq.Canonical}
 	ld.cache.store(src, q)
 	return q, nil
 }
@@ -487,4 +490,15 @@ func seedHash(dir string, m *model.Model) (string, error) {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:]), nil
+}
+
+// snapshotRefs is occ as a snapshot keeps it (snapshot.Snapshot.Refs):
+// never nil, so that a query that reads no table still says so and its
+// execution needs no parse.
+func snapshotRefs(occ []sqlparse.TableRef) []snapshot.TableRef {
+	out := make([]snapshot.TableRef, len(occ))
+	for i, o := range occ {
+		out[i] = snapshot.TableRef{Catalog: o.Catalog, Schema: o.Schema, Name: o.Name, Offset: o.Offset}
+	}
+	return out
 }

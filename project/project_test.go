@@ -87,6 +87,31 @@ SELECT * FROM recent`,
 	require.Equal(t, []string{"raw.events"}, p.Graph.Parents("stg.events"))
 }
 
+// Scenario: a model's query names raw.events twice after a macro whose
+// parseable stand-in is not as long as it is written; its snapshot keeps
+// both references, each at the offset of the name in the query as
+// written, so that a run can point them at physical tables unparsed.
+func TestSnapshotsKeepWhereTheirQueryNamesTables(t *testing.T) {
+	t.Parallel()
+	dir := writeProject(t, map[string]string{
+		"models/raw.sql": external,
+		"models/stg.sql": `MODEL (name stg.events, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), cron '@daily');
+SELECT e.id, e.ts FROM raw.events AS e WHERE e.ts BETWEEN @start_ts AND @end_ts
+UNION ALL SELECT id, ts FROM RAW.Events WHERE ts < @start_ts`,
+	})
+	p, err := load(t, dir)
+	require.NoError(t, err)
+	s := p.Snapshots["stg.events"]
+	require.Len(t, s.Refs, 2)
+	for i, want := range []string{"raw.events", "RAW.Events"} {
+		r := s.Refs[i]
+		require.Equal(t, "raw", r.Schema)
+		require.Equal(t, "events", r.Name)
+		require.True(t, strings.HasPrefix(s.Model.Query[r.Offset:], want), "ref %d at %d: %q", i, r.Offset, s.Model.Query[r.Offset:])
+	}
+	require.Nil(t, p.Snapshots["raw.events"].Refs, "an EXTERNAL table has no query")
+}
+
 // Scenario: two copies of a project differ only in whitespace, comments and
 // keyword case. Their models get the same fingerprints and versions, so a
 // reformat never rebuilds a table.

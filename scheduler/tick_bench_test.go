@@ -19,6 +19,7 @@ import (
 	"github.com/gapless-dev/gapless/dag"
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/macro"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/scheduler"
@@ -62,8 +63,11 @@ func tickExec(k int) time.Time {
 //
 // The variants are the run's circuit breaker before and after issue 13:
 //
-//	breaker=generation   Store.EnvironmentGeneration, one row (now)
-//	breaker=environment  GetEnvironment before every model, decoding every
+//	breaker=generation   Store.EnvironmentGeneration, one row, snapshots
+//	                     carrying their table references (now)
+//	breaker=generation,refs=none  the same, each query parsed at the run
+//	                     (snapshots saved before they kept their references)
+//	breaker=environment,refs=none  GetEnvironment before every model, decoding every
 //	                     snapshot reference (before: quadratic)
 //
 // Metrics: ns/op (the tick), ns/model (ns/op / N), raw-ns/model and x_raw
@@ -84,15 +88,19 @@ func BenchmarkSchedulerTickAllDue(b *testing.B) {
 	}
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("models=%d", n), func(b *testing.B) {
-			snaps, order := tickProject(b, n)
+			parsed, order := tickProject(b, n)
+			unparsed := withoutRefs(parsed)
+			same := func(st state.Store) state.Store { return st }
 			for _, v := range []struct {
-				name string
-				wrap func(state.Store) state.Store
+				name  string
+				snaps map[string]*snapshot.Snapshot
+				wrap  func(state.Store) state.Store
 			}{
-				{"breaker=generation", func(st state.Store) state.Store { return st }},
-				{"breaker=environment", func(st state.Store) state.Store { return wholeEnvironmentBreaker{st} }},
+				{"breaker=generation", parsed, same},
+				{"breaker=generation,refs=none", unparsed, same},
+				{"breaker=environment,refs=none", unparsed, func(st state.Store) state.Store { return wholeEnvironmentBreaker{st} }},
 			} {
-				b.Run(v.name, func(b *testing.B) { benchTick(b, snaps, order, v.wrap) })
+				b.Run(v.name, func(b *testing.B) { benchTick(b, v.snaps, order, v.wrap) })
 			}
 		})
 	}
@@ -138,9 +146,37 @@ func tickProject(b *testing.B, n int) (map[string]*snapshot.Snapshot, []string) 
 	}
 	g, err := dag.New(edges)
 	require.NoError(b, err)
+	p, err := sqlparse.Open()
+	require.NoError(b, err)
+	defer func() { require.NoError(b, p.Close()) }()
+	for m, in := range inputs {
+		// What loading the project keeps of each query (project.Query's
+		// Occurrences): its table references, so a run parses nothing.
+		parsable, mapper, err := macro.ForParse(in.Model.Query)
+		require.NoError(b, err)
+		q, err := p.Parse(b.Context(), parsable)
+		require.NoError(b, err)
+		in.Refs = []snapshot.TableRef{}
+		for _, o := range q.Occurrences {
+			in.Refs = append(in.Refs, snapshot.TableRef{Catalog: o.Catalog, Schema: o.Schema, Name: o.Name, Offset: mapper.Original(o.Offset)})
+		}
+		inputs[m] = in
+	}
 	snaps, err := snapshot.BuildAll(g, inputs)
 	require.NoError(b, err)
 	return snaps, g.Order()
+}
+
+// withoutRefs copies snaps without their table references, as snapshots
+// saved before they were kept: a run parses each query.
+func withoutRefs(snaps map[string]*snapshot.Snapshot) map[string]*snapshot.Snapshot {
+	out := make(map[string]*snapshot.Snapshot, len(snaps))
+	for k, s := range snaps {
+		c := *s
+		c.Refs = nil
+		out[k] = &c
+	}
+	return out
 }
 
 // createTickTables makes the physical table of every snapshot in the DuckDB

@@ -91,6 +91,9 @@ type Input struct {
 	Canonical string
 	// SeedHash is a hash of a SEED model's CSV content; empty otherwise.
 	SeedHash string
+	// Refs is every place the model's query names a table, as the parser
+	// found them (see Snapshot.Refs); nil when not known. Not hashed.
+	Refs []TableRef
 }
 
 func dataHash(in Input) string { return hashOf(dataPartsOf(in)) }

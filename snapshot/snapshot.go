@@ -24,6 +24,24 @@ type Snapshot struct {
 	Canonical string `json:"canonical,omitempty"`
 	// SeedHash is the hash of a SEED model's CSV content.
 	SeedHash string `json:"seed_hash,omitempty"`
+	// Refs is every place Model.Query names a table, in offset order, as
+	// DuckDB's parser found them when the project was loaded (offsets into
+	// Model.Query): what pointing the query at physical tables needs, so
+	// that executing a snapshot parses nothing. It is derived from
+	// Model.Query and never hashed; nil (a snapshot saved before it
+	// existed) means "parse the query". Whoever uses it checks each
+	// reference against the text (sqlparse.RewriteTables), so a wrong one
+	// fails rather than runs.
+	Refs []TableRef `json:"refs,omitempty"`
+}
+
+// TableRef is one place a query names a table: its parts, lower-cased,
+// and the byte offset of the name in the query (-1 when unknown).
+type TableRef struct {
+	Catalog string `json:"catalog,omitempty"`
+	Schema  string `json:"schema,omitempty"`
+	Name    string `json:"name"`
+	Offset  int    `json:"offset"`
 }
 
 // ID identifies the snapshot: its name at its fingerprint.
@@ -81,6 +99,7 @@ func BuildAll(g *dag.Graph, inputs map[string]Input) (map[string]*Snapshot, erro
 			Model:     in.Model,
 			Canonical: in.Canonical,
 			SeedHash:  in.SeedHash,
+			Refs:      in.Refs,
 		}
 		s.Version = s.FreshVersion()
 		out[name] = s
