@@ -439,4 +439,3 @@ func (c *Connector) Snapshot(ctx context.Context, q connector.Queue) (connector.
 	}
 	return snap, nil
 }
-
