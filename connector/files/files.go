@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -293,7 +294,9 @@ func (c *Connector) Discover(ctx context.Context, q connector.Queue) (connector.
 	for _, o := range c.seen {
 		o.present = false
 	}
-	for name, info := range l.files {
+	names := slices.Sorted(maps.Keys(l.files)) // files seen together get orders in name order
+	for _, name := range names {
+		info := l.files[name]
 		if t.locations[name] {
 			continue
 		}

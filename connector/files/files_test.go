@@ -1,0 +1,274 @@
+package files_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/connector"
+	"github.com/gapless-dev/gapless/connector/files"
+	"github.com/gapless-dev/gapless/internal/pgtest"
+	"github.com/gapless-dev/gapless/source"
+	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/postgres"
+	"github.com/gapless-dev/gapless/state/sqlite"
+)
+
+const src = "raw.events"
+
+var epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// stores opens each real state store with src registered.
+func stores(t *testing.T) map[string]state.Store {
+	t.Helper()
+	ctx := t.Context()
+	lite, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "state.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, lite.Close()) })
+	pg, err := postgres.Open(ctx, pgtest.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { pg.Close() })
+	out := map[string]state.Store{"sqlite": lite, "postgres": pg}
+	for _, st := range out {
+		_, err := st.EnsureSources(ctx, state.EnsureSourcesParams{Sources: []state.SourceDefinition{{Name: src, Connector: "files", DefinitionHash: "h"}}, Now: epoch})
+		require.NoError(t, err)
+	}
+	return out
+}
+
+// def is a files source landing landing/*.csv, with runs under full/*.
+func def(settle time.Duration) *source.Definition {
+	return &source.Definition{Name: src, File: "sources/events.yaml", Connector: source.ConnectorFiles,
+		Files: &source.Files{Path: "landing/*.csv", Settle: settle, ReplaceRuns: "landing/full/*"}}
+}
+
+func newConn(t *testing.T, root string, d *source.Definition, clk clockwork.Clock) *files.Connector {
+	t.Helper()
+	c, err := files.New(d, files.Options{Root: root, Clock: clk, ChunkFiles: 2})
+	require.NoError(t, err)
+	return c
+}
+
+// write writes a file under root at mtime.
+func write(t *testing.T, root, rel, body string, mtime time.Time) {
+	t.Helper()
+	p := filepath.Join(root, filepath.FromSlash(rel))
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+	require.NoError(t, os.Chtimes(p, mtime, mtime))
+}
+
+// pass discovers and stages, returning the staged batches of this pass.
+func pass(t *testing.T, ctx context.Context, c connector.Connector, st state.Store) connector.Discovery {
+	t.Helper()
+	d, err := c.Discover(ctx, st)
+	require.NoError(t, err)
+	if len(d.Batches) > 0 {
+		_, err := st.StageBatches(ctx, state.StageBatchesParams{Source: src, Batches: d.Batches, Now: epoch})
+		require.NoError(t, err)
+	}
+	return d
+}
+
+type placed struct {
+	From     int64
+	Kind     state.BatchKind
+	Location string
+}
+
+func positions(bs []state.Batch) []placed {
+	out := []placed{}
+	for _, b := range bs {
+		out = append(out, placed{b.From, b.Kind, b.Location})
+	}
+	return out
+}
+
+func listAll(t *testing.T, st state.Store) []state.Batch {
+	t.Helper()
+	bs, err := st.ListBatches(t.Context(), state.ListBatchesParams{Source: src})
+	require.NoError(t, err)
+	return bs
+}
+
+// Scenario: b.csv and a.csv land together, then c.csv, then 0.csv (a name
+// before all others). Each pass takes the new files in name order after
+// what is staged: positions 0 a, 1 b, 2 c, 3 0 — arrival order first, name
+// order within one arrival. A second connector over the same store (a
+// restart) stages nothing, and when a new file lands it continues at 4.
+func TestArrivalThenNameOrderAndRestartKeepsPositions(t *testing.T) {
+	t.Parallel()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			root := t.TempDir()
+			clk := clockwork.NewFakeClockAt(epoch)
+			c := newConn(t, root, def(0), clk)
+			write(t, root, "landing/b.csv", "x", epoch)
+			write(t, root, "landing/a.csv", "x", epoch)
+			write(t, root, "landing/notes.txt", "x", epoch) // not matched
+			pass(t, ctx, c, st)
+			write(t, root, "landing/c.csv", "x", epoch)
+			pass(t, ctx, c, st)
+			write(t, root, "landing/0.csv", "x", epoch)
+			pass(t, ctx, c, st)
+			want := []placed{{0, state.BatchAppend, "landing/a.csv"}, {1, state.BatchAppend, "landing/b.csv"},
+				{2, state.BatchAppend, "landing/c.csv"}, {3, state.BatchAppend, "landing/0.csv"}}
+			require.Equal(t, want, positions(listAll(t, st)))
+
+			again := newConn(t, root, def(0), clk)
+			d, err := again.Discover(ctx, st)
+			require.NoError(t, err)
+			require.Empty(t, d.Batches, "a restarted connector re-stages nothing")
+			require.Empty(t, d.Vanished)
+			write(t, root, "landing/d.csv", "x", epoch)
+			require.Equal(t, []placed{{4, state.BatchAppend, "landing/d.csv"}}, positions(pass(t, ctx, again, st).Batches))
+		})
+	}
+}
+
+// Scenario: with settle 30s, a file is not taken when first seen; it is
+// rewritten 20s later (its size changes), so the settle period starts
+// again; it is taken only once unchanged for 30s on the fake clock.
+func TestSettleWaitsForAnUnchangedFile(t *testing.T) {
+	t.Parallel()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			root := t.TempDir()
+			clk := clockwork.NewFakeClockAt(epoch)
+			c := newConn(t, root, def(30*time.Second), clk)
+			write(t, root, "landing/a.csv", "x", epoch)
+			require.Empty(t, pass(t, ctx, c, st).Batches, "just seen")
+			clk.Advance(20 * time.Second)
+			write(t, root, "landing/a.csv", "xy", epoch.Add(20*time.Second))
+			require.Empty(t, pass(t, ctx, c, st).Batches, "changed: settles again")
+			clk.Advance(29 * time.Second)
+			require.Empty(t, pass(t, ctx, c, st).Batches, "unchanged for 29s only")
+			clk.Advance(time.Second)
+			require.Equal(t, []placed{{0, state.BatchAppend, "landing/a.csv"}}, positions(pass(t, ctx, c, st).Batches))
+		})
+	}
+}
+
+// Scenario: a.csv is staged; a replace run full/r1 arrives in part (two
+// files, no _SUCCESS): nothing of it is staged and the snapshot is not
+// consistent. _SUCCESS lands: the run is staged as replace_head,
+// replace_final at positions 1, 2 after a.csv, and the snapshot pins 3 with
+// only the run's files live (a.csv is replaced). A later append b.csv is
+// live after the run.
+func TestReplaceRunIncompleteThenComplete(t *testing.T) {
+	t.Parallel()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			root := t.TempDir()
+			c := newConn(t, root, def(0), clockwork.NewFakeClockAt(epoch))
+			write(t, root, "landing/a.csv", "x", epoch)
+			pass(t, ctx, c, st)
+			snap, err := c.Snapshot(ctx, st)
+			require.NoError(t, err)
+			require.Equal(t, int64(1), snap.Pin)
+			require.Equal(t, []connector.Chunk{{Index: 0, From: 0, To: 1, Locations: []string{"landing/a.csv"}}}, snap.Chunks)
+
+			write(t, root, "landing/full/r1/part-1.csv", "x", epoch)
+			write(t, root, "landing/full/r1/part-0.csv", "x", epoch)
+			require.Empty(t, pass(t, ctx, c, st).Batches, "a run without _SUCCESS is not taken")
+			_, err = c.Snapshot(ctx, st)
+			require.ErrorIs(t, err, connector.ErrNotConsistent)
+			require.ErrorContains(t, err, "landing/full/r1")
+
+			write(t, root, "landing/full/r1/_SUCCESS", "", epoch)
+			got := pass(t, ctx, c, st).Batches
+			require.Equal(t, []placed{{1, state.BatchReplaceHead, "landing/full/r1/part-0.csv"}, {2, state.BatchReplaceFinal, "landing/full/r1/part-1.csv"}}, positions(got))
+			require.Equal(t, "landing/full/r1", got[0].ReplaceRun)
+			require.Equal(t, "landing/full/r1", got[1].ReplaceRun)
+
+			write(t, root, "landing/b.csv", "x", epoch)
+			pass(t, ctx, c, st)
+			snap, err = c.Snapshot(ctx, st)
+			require.NoError(t, err)
+			require.Equal(t, int64(4), snap.Pin)
+			require.Equal(t, []connector.Chunk{
+				{Index: 0, From: 1, To: 3, Locations: []string{"landing/full/r1/part-0.csv", "landing/full/r1/part-1.csv"}},
+				{Index: 1, From: 3, To: 4, Locations: []string{"landing/b.csv"}},
+			}, snap.Chunks)
+			d, err := newConn(t, root, def(0), clockwork.NewFakeClockAt(epoch)).Discover(ctx, st)
+			require.NoError(t, err)
+			require.Empty(t, d.Batches, "a restart re-stages no run")
+		})
+	}
+}
+
+// Scenario: a staged file is deleted before a build read it: Discover
+// reports it as vanished, and Snapshot refuses with a VanishedError naming
+// it.
+func TestVanishedFileIsReported(t *testing.T) {
+	t.Parallel()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			root := t.TempDir()
+			c := newConn(t, root, def(0), clockwork.NewFakeClockAt(epoch))
+			write(t, root, "landing/a.csv", "x", epoch)
+			write(t, root, "landing/b.csv", "x", epoch)
+			pass(t, ctx, c, st)
+			require.NoError(t, os.Remove(filepath.Join(root, "landing", "a.csv")))
+			d, err := c.Discover(ctx, st)
+			require.NoError(t, err)
+			require.Empty(t, d.Batches)
+			require.Equal(t, []string{"landing/a.csv"}, d.Vanished)
+			_, err = c.Snapshot(ctx, st)
+			var ve *connector.VanishedError
+			require.True(t, errors.As(err, &ve), "%v", err)
+			require.Equal(t, []string{"landing/a.csv"}, ve.Locations)
+			require.ErrorContains(t, err, "source raw.events: landing/a.csv vanished")
+		})
+	}
+}
+
+// Scenario: a definition whose path or replace_runs glob leaves the
+// project (or is absolute) is refused, naming the source file and key.
+func TestGlobThatEscapesIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ path, runs, key string }{
+		{"../elsewhere/*.csv", "", "files.path"},
+		{"landing/../../x/*.csv", "", "files.path"},
+		{"/tmp/*.csv", "", "files.path"},
+		{"landing/*.csv", "../full/*", "files.replace_runs"},
+	} {
+		d := def(0)
+		d.Files.Path, d.Files.ReplaceRuns = tc.path, tc.runs
+		_, err := files.New(d, files.Options{Root: t.TempDir()})
+		require.ErrorIs(t, err, connector.ErrEscapes, tc.path)
+		require.ErrorContains(t, err, "sources/events.yaml: source raw.events: "+tc.key)
+	}
+}
+
+// Scenario: a symlink in the landing folder that points outside the
+// project is not taken; one pointing inside is.
+func TestSymlinkOutOfTheProjectIsSkipped(t *testing.T) {
+	t.Parallel()
+	root, outside := t.TempDir(), t.TempDir()
+	write(t, root, "data/in.csv", "x", epoch)
+	write(t, outside, "out.csv", "x", epoch)
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "landing"), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(outside, "out.csv"), filepath.Join(root, "landing", "out.csv")))
+	require.NoError(t, os.Symlink(filepath.Join(root, "data", "in.csv"), filepath.Join(root, "landing", "in.csv")))
+	c := newConn(t, root, def(0), clockwork.NewFakeClockAt(epoch))
+	d, err := c.Discover(t.Context(), emptyQueue{})
+	require.NoError(t, err)
+	require.Equal(t, []placed{{0, state.BatchAppend, "landing/in.csv"}}, positions(d.Batches))
+}
+
+type emptyQueue struct{}
+
+func (emptyQueue) ListBatches(context.Context, state.ListBatchesParams) ([]state.Batch, error) {
+	return nil, nil
+}
