@@ -42,6 +42,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/gapless-dev/gapless/connector"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/source"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -60,7 +61,8 @@ type Options struct {
 	Clock clockwork.Clock
 	// ChunkFiles is the most files in one snapshot chunk.
 	ChunkFiles int
-	// Logger; slog.Default() when nil.
+	// Logger; slog.Default() when nil. Records name the source with
+	// logkey.Model, as the state store's source events do.
 	Logger *slog.Logger
 }
 
@@ -218,7 +220,7 @@ func (c *Connector) stat(rel string) (fs.FileInfo, bool) {
 			return nil, false
 		}
 		if r, err := filepath.Rel(c.realRoot, real); err != nil || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
-			c.log.Warn("files connector: skipping a symlink that leaves the project", "source", c.def.Name, "file", rel)
+			c.log.Warn("files connector: skipping a symlink that leaves the project", logkey.Model, c.def.Name, logkey.Path, rel)
 			return nil, false
 		}
 	}
@@ -358,7 +360,7 @@ func (c *Connector) Discover(ctx context.Context, q connector.Queue) (connector.
 	}
 	d.Vanished = c.vanished(t.batches, l)
 	if len(d.Batches) > 0 {
-		c.log.Debug("files connector: discovered", "source", c.def.Name, "batches", len(d.Batches), "from", t.next, "to", pos)
+		c.log.Debug("files connector: discovered", logkey.Model, c.def.Name, logkey.Batches, len(d.Batches))
 	}
 	return d, nil
 }
