@@ -14,6 +14,10 @@
 // passes stage one batch. Only the settle observations (first seen, last
 // size and time) live in memory: after a restart a file waits one more
 // settle period, which delays it but cannot reorder what is staged.
+// Because the queue is the record of what is taken, the queue must keep a
+// batch while its file is still in the landing folder: a file whose batch
+// was pruned would be taken again. Batches are returned with Rows 0
+// (unknown): discovery reads no file.
 //
 // Replace runs. A folder matched by files.replace_runs holding a _SUCCESS
 // file is a replace run: once every file in it has settled, its files

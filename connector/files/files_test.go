@@ -272,3 +272,40 @@ type emptyQueue struct{}
 func (emptyQueue) ListBatches(context.Context, state.ListBatchesParams) ([]state.Batch, error) {
 	return nil, nil
 }
+
+// Scenario: two ingest processes watch one landing folder over one store.
+// The second (settle 1m) sees b.csv a pass before a.csv lands; the first
+// (settle 0) then stages a, b at 0, 1 in name order. The second, having
+// read the queue before that staging, proposes b at 0: the store refuses
+// it, staging nothing, and the second's next pass, derived from the queue,
+// stages nothing: every file keeps the one position first staged.
+func TestTwoProcessesNeverRenumber(t *testing.T) {
+	t.Parallel()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			root := t.TempDir()
+			one := newConn(t, root, def(0), clockwork.NewFakeClockAt(epoch))
+			clkTwo := clockwork.NewFakeClockAt(epoch)
+			two := newConn(t, root, def(time.Minute), clkTwo)
+			write(t, root, "landing/b.csv", "x", epoch)
+			require.Empty(t, pass(t, ctx, two, st).Batches, "two sees b, not settled")
+			write(t, root, "landing/a.csv", "x", epoch)
+			pass(t, ctx, one, st)
+			want := []placed{{0, state.BatchAppend, "landing/a.csv"}, {1, state.BatchAppend, "landing/b.csv"}}
+			require.Equal(t, want, positions(listAll(t, st)))
+
+			clkTwo.Advance(time.Minute)
+			stale, err := two.Discover(ctx, emptyQueue{}) // the queue as two read it before one staged
+			require.NoError(t, err)
+			require.Equal(t, []placed{{0, state.BatchAppend, "landing/b.csv"}}, positions(stale.Batches))
+			_, err = st.StageBatches(ctx, state.StageBatchesParams{Source: src, Batches: stale.Batches, Now: epoch})
+			require.Error(t, err, "a stale numbering is refused")
+			require.Equal(t, want, positions(listAll(t, st)))
+
+			clkTwo.Advance(time.Minute)
+			require.Empty(t, pass(t, ctx, two, st).Batches)
+			require.Equal(t, want, positions(listAll(t, st)))
+		})
+	}
+}
