@@ -42,10 +42,11 @@ func stores(t *testing.T) map[string]state.Store {
 	return out
 }
 
-// def is a files source landing landing/*.csv, with runs under full/*.
+// def is a files source landing landing/*.csv, with runs under
+// landing/full/*/ (written with the trailing slash of the README).
 func def(settle time.Duration) *source.Definition {
 	return &source.Definition{Name: src, File: "sources/events.yaml", Connector: source.ConnectorFiles,
-		Files: &source.Files{Path: "landing/*.csv", Settle: settle, ReplaceRuns: "landing/full/*"}}
+		Files: &source.Files{Path: "landing/*.csv", Settle: settle, ReplaceRuns: "landing/full/*/"}}
 }
 
 func newConn(t *testing.T, root string, d *source.Definition, clk clockwork.Clock) *files.Connector {
