@@ -139,6 +139,14 @@ type BatchDescriber interface {
 	DescribeAll(ctx context.Context, ps []DescribeParams) ([]Described, error)
 }
 
+// RowReplacer is an Engine whose ReplaceTable can tell, for no further
+// statement, how many rows the table holds afterwards. ReplaceTableRows is
+// ReplaceTable; known says whether rows is that count (otherwise the
+// caller counts).
+type RowReplacer interface {
+	ReplaceTableRows(ctx context.Context, p ReplaceTableParams) (rows int64, known bool, err error)
+}
+
 // MergeParams upserts Query's rows into Table by Key: rows whose key exists
 // are replaced, others inserted. Columns are matched by name.
 type MergeParams struct {
