@@ -91,18 +91,23 @@ func Check(ctx context.Context, p CheckParams) (map[string][]warehouse.Column, e
 	// models and errors are the same as checking one model at a time, in
 	// the same order (errors are sorted by the model whose check found
 	// them). Without a BatchDescriber there is one pass.
-	done := map[string]bool{}
+	var todo []int // the checked models not done, by index in Snapshots
+	for i, s := range p.Snapshots {
+		if p.Check[s.Name] {
+			todo = append(todo, i)
+		}
+	}
 	for {
-		for i, s := range p.Snapshots {
-			if !p.Check[s.Name] || done[s.Name] {
-				continue
-			}
+		c.waiting = map[string]bool{}
+		next := todo[:0]
+		for _, i := range todo {
+			s := p.Snapshots[i]
 			c.at = i
 			err := c.checkModel(ctx, s)
 			if errors.Is(err, errPending) {
+				next = append(next, i)
 				continue
 			}
-			done[s.Name] = true
 			if err != nil {
 				var me *model.Error
 				if !errors.As(err, &me) {
@@ -111,6 +116,7 @@ func Check(ctx context.Context, p CheckParams) (map[string][]warehouse.Column, e
 				c.addErr(me)
 			}
 		}
+		todo = next
 		if len(c.pending) == 0 {
 			break
 		}
@@ -160,6 +166,10 @@ type checker struct {
 	pending     []warehouse.DescribeParams
 	pendingKeys map[string]bool
 	rendered    map[string]string
+	// waiting marks, in the current pass, the models whose columns wait
+	// for the next batch: a pass visits each model once, however many
+	// read it.
+	waiting map[string]bool
 }
 
 func (c *checker) addErr(me *model.Error) {
@@ -252,8 +262,12 @@ func (c *checker) schema(ctx context.Context, s *snapshot.Snapshot) ([]warehouse
 	if c.failed[s.Name] {
 		return nil, errParentFailed
 	}
+	if c.waiting[s.Name] {
+		return nil, errPending
+	}
 	cols, err := c.derive(ctx, s)
 	if errors.Is(err, errPending) {
+		c.waiting[s.Name] = true
 		return nil, err // derived in a later pass
 	}
 	if err != nil {
