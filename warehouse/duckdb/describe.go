@@ -130,8 +130,9 @@ const describeChunk = 256
 // not-yet-built table it reads (the check gives a model's parents); two
 // queries that want different columns for one stand-in are answered in
 // different transactions. A query that fails rolls its transaction back
-// (DuckDB aborts it) and the next query starts a fresh one, so one failure
-// never changes another query's answer. Cached column names of every
+// and the next query starts a fresh one (a failed statement may leave a
+// DuckDB transaction aborted; a binder error, in DuckDB 1.5, does not), so
+// one failure never changes another query's answer. Cached column names of every
 // stand-in are forgotten before the lock is let go.
 func (e *Engine) DescribeAll(ctx context.Context, ps []warehouse.DescribeParams) ([]warehouse.Described, error) {
 	out := make([]warehouse.Described, len(ps))
