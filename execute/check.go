@@ -82,20 +82,64 @@ func Check(ctx context.Context, p CheckParams) (map[string][]warehouse.Column, e
 	for i, t := range tables {
 		c.built[t] = found[i]
 	}
-	for _, s := range p.Snapshots {
-		if !p.Check[s.Name] {
-			continue
-		}
-		if err := c.checkModel(ctx, s); err != nil {
-			var me *model.Error
-			if !errors.As(err, &me) {
-				return nil, err // the engine or the state failed, not the project
-			}
-			c.errs = append(c.errs, me)
+	if b, ok := p.Engine.(warehouse.BatchDescriber); ok {
+		c.batch, c.described, c.rendered = b, map[string]warehouse.Described{}, map[string]string{}
+	}
+	// In passes: a pass checks every model whose parents' columns are
+	// known and collects the queries it must describe (errPending); they
+	// are described together, and the next pass goes on from there. The
+	// models and errors are the same as checking one model at a time, in
+	// the same order (errors are sorted by the model whose check found
+	// them). Without a BatchDescriber there is one pass.
+	var todo []int // the checked models not done, by index in Snapshots
+	for i, s := range p.Snapshots {
+		if p.Check[s.Name] {
+			todo = append(todo, i)
 		}
 	}
+	for {
+		c.waiting = map[string]bool{}
+		next := todo[:0]
+		for _, i := range todo {
+			s := p.Snapshots[i]
+			c.at = i
+			err := c.checkModel(ctx, s)
+			if errors.Is(err, errPending) {
+				next = append(next, i)
+				continue
+			}
+			if err != nil {
+				var me *model.Error
+				if !errors.As(err, &me) {
+					return nil, err // the engine or the state failed, not the project
+				}
+				c.addErr(me)
+			}
+		}
+		todo = next
+		if len(c.pending) == 0 {
+			break
+		}
+		answers, err := c.batch.DescribeAll(ctx, c.pending)
+		if err != nil {
+			return nil, fmt.Errorf("describing the queries of %d models: %w", len(c.pending), err)
+		}
+		for i, q := range c.pending {
+			c.described[describeKey(q)] = answers[i]
+		}
+		c.pending, c.pendingKeys = nil, nil
+	}
 	if len(c.errs) > 0 {
-		return c.schemas, c.errs
+		order := make([]int, len(c.errs))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return c.errAt[a] - c.errAt[b] })
+		sorted := make(project.Errors, len(order))
+		for i, j := range order {
+			sorted[i] = c.errs[j]
+		}
+		return c.schemas, sorted
 	}
 	return c.schemas, nil
 }
@@ -108,8 +152,67 @@ type checker struct {
 	// in errs once, and models that read them are skipped.
 	failed map[string]bool
 	errs   project.Errors
+	// errAt is, for each of errs, the index in Snapshots of the checked
+	// model whose check found it (at, when it was found).
+	errAt []int
+	at    int
 	// built says which physical tables exist (read once, by Check).
 	built map[warehouse.Table]bool
+	// With a BatchDescriber: the answers of the queries described so far
+	// (by describeKey), the queries the current pass waits for, and each
+	// model's rendered query.
+	batch       warehouse.BatchDescriber
+	described   map[string]warehouse.Described
+	pending     []warehouse.DescribeParams
+	pendingKeys map[string]bool
+	rendered    map[string]string
+	// waiting marks, in the current pass, the models whose columns wait
+	// for the next batch: a pass visits each model once, however many
+	// read it.
+	waiting map[string]bool
+}
+
+func (c *checker) addErr(me *model.Error) {
+	c.errs = append(c.errs, me)
+	c.errAt = append(c.errAt, c.at)
+}
+
+// errPending stops a model whose query (or a parent's) waits to be
+// described in the next batch; the model is checked again after it.
+var errPending = errors.New("waiting for a batch describe")
+
+// describeKey identifies a describe request by everything its answer
+// depends on: the query and each stand-in with its columns.
+func describeKey(p warehouse.DescribeParams) string {
+	var b strings.Builder
+	b.WriteString(p.Query)
+	for _, st := range p.StandIns {
+		fmt.Fprintf(&b, "\x00%q.%q", st.Table.Schema, st.Table.Name)
+		for _, col := range st.Columns {
+			fmt.Fprintf(&b, "\x01%q %q", col.Name, col.Type)
+		}
+	}
+	return b.String()
+}
+
+// describe answers p from the batch's answers, or queues it and returns
+// errPending; without a BatchDescriber it asks the engine.
+func (c *checker) describe(ctx context.Context, p warehouse.DescribeParams) ([]warehouse.Column, error) {
+	if c.batch == nil {
+		return c.Engine.Describe(ctx, p)
+	}
+	key := describeKey(p)
+	if d, ok := c.described[key]; ok {
+		return d.Columns, d.Err
+	}
+	if !c.pendingKeys[key] {
+		if c.pendingKeys == nil {
+			c.pendingKeys = map[string]bool{}
+		}
+		c.pendingKeys[key] = true
+		c.pending = append(c.pending, p)
+	}
+	return nil, errPending
 }
 
 // errParentFailed stops a model whose parent's columns could not be
@@ -126,6 +229,9 @@ func (c *checker) checkModel(ctx context.Context, s *snapshot.Snapshot) error {
 	cols, err := c.schema(ctx, s)
 	if errors.Is(err, errParentFailed) {
 		return nil
+	}
+	if errors.Is(err, errPending) {
+		return err
 	}
 	if err != nil {
 		return err
@@ -156,13 +262,20 @@ func (c *checker) schema(ctx context.Context, s *snapshot.Snapshot) ([]warehouse
 	if c.failed[s.Name] {
 		return nil, errParentFailed
 	}
+	if c.waiting[s.Name] {
+		return nil, errPending
+	}
 	cols, err := c.derive(ctx, s)
+	if errors.Is(err, errPending) {
+		c.waiting[s.Name] = true
+		return nil, err // derived in a later pass
+	}
 	if err != nil {
 		var me *model.Error
 		if errors.As(err, &me) && !c.Check[s.Name] {
 			// An unchecked parent: report its problem here, once; the
 			// checked model reading it is skipped.
-			c.errs = append(c.errs, me)
+			c.addErr(me)
 			c.failed[s.Name] = true
 			return nil, errParentFailed
 		}
@@ -224,16 +337,25 @@ func (c *checker) derive(ctx context.Context, s *snapshot.Snapshot) ([]warehouse
 		// columns, as Prepare makes it.
 		standIns = append(standIns, warehouse.CreateTableParams{Table: phys, Columns: declared(m)})
 	}
-	t, err := TemplateOf(ctx, c.Parser, c.Engine, s, set)
-	if err != nil {
-		return nil, &model.Error{Pos: m.QueryPos, Code: model.CodeSyntax, Msg: err.Error(), Err: err}
+	sql, ok := c.rendered[s.Name]
+	if !ok {
+		t, err := TemplateOf(ctx, c.Parser, c.Engine, s, set)
+		if err != nil {
+			return nil, &model.Error{Pos: m.QueryPos, Code: model.CodeSyntax, Msg: err.Error(), Err: err}
+		}
+		first := spec.Unit.Floor(spec.Start)
+		sql, err = t.Render(interval.NewRange(first, spec.Unit.Add(first, 1)), c.Execution)
+		if err != nil {
+			return nil, &model.Error{Pos: m.QueryPos, Code: model.CodeInvalid, Msg: fmt.Sprintf("model %s: %v", m.Name, err), Err: err}
+		}
+		if c.rendered != nil {
+			c.rendered[s.Name] = sql
+		}
 	}
-	first := spec.Unit.Floor(spec.Start)
-	sql, err := t.Render(interval.NewRange(first, spec.Unit.Add(first, 1)), c.Execution)
-	if err != nil {
-		return nil, &model.Error{Pos: m.QueryPos, Code: model.CodeInvalid, Msg: fmt.Sprintf("model %s: %v", m.Name, err), Err: err}
+	cols, err := c.describe(ctx, warehouse.DescribeParams{Query: sql, StandIns: standIns})
+	if errors.Is(err, errPending) {
+		return nil, err
 	}
-	cols, err := c.Engine.Describe(ctx, warehouse.DescribeParams{Query: sql, StandIns: standIns})
 	if err != nil {
 		// A statement the engine refused is the query's problem; anything
 		// else (no connection, a cancelled context) is not the project's.

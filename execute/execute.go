@@ -569,9 +569,10 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 	began := x.now()
 	x.emit(ctx, BatchStarted{Model: s.Name, Version: s.Version, Interval: whole.String()})
 	var (
-		rows int64
-		sql  string
-		err  error
+		rows    int64
+		counted bool // rows is what the write itself reported
+		sql     string
+		err     error
 	)
 	switch s.Model.Kind {
 	case model.KindSeed:
@@ -584,7 +585,12 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 		if sql, err = t.Render(whole, w.Execution); err == nil {
 			// Nothing recorded yet: the table is as Prepare made it, empty.
 			first := recordable && covered.IsEmpty() && w.SkipCovered
-			err = x.Engine.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: t.Table, Query: sql, FirstBuild: first})
+			rp := warehouse.ReplaceTableParams{Table: t.Table, Query: sql, FirstBuild: first}
+			if rr, ok := x.Engine.(warehouse.RowReplacer); ok {
+				rows, counted, err = rr.ReplaceTableRows(ctx, rp)
+			} else {
+				err = x.Engine.ReplaceTable(ctx, rp)
+			}
 		}
 	}
 	if err != nil {
@@ -595,13 +601,16 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 		x.emit(ctx, BatchEnded{Model: s.Name, Version: s.Version, Whole: true, Err: err})
 		return res, &BatchError{Model: s.Name, Version: s.Version, SQL: sql, Err: err}
 	}
-	// Report the rows the table or view holds: a FULL table's and a view's
-	// writes return no count, and a SEED left as it was loaded none.
-	if rows, err = x.countRows(ctx, t); err != nil {
-		if ierr := interrupted(ctx); ierr != nil {
-			return res, &BatchError{Model: s.Name, Version: s.Version, Err: ierr}
+	// Report the rows the table or view holds: a view's write returns no
+	// count, a FULL table's only when it appended (warehouse.RowReplacer),
+	// and a SEED left as it was loaded none.
+	if !counted {
+		if rows, err = x.countRows(ctx, t); err != nil {
+			if ierr := interrupted(ctx); ierr != nil {
+				return res, &BatchError{Model: s.Name, Version: s.Version, Err: ierr}
+			}
+			return res, &BatchError{Model: s.Name, Version: s.Version, Err: err}
 		}
-		return res, &BatchError{Model: s.Name, Version: s.Version, Err: err}
 	}
 	res.Batches, res.Rows = 1, rows
 	if recordable {

@@ -399,3 +399,45 @@ SELECT @start_ts AS ts, 1 AS v`})
 		})
 	}
 }
+
+// queryCounter counts Query calls and passes ReplaceTableRows through.
+type queryCounter struct {
+	warehouse.Engine
+	queries int
+}
+
+func (q *queryCounter) Query(ctx context.Context, sql string, args ...any) (*warehouse.Result, error) {
+	q.queries++
+	return q.Engine.Query(ctx, sql, args...)
+}
+
+func (q *queryCounter) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableParams) (int64, bool, error) {
+	return q.Engine.(warehouse.RowReplacer).ReplaceTableRows(ctx, p)
+}
+
+// Scenario: a FULL model's first build appends to its empty table and
+// reports the rows the INSERT wrote, asking no count afterwards; its
+// rebuild swaps in a new table and counts.
+func TestFullFirstBuildReportsTheInsertsRows(t *testing.T) {
+	t.Parallel()
+	src := "MODEL (name demo.full, kind FULL, cron '@daily', start '2024-01-01');\nSELECT i AS id FROM range(7) AS r(i)"
+	b := executetest.Setup(t, false, map[string]string{"models/full.sql": src})
+	pr := b.Load(t)
+	qc := &queryCounter{Engine: b.Engine}
+	tpls, err := execute.Templates(b.Ctx, b.Parser, qc, pr.Snapshots)
+	require.NoError(t, err)
+	exec := at(2024, 1, 3, 0)
+	x := &execute.Executor{Engine: qc, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Clock: clockwork.NewFakeClockAt(exec)}
+	tpl := tpls["demo.full"]
+	require.NoError(t, x.Prepare(b.Ctx, tpl, exec))
+	qc.queries = 0
+	res, err := x.Execute(b.Ctx, execute.Work{Template: tpl, Whole: true, Execution: exec, SkipCovered: true})
+	require.NoError(t, err)
+	require.Equal(t, int64(7), res.Rows)
+	require.Equal(t, 0, qc.queries, "no count(*) after the append")
+	require.Equal(t, int64(7), b.Count(t, b.Engine.QuoteTable(tpl.Table)))
+	res, err = x.Execute(b.Ctx, execute.Work{Template: tpl, Whole: true, Execution: exec})
+	require.NoError(t, err)
+	require.Equal(t, int64(7), res.Rows, "a swap counts")
+	require.Equal(t, 1, qc.queries)
+}

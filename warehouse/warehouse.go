@@ -121,6 +121,32 @@ type DescribeParams struct {
 	StandIns []CreateTableParams
 }
 
+// Described is one query's answer from DescribeAll: its columns, or the
+// error Describe would have returned for it alone.
+type Described struct {
+	Columns []Column
+	Err     error
+}
+
+// BatchDescriber is an Engine that describes many queries at once, for
+// less than one Describe each (DuckDB: one transaction, each stand-in
+// created once). DescribeAll answers ps in order, each exactly as
+// Describe(ctx, ps[i]) would: one query's failure is its own Described.Err
+// and leaves the others' answers as they would be alone. Its error is the
+// engine's (no connection, a cancelled context), for the whole batch. Like
+// Describe it leaves nothing behind.
+type BatchDescriber interface {
+	DescribeAll(ctx context.Context, ps []DescribeParams) ([]Described, error)
+}
+
+// RowReplacer is an Engine whose ReplaceTable can tell, for no further
+// statement, how many rows the table holds afterwards. ReplaceTableRows is
+// ReplaceTable; known says whether rows is that count (otherwise the
+// caller counts).
+type RowReplacer interface {
+	ReplaceTableRows(ctx context.Context, p ReplaceTableParams) (rows int64, known bool, err error)
+}
+
 // MergeParams upserts Query's rows into Table by Key: rows whose key exists
 // are replaced, others inserted. Columns are matched by name.
 type MergeParams struct {

@@ -231,3 +231,28 @@ func TestFirstBuildAppendsToTheEmptyTable(t *testing.T) {
 	require.NoError(t, e.ReplaceTable(t.Context(), warehouse.ReplaceTableParams{Table: tbl, Query: query}))
 	require.NotEqual(t, made, oid(), "a rebuild swaps")
 }
+
+// Scenario: a deploy reports the rows a FULL model's first build wrote
+// without counting them afterwards: the append returns the INSERT's own
+// count; a swap does not know it (the caller counts), and a first build
+// whose table is not empty swaps too.
+func TestReplaceTableRowsKnowsTheAppendedRows(t *testing.T) {
+	t.Parallel()
+	e := memoryEngine(t)
+	defer func() { require.NoError(t, e.Close()) }()
+	ctx := t.Context()
+	tbl := warehouse.Table{Schema: "gapless__demo", Name: "full"}
+	query := "SELECT CAST(g AS BIGINT) AS id FROM generate_series(1, 4) AS s(g)"
+	require.NoError(t, e.CreateSchema(ctx, tbl.Schema))
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: query}))
+	rows, known, err := e.ReplaceTableRows(ctx, warehouse.ReplaceTableParams{Table: tbl, Query: query, FirstBuild: true})
+	require.NoError(t, err)
+	require.True(t, known, "appended")
+	require.EqualValues(t, 4, rows)
+	_, known, err = e.ReplaceTableRows(ctx, warehouse.ReplaceTableParams{Table: tbl, Query: query, FirstBuild: true})
+	require.NoError(t, err)
+	require.False(t, known, "the table holds rows: swapped, not counted")
+	res, err := e.Query(ctx, "SELECT count(*) FROM "+e.QuoteTable(tbl))
+	require.NoError(t, err)
+	require.EqualValues(t, 4, res.Rows[0][0], "rebuilt, not appended twice")
+}

@@ -200,22 +200,34 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 // its cost on a database file (one commit without catalog changes). Any
 // other table, or an append that fails, takes the swap.
 func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParams) error {
+	_, _, err := e.ReplaceTableRows(ctx, p)
+	return err
+}
+
+// ReplaceTableRows is ReplaceTable that also returns the rows the table
+// holds afterwards when it knows them without a count (see
+// warehouse.RowReplacer): when a first build appended the query's rows,
+// the INSERT's own count.
+func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableParams) (rows int64, known bool, err error) {
 	const op = "replace table"
 	object := p.Table.String()
 	if err := checkTable(p.Table); err != nil {
-		return fail(op, object, err)
+		return 0, false, fail(op, object, err)
 	}
 	if err := checkSQL("query", p.Query); err != nil {
-		return fail(op, object, err)
+		return 0, false, fail(op, object, err)
 	}
 	tmpName, err := tempName(p.Table.Name + "__gapless_swap_")
 	if err != nil {
-		return fail(op, object, err)
+		return 0, false, fail(op, object, err)
 	}
 	tmp := warehouse.Table{Schema: p.Table.Schema, Name: tmpName}
-	return fail(op, object, e.write(ctx, func(s *session) error {
-		if p.FirstBuild && appendFirstBuild(ctx, s, p) {
-			return nil
+	err = fail(op, object, e.write(ctx, func(s *session) error {
+		if p.FirstBuild {
+			if n, ok := appendFirstBuild(ctx, s, p); ok {
+				rows, known = n, true
+				return nil
+			}
 		}
 		defer e.shared.cols.forget(p.Table)
 		return s.inTx(ctx, func() error {
@@ -229,28 +241,33 @@ func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParam
 			return err
 		})
 	}))
+	if err != nil {
+		return 0, false, err
+	}
+	return rows, known, nil
 }
 
 // appendFirstBuild appends p.Query's rows to p.Table when the table is
-// empty and has exactly the query's columns, and reports whether it did.
-// Anything else (a missing table, a view, rows, other columns, a failure of
-// any statement) reports false having changed nothing: a failed INSERT is
-// its own transaction, rolled back. It runs under the write lock.
-func appendFirstBuild(ctx context.Context, s *session, p warehouse.ReplaceTableParams) bool {
+// empty and has exactly the query's columns, and reports whether it did,
+// with the rows it appended (the INSERT's count). Anything else (a missing
+// table, a view, rows, other columns, a failure of any statement) reports
+// false having changed nothing: a failed INSERT is its own transaction,
+// rolled back. It runs under the write lock.
+func appendFirstBuild(ctx context.Context, s *session, p warehouse.ReplaceTableParams) (int64, bool) {
 	table := quoteTable(p.Table)
 	if found, err := s.findsRows(ctx, "SELECT 1 FROM "+table+" LIMIT 1"); err != nil || found {
-		return false
+		return 0, false
 	}
 	have, err := s.query(ctx, "DESCRIBE SELECT * FROM "+table)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	want, err := s.query(ctx, "DESCRIBE SELECT * FROM (\n"+body(p.Query)+"\n) AS gapless_q")
 	if err != nil || !reflect.DeepEqual(have.Rows, want.Rows) || !reflect.DeepEqual(have.Columns, want.Columns) {
-		return false
+		return 0, false
 	}
-	_, err = s.exec(ctx, "INSERT INTO "+table+"\nSELECT * FROM (\n"+body(p.Query)+"\n) AS gapless_q")
-	return err == nil
+	n, err := s.exec(ctx, "INSERT INTO "+table+"\nSELECT * FROM (\n"+body(p.Query)+"\n) AS gapless_q")
+	return n, err == nil
 }
 
 // maxParams bounds the parameters of one INSERT statement of InsertRows.
