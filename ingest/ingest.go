@@ -26,7 +26,12 @@
 //     start yet (ErrBuildInFlight, ErrNotConsistent, no data) is deferred
 //     to a later pass and logged;
 //  5. otherwise the live batches not applied yet are applied in Seq order
-//     onto the serving generation.
+//     onto the serving generation;
+//  6. the watermark is published: for a source with a time_column that
+//     serves, the coverage of state.SourceKey grows to [start,
+//     max(time_column) - lateness), start being the definition's start or
+//     else the least time served. It is published also when step 5 stopped
+//     at a failing batch: it covers what the view serves.
 //
 // A source stops at its first failing batch: later batches wait, in
 // order, for a later pass. Other sources continue.
@@ -44,11 +49,13 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 
 	"github.com/gapless-dev/gapless/connector"
 	"github.com/gapless-dev/gapless/internal/logkey"
+	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/source"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
@@ -100,6 +107,9 @@ type SourceReport struct {
 	Healed []string
 	// Deferred is why a build owed was put off to a later pass ("" if not).
 	Deferred string
+	// Watermark is the complete-through time this pass published (zero:
+	// none).
+	Watermark time.Time
 	// Err is the source's first failure; later batches wait for it.
 	Err error
 }
@@ -177,6 +187,9 @@ func Pass(ctx context.Context, p Params) (Report, error) {
 			w.rep.Err = fmt.Errorf("%s: source %s: no connector", w.def.File, n)
 		} else {
 			w.rep.Err = w.run(ctx)
+			if err := w.watermark(ctx); err != nil {
+				w.rep.Err = errors.Join(w.rep.Err, err)
+			}
 		}
 		if w.rep.Err != nil {
 			p.Logger.ErrorContext(ctx, "ingest pass of source failed", logkey.Model, n, logkey.Error, w.rep.Err.Error())
@@ -513,4 +526,55 @@ func (w *worker) files(locs []string) (warehouse.StagedFiles, error) {
 		sf.Paths = append(sf.Paths, filepath.Join(w.p.Root, filepath.FromSlash(l)))
 	}
 	return sf, nil
+}
+
+// Reader is the part of a warehouse engine the watermark reads the served
+// times with; an Ingester that is not one publishes no watermark.
+type Reader interface {
+	ReadOnlyQuery(ctx context.Context, sql string, args ...any) (*warehouse.Result, error)
+	QuoteIdent(name string) string
+	QuoteTable(t warehouse.Table) string
+}
+
+// watermark publishes the source's coverage (see the package doc). It only
+// adds: coverage never shrinks.
+func (w *worker) watermark(ctx context.Context) error {
+	col := w.def.TimeColumn
+	if col == "" || w.src == nil || w.src.Serving == 0 {
+		return nil
+	}
+	r, ok := w.p.Engine.(Reader)
+	if !ok {
+		return nil
+	}
+	q := fmt.Sprintf("SELECT min(%[1]s), max(%[1]s) FROM %[2]s", r.QuoteIdent(col), r.QuoteTable(w.view()))
+	res, err := r.ReadOnlyQuery(ctx, q)
+	if err != nil {
+		return fmt.Errorf("%s: source %s: reading the time_column %s for its watermark: %w", w.def.File, w.name(), col, err)
+	}
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 2 {
+		return nil
+	}
+	lo, okLo := res.Rows[0][0].(time.Time)
+	hi, okHi := res.Rows[0][1].(time.Time)
+	if !okLo || !okHi {
+		if res.Rows[0][1] == nil {
+			return nil // nothing served with a time yet
+		}
+		return fmt.Errorf("%s: source %s: time_column %s is %T, not a timestamp or date", w.def.File, w.name(), col, res.Rows[0][1])
+	}
+	start := lo.UTC()
+	if !w.def.Start.IsZero() {
+		start = w.def.Start.UTC()
+	}
+	end := hi.UTC().Add(-w.def.Watermark.Lateness)
+	if !end.After(start) {
+		return nil
+	}
+	if err := w.p.Store.AddIntervals(ctx, state.IntervalsParams{Key: state.SourceKey(w.name()),
+		Ranges: interval.NewSet(interval.NewRange(start, end)), Now: w.p.Clock.Now()}); err != nil {
+		return fmt.Errorf("source %s: publishing its watermark %s: %w", w.name(), end.Format(time.RFC3339), err)
+	}
+	w.rep.Watermark = end
+	return nil
 }

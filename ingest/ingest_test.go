@@ -16,6 +16,7 @@ import (
 	"github.com/gapless-dev/gapless/connector/files"
 	"github.com/gapless-dev/gapless/ingest"
 	"github.com/gapless-dev/gapless/internal/pgtest"
+	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/source"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/state/postgres"
@@ -36,6 +37,7 @@ type env struct {
 	store state.Store
 	wh    *duckdb.Engine
 	clk   *clockwork.FakeClock
+	d     *source.Definition // set before the first pass
 	conn  *files.Connector
 	hooks ingest.Hooks
 }
@@ -63,9 +65,7 @@ func eachStore(t *testing.T, fn func(t *testing.T, e *env)) {
 			root := t.TempDir()
 			require.NoError(t, os.MkdirAll(filepath.Join(root, "landing"), 0o755))
 			clk := clockwork.NewFakeClockAt(epoch)
-			conn, err := files.New(def(), files.Options{Root: root, Clock: clk, ChunkFiles: 2})
-			require.NoError(t, err)
-			fn(t, &env{t: t, root: root, store: st, wh: wh, clk: clk, conn: conn})
+			fn(t, &env{t: t, root: root, store: st, wh: wh, clk: clk, d: def()})
 		})
 	}
 }
@@ -93,8 +93,13 @@ func (e *env) write(name, body string) {
 func (e *env) pass() ingest.SourceReport {
 	e.t.Helper()
 	e.clk.Advance(time.Second)
+	if e.conn == nil {
+		c, err := files.New(e.d, files.Options{Root: e.root, Clock: e.clk, ChunkFiles: 2})
+		require.NoError(e.t, err)
+		e.conn = c
+	}
 	rep, err := ingest.Pass(e.t.Context(), ingest.Params{Store: e.store, Engine: e.wh,
-		Sources: map[string]*source.Definition{src: def()}, Connectors: []connector.Connector{e.conn},
+		Sources: map[string]*source.Definition{src: e.d}, Connectors: []connector.Connector{e.conn},
 		Root: e.root, Clock: e.clk, Hooks: e.hooks})
 	require.NoError(e.t, err)
 	require.Len(e.t, rep.Sources, 1)
@@ -291,4 +296,44 @@ func TestCrashBetweenSwapAndRecordSwapIsHealed(t *testing.T) {
 		require.Equal(t, 1, r.Applied)
 		e.requireServes(4)
 	})
+}
+
+func TestPassPublishesWatermark(t *testing.T) {
+	// Scenario: a source with time_column ts and lateness 10m primes from
+	// a file whose times reach 10:00: its coverage (state.SourceKey) is
+	// [start, 09:50); a live file reaching 11:00 grows it to 10:50. A
+	// source without a time_column publishes nothing (checked first).
+	eachStore(t, func(t *testing.T, e *env) {
+		e.d.TimeColumn = "ts"
+		e.d.Start = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+		e.d.Watermark.Lateness = 10 * time.Minute
+		e.write("a.csv", "id,ts\n1,2024-01-01 08:00:00\n2,2024-01-01 10:00:00\n")
+		r := e.pass()
+		require.NoError(t, r.Err)
+		cov := e.coverage()
+		require.Equal(t, interval.NewSet(interval.NewRange(e.d.Start, time.Date(2024, 1, 1, 9, 50, 0, 0, time.UTC))), cov)
+
+		e.write("b.csv", "id,ts\n3,2024-01-01 11:00:00\n")
+		require.NoError(t, e.pass().Err)
+		require.Equal(t, interval.NewSet(interval.NewRange(e.d.Start, time.Date(2024, 1, 1, 10, 50, 0, 0, time.UTC))), e.coverage())
+	})
+}
+
+func TestNoTimeColumnPublishesNoWatermark(t *testing.T) {
+	// Scenario: a primed source without a time_column publishes no
+	// coverage: models reading it keep waiting (the gate of run.DueWork).
+	eachStore(t, func(t *testing.T, e *env) {
+		e.csv("a.csv", 1)
+		r := e.pass()
+		require.NoError(t, r.Err)
+		require.Zero(t, r.Watermark)
+		require.True(t, e.coverage().IsEmpty())
+	})
+}
+
+func (e *env) coverage() interval.Set {
+	e.t.Helper()
+	m, err := e.store.GetIntervals(e.t.Context(), []state.VersionKey{state.SourceKey(src)})
+	require.NoError(e.t, err)
+	return m[state.SourceKey(src)]
 }
