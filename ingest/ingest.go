@@ -71,6 +71,9 @@ const maxSwapTries = 8
 // pass between two commits. A hook that returns an error ends the
 // source's pass with it.
 type Hooks struct {
+	// AfterPlan runs after the state store planned generation gen, before
+	// the warehouse fence moves to it.
+	AfterPlan func(source string, gen int64) error
 	// AfterSwap runs after the warehouse committed the swap of generation
 	// gen, before the state store records it.
 	AfterSwap func(source string, gen int64) error
@@ -380,6 +383,11 @@ func (w *worker) build(ctx context.Context) error {
 		}
 	}
 	g := gen.Generation
+	if h := w.p.Hooks.AfterPlan; h != nil {
+		if err := h(w.name(), g); err != nil {
+			return err
+		}
+	}
 	all, err := w.batches(ctx, 0)
 	if err != nil {
 		return err

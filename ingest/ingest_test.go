@@ -337,3 +337,50 @@ func (e *env) coverage() interval.Set {
 	require.NoError(e.t, err)
 	return m[state.SourceKey(src)]
 }
+
+func TestCrashBetweenPlanAndFenceIsResumedOrReplanned(t *testing.T) {
+	// Scenario: a pass plans generation 1 in the state store and crashes
+	// before the warehouse fence moves (a hook fails there). The next pass,
+	// with nothing new landed, finds the snapshot where it was pinned: it
+	// replays the fence and resumes generation 1. Then a second source
+	// history: the crash repeats on a resync (generation 2 planned, fence
+	// still at 1), a file lands meanwhile so the snapshot moved: the next
+	// pass retires generation 2 and builds generation 3, which serves
+	// every row once.
+	eachStore(t, func(t *testing.T, e *env) {
+		crash := errors.New("crash after plan")
+		e.hooks.AfterPlan = func(string, int64) error { return crash }
+		e.csv("a.csv", 1, 2)
+		require.ErrorIs(t, e.pass().Err, crash)
+		require.Equal(t, int64(1), e.source().Building)
+		require.False(t, e.warehouseState().Exists, "the fence never moved")
+
+		e.hooks.AfterPlan = nil
+		r := e.pass()
+		require.NoError(t, r.Err)
+		require.Equal(t, int64(1), r.Built)
+		e.requireServes(2)
+
+		_, err := e.store.RequestBuild(t.Context(), state.RequestBuildParams{Source: src, Reason: "resync", Now: e.clk.Now()})
+		require.NoError(t, err)
+		e.hooks.AfterPlan = func(string, int64) error { return crash }
+		require.ErrorIs(t, e.pass().Err, crash)
+		require.Equal(t, int64(2), e.source().Building)
+		require.Equal(t, int64(1), e.warehouseState().PlannedGeneration)
+
+		e.hooks.AfterPlan = nil
+		e.csv("b.csv", 3)
+		r = e.pass()
+		require.NoError(t, r.Err)
+		require.Equal(t, int64(3), r.Built)
+		s := e.source()
+		require.Equal(t, state.SourcePrimed, s.State())
+		require.Equal(t, int64(3), s.Serving)
+		for _, g := range s.Generations {
+			if g.Generation == 2 {
+				require.Equal(t, state.GenerationRetired, g.Status)
+			}
+		}
+		e.requireServes(3)
+	})
+}
