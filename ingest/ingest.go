@@ -15,8 +15,10 @@
 //
 //  1. register (EnsureSources, for all sources at once);
 //  2. heal: a swap the warehouse committed that the state has not recorded
-//     is recorded (RecordSwap); a fence that lags the state's building
-//     generation is replayed;
+//     is recorded (RecordSwap). A build the state shows in flight is
+//     resumed in step 4 (its fence replayed when the warehouse's lags)
+//     when the snapshot still pins where it was planned, and otherwise
+//     retired (RequestBuild with Retire) and planned anew;
 //  3. discover and stage the connector's new batches;
 //  4. when a build is owed (nothing serves yet, or one was requested) and
 //     none is in flight: Snapshot, PlanGeneration, fence, the snapshot's
