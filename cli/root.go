@@ -136,6 +136,7 @@ func newRoot(g *globals) *cobra.Command {
 		newApplyCmd(g),
 		newRollbackCmd(g),
 		newRunCmd(g),
+		newIngestCmd(g),
 		newSchedulerCmd(g),
 		newStatusCmd(g),
 		newDebtCmd(g),

@@ -117,3 +117,36 @@ func TestASourceAndAModelOfOneNameIsRefused(t *testing.T) {
 	require.Contains(t, r.stderr, filepath.Join("sources", "events.yaml")+":1:7: source raw.events ("+filepath.Join("sources", "events.yaml")+
 		") has the name of the EXTERNAL model in "+filepath.Join("models", "raw_events.sql")+":1:1")
 }
+
+// Scenario: the source lands: after a deploy, a CSV file arrives in
+// landing/events and `gapless ingest --once` stages it, builds generation
+// 1 and publishes the watermark (max ts 03:30 - lateness 10m); `run` then
+// computes the model's hours the source covers, and a second pass with
+// nothing new changes nothing. A bad file stops the source, exit 1,
+// naming the file. Without --once the command is a usage error.
+func TestIngestOnceLandsTheSource(t *testing.T) {
+	t.Parallel()
+	dir := initProject(t)
+	addSource(t, dir)
+	mustRun(t, dir, "plan", "--auto-apply", "--execution-time", t0)
+	require.Equal(t, 2, run(t, dir, "ingest").code)
+
+	landing := filepath.Join(dir, "landing", "events")
+	require.NoError(t, os.MkdirAll(landing, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(landing, "a.csv"), []byte("id,ts,amount\n1,2024-01-01 00:10:00,1.5\n2,2024-01-01 01:10:00,2\n3,2024-01-01 02:10:00,3\n4,2024-01-01 03:30:00,4\n"), 0o644))
+	out := mustRun(t, dir, "ingest", "--once")
+	require.Equal(t, "raw.events: 1 staged, 0 applied, generation 1 swapped in, complete through 2024-01-01T03:20:00Z\n", out)
+	require.Equal(t, float64(4), count(t, dir, "raw.events"))
+	mustRun(t, dir, "run", "--execution-time", t1)
+	require.Equal(t, float64(3), count(t, dir, "demo.raw_hourly"), "hours 00, 01, 02: 03 is not complete")
+
+	out = mustRun(t, dir, "ingest", "--once")
+	require.Equal(t, "raw.events: 0 staged, 0 applied, complete through 2024-01-01T03:20:00Z\n", out)
+	require.Equal(t, float64(4), count(t, dir, "raw.events"))
+
+	require.NoError(t, os.WriteFile(filepath.Join(landing, "b.csv"), []byte("id,ts,amount\nx,not a time,1\n"), 0o644))
+	r := run(t, dir, "ingest", "--once")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "b.csv")
+	require.Equal(t, float64(4), count(t, dir, "raw.events"))
+}

@@ -80,8 +80,8 @@ const SourceVersion = "source"
 
 // SourceKey is the interval record where the source name publishes how far
 // its data is complete (its watermark, as coverage from its start). Models
-// reading the source are due only where it covers; nothing writes it until
-// ingestion exists, so today such models are never due.
+// reading the source are due only where it covers; the ingest worker
+// (ingest.Pass) writes it.
 func SourceKey(name string) VersionKey { return VersionKey{Name: name, Version: SourceVersion} }
 
 // SortVersionKeys sorts keys by name, then version.
