@@ -23,9 +23,9 @@ README): per source, repairs the state store from the warehouse, stages
 the files that have settled, builds a generation when one is owed (the
 first landing, a resync) or else applies the new files in order, and
 publishes the source's watermark. A file that fails stops its source there
-(exit 1, naming it); other sources go on. Only --once exists so far: a
-file is taken once it is unchanged for files.settle, which one pass sees
-only with settle: 0s.`,
+(exit 1, naming it); other sources go on. Only --once exists so far. A
+file is taken once its last write is files.settle old, so one pass takes
+every file written at least that long ago.`,
 		Args: rangeArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			if !once {

@@ -5,15 +5,16 @@
 // Positions. Each file is one position, given the first time it is staged:
 // the next position after the queue's last staged batch. A file is taken
 // once it has settled (its size and modification time unchanged for
-// files.settle, read from an injected clock); the files that settle in one
+// files.settle, counted from its last write and read from an injected
+// clock); the files that settle in one
 // pass are taken in the order they were first seen, then by name. What is
 // taken is derived from the queue alone (the staged batches' locations and
 // the highest To), never from memory, so a second pass, a restart or
 // another process over the same store stages nothing twice and renumbers
 // nothing; StageBatches being idempotent by position makes two racing
 // passes stage one batch. Only the settle observations (first seen, last
-// size and time) live in memory: after a restart a file waits one more
-// settle period, which delays it but cannot reorder what is staged.
+// size and time) live in memory: after a restart a file is judged by its
+// modification time again, which cannot reorder what is staged.
 // Because the queue is the record of what is taken, the queue must keep a
 // batch while its file is still in the landing folder: a file whose batch
 // was pruned would be taken again. Batches are returned with Rows 0
@@ -237,15 +238,23 @@ func (c *Connector) stat(rel string) (fs.FileInfo, bool) {
 
 // settled records an observation of rel and reports whether it has been
 // unchanged for the settle period; it returns the file's first-seen order.
-// Caller holds c.mu.
+// A file is unchanged since its modification time (its last write), or
+// since now when that time is in the future (a skewed clock): so a file
+// last written a settle period ago is taken at first sight, which is what
+// a one-shot process (`gapless ingest --once`) needs, and a file still
+// being written, whose time keeps moving, waits. Caller holds c.mu.
 func (c *Connector) settled(rel string, info fs.FileInfo, now time.Time) (bool, int64) {
+	since := info.ModTime()
+	if since.After(now) {
+		since = now
+	}
 	o := c.seen[rel]
 	if o == nil {
 		c.seenCounter++
-		o = &observation{size: info.Size(), mtime: info.ModTime(), since: now, order: c.seenCounter}
+		o = &observation{size: info.Size(), mtime: info.ModTime(), since: since, order: c.seenCounter}
 		c.seen[rel] = o
 	} else if o.size != info.Size() || !o.mtime.Equal(info.ModTime()) {
-		o.size, o.mtime, o.since = info.Size(), info.ModTime(), now
+		o.size, o.mtime, o.since = info.Size(), info.ModTime(), since
 	}
 	o.present = true
 	return now.Sub(o.since) >= c.settle, o.order

@@ -158,6 +158,30 @@ func TestSettleWaitsForAnUnchangedFile(t *testing.T) {
 	}
 }
 
+// Scenario: a one-shot process sees each file once. old.csv was last
+// written a settle period ago and is taken at first sight; new.csv was
+// written just now and waits; future.csv carries a time ahead of the
+// clock and waits a whole settle period from now, not from its time.
+func TestSettleCountsFromTheLastWrite(t *testing.T) {
+	t.Parallel()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			root := t.TempDir()
+			clk := clockwork.NewFakeClockAt(epoch.Add(time.Minute))
+			c := newConn(t, root, def(30*time.Second), clk)
+			write(t, root, "landing/old.csv", "x", epoch.Add(30*time.Second))
+			write(t, root, "landing/new.csv", "x", epoch.Add(time.Minute))
+			write(t, root, "landing/future.csv", "x", epoch.Add(time.Hour))
+			require.Equal(t, []placed{{0, state.BatchAppend, "landing/old.csv"}}, positions(pass(t, ctx, c, st).Batches))
+			clk.Advance(29 * time.Second)
+			require.Empty(t, pass(t, ctx, c, st).Batches, "new.csv and future.csv are 29s old")
+			clk.Advance(time.Second)
+			require.Equal(t, []placed{{1, state.BatchAppend, "landing/future.csv"}, {2, state.BatchAppend, "landing/new.csv"}}, positions(pass(t, ctx, c, st).Batches))
+		})
+	}
+}
+
 // Scenario: a.csv is staged; a replace run full/r1 arrives in part (two
 // files, no _SUCCESS): nothing of it is staged and the snapshot is not
 // consistent. _SUCCESS lands: the run is staged as replace_head,
@@ -291,7 +315,9 @@ func TestTwoProcessesNeverRenumber(t *testing.T) {
 			two := newConn(t, root, def(time.Minute), clkTwo)
 			write(t, root, "landing/b.csv", "x", epoch)
 			require.Empty(t, pass(t, ctx, two, st).Batches, "two sees b, not settled")
-			write(t, root, "landing/a.csv", "x", epoch)
+			// a.csv is written as two next looks: settled for one (0s),
+			// just written for two.
+			write(t, root, "landing/a.csv", "x", epoch.Add(time.Minute))
 			pass(t, ctx, one, st)
 			want := []placed{{0, state.BatchAppend, "landing/a.csv"}, {1, state.BatchAppend, "landing/b.csv"}}
 			require.Equal(t, want, positions(listAll(t, st)))
