@@ -115,8 +115,30 @@ type SourceReport struct {
 	// Watermark is the complete-through time this pass published (zero:
 	// none).
 	Watermark time.Time
+	// Replayed counts steps the warehouse refused as already applied
+	// (ErrAlreadyApplied): a replay after a crash, or a racing worker.
+	Replayed int
+	// Fenced counts stale writes the warehouse fence refused (ErrFenced):
+	// a retired generation's late chunk, batch or swap.
+	Fenced int
+	// LateRows counts rows applied this pass whose time_column is older
+	// than the watermark already published when they arrived.
+	LateRows int64
+	// Blocked is the first batch that failed and holds back the later ones
+	// (nil when none).
+	Blocked *BlockedBatch
 	// Err is the source's first failure; later batches wait for it.
 	Err error
+}
+
+// BlockedBatch is a staged batch that failed to apply: it and every later
+// batch of its source wait for it to be fixed.
+type BlockedBatch struct {
+	Seq      int64
+	Location string
+	// StagedAt is when the batch was staged: the age of the block.
+	StagedAt time.Time
+	Reason   string
 }
 
 // Report is what one pass did, per source, by name.
