@@ -18,25 +18,39 @@
 //     is recorded (RecordSwap). A build the state shows in flight is
 //     resumed in step 4 (its fence replayed when the warehouse's lags)
 //     when the snapshot still pins where it was planned, and otherwise
-//     retired (RequestBuild with Retire) and planned anew;
+//     retired (RequestBuild with Retire) and planned anew; a build planned
+//     without a pin (a resync) is pinned there (PinGeneration);
 //  3. discover and stage the connector's new batches;
-//  4. when a build is owed (nothing serves yet, or one was requested) and
-//     none is in flight: Snapshot, PlanGeneration, fence, the snapshot's
-//     chunks in order, catch-up of the live batches after the pin onto
-//     the building generation, swap (catching up again while the serving
-//     generation moves ahead: ErrBehind), RecordSwap. A build that cannot
-//     start yet (ErrBuildInFlight, ErrNotConsistent, no data) is deferred
-//     to a later pass and logged;
+//  4. a replace run staged after what serves is a generation of kind
+//     replace: planned (the same one-build-per-source compare-and-swap as
+//     every build, superseding a build in flight that it replaces) when
+//     its head is staged, pinned at the run's end once its final is, its
+//     chunks the run's files; then fence, chunks, catch-up, swap as below.
+//     A build that was owed when it arrived (a resync) stays requested and
+//     runs after it. Otherwise, when a build is owed (nothing serves yet,
+//     or one was requested) or in flight: Snapshot, PlanGeneration, fence,
+//     the snapshot's chunks in order, catch-up of the live batches after
+//     the pin onto the building generation, swap (catching up again while
+//     the serving generation moves ahead: ErrBehind), RecordSwap. A build
+//     that cannot start yet (ErrBuildInFlight; ErrNotConsistent, which a
+//     half-arrived replace run makes the snapshot return; no data) is
+//     deferred to a later pass and logged;
 //  5. otherwise the live batches not applied yet are applied in Seq order
-//     onto the serving generation;
+//     onto the serving generation, counting late rows (older than the
+//     watermark already published);
 //  6. the watermark is published: for a source with a time_column that
-//     serves, the coverage of state.SourceKey grows to [start,
-//     max(time_column) - lateness), start being the definition's start or
-//     else the least time served. It is published also when step 5 stopped
-//     at a failing batch: it covers what the view serves.
+//     serves, the coverage of state.SourceKey is [start, max(time_column)
+//     - lateness) of what the serving generation holds, start being the
+//     definition's start or else the least time served, fenced on {source,
+//     serving generation}. It grows with live batches and follows a swap,
+//     also down. It is published also when step 5 stopped at a failing
+//     batch: it covers what the view serves.
 //
 // A source stops at its first failing batch: later batches wait, in
-// order, for a later pass. Other sources continue.
+// order, for a later pass (SourceReport.Blocked). A staged file that
+// vanished before the build or live apply that needs it read it parks the
+// source NEEDS_RESYNC, naming it, rather than serve a table without it; a
+// resync rebuilds from what exists. Other sources continue.
 package ingest
 
 import (
