@@ -306,7 +306,7 @@ func (w *worker) run(ctx context.Context) error {
 	// A replace run met by the live apply or a catch-up is built in the
 	// same pass, and a build deferred behind it then too.
 	for range 4 {
-		err := w.step4or5(ctx)
+		err := w.round(ctx)
 		if errors.Is(err, errReplace) {
 			continue
 		}
@@ -327,10 +327,10 @@ func (w *worker) run(ctx context.Context) error {
 	return nil
 }
 
-// step4or5 does one round of steps 4 and 5 (see the package doc): the
+// round does one round of steps 4 and 5 (see the package doc): the
 // replace run owed, else the build owed, else the live batches. It sets
 // w.again when a build swapped in and the source may owe more.
-func (w *worker) step4or5(ctx context.Context) error {
+func (w *worker) round(ctx context.Context) error {
 	all, err := w.batches(ctx, 0)
 	if err != nil {
 		return err

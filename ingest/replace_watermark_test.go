@@ -28,7 +28,7 @@ func TestReplaceRunThatEndsEarlierTakesBackCoverage(t *testing.T) {
 	// back to [start, 08:00) (models are not given 08:00-10:00 on data the
 	// source no longer holds). An append reaching 09:00 then grows it to
 	// 09:00 again.
-	eachStoreDuck(t, func(t *testing.T, e *renv) {
+	eachBackend(t, func(t *testing.T, e *renv) {
 		e.timedDef()
 		e.timed("a.csv", map[int]float64{1: 2, 2: 10})
 		r := e.pass()
@@ -98,7 +98,7 @@ func TestLateRowsAreCountedAndLogged(t *testing.T) {
 	// (rows, interval: the watermark it was late against). c.csv, all
 	// after the watermark, counts none. A replace generation's rows are a
 	// rebuild, not late.
-	eachStoreDuck(t, func(t *testing.T, e *renv) {
+	eachBackend(t, func(t *testing.T, e *renv) {
 		e.timedDef()
 		e.timed("a.csv", map[int]float64{1: 2, 2: 10})
 		r := e.pass()
