@@ -569,7 +569,7 @@ func (w *worker) land(ctx context.Context, gen state.Generation, t target, all [
 	}
 	w.rep.Built = g
 	w.again = true
-	w.log().InfoContext(ctx, "source generation swapped in", logkey.Generation, g, logkey.Reason, string(gen.Kind))
+	w.log().InfoContext(ctx, "source generation swapped in", logkey.Generation, g)
 	return w.refresh(ctx)
 }
 
