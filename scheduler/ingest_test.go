@@ -1,0 +1,137 @@
+package scheduler_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/connector"
+	"github.com/gapless-dev/gapless/connector/files"
+	"github.com/gapless-dev/gapless/execute/executetest"
+	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/project"
+	"github.com/gapless-dev/gapless/scheduler"
+	"github.com/gapless-dev/gapless/state"
+)
+
+// landed is a project whose hourly demo.child reads the source raw.src
+// (landing/*.csv, settle 0s, no lateness), deployed to prod at 10:00
+// before anything landed.
+func landed(t *testing.T) *executetest.Bundle {
+	t.Helper()
+	b := executetest.Setup(t, false, map[string]string{
+		"sources/src.yaml": "name: raw.src\nconnector: files\nfiles: {path: landing/*.csv, settle: 0s}\n" +
+			"time_column: ts\nstart: '2024-01-01'\ncolumns: {id: BIGINT, ts: TIMESTAMP, v: INTEGER}\n",
+		"models/child.sql": hourly("demo.child", "raw.src", ""),
+	})
+	require.NoError(t, os.MkdirAll(filepath.Join(b.Dir, "landing"), 0o755))
+	deploy(t, b, "p1", at(2024, 1, 1, 10))
+	return b
+}
+
+// withIngest lands the project's sources before each tick.
+func withIngest(t *testing.T, b *executetest.Bundle, clk clockwork.Clock) option {
+	t.Helper()
+	pr, err := project.LoadModels(b.Ctx, b.Dir, model.Defaults{}, b.Parser)
+	require.NoError(t, err)
+	var conns []connector.Connector
+	for _, d := range pr.Sources {
+		c, err := files.New(d, files.Options{Root: b.Dir, Clock: clk})
+		require.NoError(t, err)
+		conns = append(conns, c)
+	}
+	return func(p *scheduler.Params, _ *daemon) {
+		p.Ingest = &scheduler.Ingest{Sources: pr.Sources, Connectors: conns, Root: b.Dir}
+	}
+}
+
+// land writes landing/name with rows "id,ts,v".
+func land(t *testing.T, b *executetest.Bundle, name string, rows ...string) {
+	t.Helper()
+	body := "id,ts,v\n" + strings.Join(rows, "\n") + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(b.Dir, "landing", name), []byte(body), 0o644))
+}
+
+// Scenario: prod serves demo.child, which reads the unlanded source
+// raw.src. A daemon ingesting before each tick: the first tick ingests
+// nothing (the landing folder is empty; the build is deferred) and runs
+// nothing. Files land with times up to 03:30; the next tick's pass builds
+// generation 1 and publishes the watermark 03:30, and the same tick's run,
+// on the warehouse the pass opened (opened once), computes demo.child up
+// to it: hours 00 to 02. More rows up to 05:10 land: the next tick applies
+// them and computes 03 and 04.
+func TestTickIngestsThenRunsUpToTheWatermark(t *testing.T) {
+	t.Parallel()
+	b := landed(t)
+	clk := clockwork.NewFakeClockAt(at(2024, 1, 1, 11).Add(30 * time.Minute))
+	d := newDaemon(t, b, "d1", clk, nil, withIngest(t, b, clk))
+
+	res, err := d.Tick(b.Ctx)
+	require.NoError(t, err)
+	require.NotNil(t, res.Ingest)
+	require.Equal(t, "no_data", res.Ingest.Sources[0].Deferred)
+	require.Zero(t, res.Envs[0].Ran)
+	require.Equal(t, "{}", served(t, b, "demo.child"))
+
+	land(t, b, "a.csv", "1,2024-01-01 00:10:00,1", "2,2024-01-01 01:10:00,2", "3,2024-01-01 03:30:00,3")
+	res, err = d.Tick(b.Ctx)
+	require.NoError(t, err)
+	src := res.Ingest.Sources[0]
+	require.Equal(t, int64(1), src.Built)
+	require.Equal(t, at(2024, 1, 1, 3).Add(30*time.Minute), src.Watermark)
+	require.Equal(t, 1, res.Envs[0].Ran, "the tick's run sees the watermark its pass published")
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-01T03:00:00Z)}", served(t, b, "demo.child"))
+	require.Equal(t, int64(2), d.opens.Load(), "one open per tick for the pass and the run")
+
+	land(t, b, "b.csv", "4,2024-01-01 05:10:00,4")
+	clk.Advance(time.Hour)
+	res, err = d.Tick(b.Ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Ingest.Sources[0].Applied)
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-01T05:00:00Z)}", served(t, b, "demo.child"))
+	require.Equal(t, int64(3), d.opens.Load())
+	require.Equal(t, d.opens.Load(), d.closes.Load())
+}
+
+// Scenario: the same project and files, with a daemon that does not
+// ingest (--ingest=false): the files stay where they landed, the source
+// is not even registered, nothing publishes a watermark, and the model
+// waits: the tick finds nothing runnable and does not open the warehouse.
+func TestTickWithoutIngestLeavesTheFilesAndTheModelWaits(t *testing.T) {
+	t.Parallel()
+	b := landed(t)
+	land(t, b, "a.csv", "1,2024-01-01 00:10:00,1", "2,2024-01-01 03:30:00,2")
+	clk := clockwork.NewFakeClockAt(at(2024, 1, 1, 11).Add(30 * time.Minute))
+	d := newDaemon(t, b, "d1", clk, nil)
+
+	res, err := d.Tick(b.Ctx)
+	require.NoError(t, err)
+	require.Nil(t, res.Ingest)
+	require.False(t, res.OpenedEngine)
+	require.Equal(t, []string{"demo.child"}, res.Envs[0].Due)
+	require.Zero(t, res.Envs[0].Ran)
+	require.Equal(t, "{}", served(t, b, "demo.child"))
+	_, err = b.Store.GetSource(b.Ctx, "raw.src")
+	require.ErrorIs(t, err, state.ErrNotFound)
+}
+
+// Scenario: a daemon given an Ingest without sources (a project that
+// defines none) does no ingest work: with nothing due, the tick opens
+// nothing and reports no pass.
+func TestTickIngestsNothingForAProjectWithoutSources(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, false, pair())
+	deploy(t, b, "p1", at(2024, 1, 1, 10))
+	clk := clockwork.NewFakeClockAt(at(2024, 1, 1, 10).Add(30 * time.Minute))
+	d := newDaemon(t, b, "d1", clk, nil, withIngest(t, b, clk))
+	res, err := d.Tick(b.Ctx)
+	require.NoError(t, err)
+	require.Nil(t, res.Ingest)
+	require.False(t, res.OpenedEngine)
+	require.Zero(t, d.opens.Load())
+}
