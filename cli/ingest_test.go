@@ -41,3 +41,29 @@ func TestIngestLoopRunsUntilStopped(t *testing.T) {
 		"Ingest stopped after 1 passes.\n", out.String())
 	require.Equal(t, float64(2), count(t, dir, "raw.events"), "the loop closed the warehouse: another command opens it")
 }
+
+// Scenario: the scheduler daemon lands the sources before its runs. After
+// a deploy, a file lands; `scheduler --once --ingest=false` leaves it (the
+// source serves nothing, the model reading it computes nothing); then
+// `scheduler --once` ingests it, prints the source's line, and its run
+// computes the model up to the watermark the pass published (hours 00,
+// 01, 02 of a watermark at 03:20), in the same process.
+func TestSchedulerIngestsBeforeItsRun(t *testing.T) {
+	t.Parallel()
+	dir := initProject(t)
+	addSource(t, dir)
+	mustRun(t, dir, "plan", "--auto-apply", "--execution-time", t0)
+	landing := filepath.Join(dir, "landing", "events")
+	require.NoError(t, os.MkdirAll(landing, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(landing, "a.csv"), []byte("id,ts,amount\n1,2024-01-01 00:10:00,1.5\n2,2024-01-01 01:10:00,2\n3,2024-01-01 02:10:00,3\n4,2024-01-01 03:30:00,4\n"), 0o644))
+
+	out := mustRun(t, dir, "scheduler", "--once", "--ingest=false", "--execution-time", t1)
+	require.NotContains(t, out, "raw.events")
+	require.Equal(t, float64(0), count(t, dir, "raw.events"))
+	require.Equal(t, float64(0), count(t, dir, "demo.raw_hourly"))
+
+	out = mustRun(t, dir, "scheduler", "--once", "--execution-time", t1)
+	require.Contains(t, out, "raw.events: 1 staged, 0 applied, generation 1 swapped in, complete through 2024-01-01T03:20:00Z\nprod: generation 1, ")
+	require.Equal(t, float64(4), count(t, dir, "raw.events"))
+	require.Equal(t, float64(3), count(t, dir, "demo.raw_hourly"))
+}
