@@ -135,3 +135,65 @@ func TestTickIngestsNothingForAProjectWithoutSources(t *testing.T) {
 	require.False(t, res.OpenedEngine)
 	require.Zero(t, d.opens.Load())
 }
+
+// Scenario: /metrics after the daemon's ingest passes. Before anything
+// lands the source is PENDING_BACKFILL with nothing staged; a file of
+// three rows lands and the tick builds generation 1: PRIMED, three rows
+// written by its chunk, the watermark 03:30 eight hours behind the 11:30
+// clock. Then, an hour on, a good file, a file that does not parse and a
+// good one land: the pass applies the first (one batch, one row) and
+// stops at the bad one, so two staged batches wait (lag 2) and the
+// watermark, 04:00, is 8.5 hours behind.
+func TestMetricsAfterIngestPasses(t *testing.T) {
+	t.Parallel()
+	b := landed(t)
+	clk := clockwork.NewFakeClockAt(at(2024, 1, 1, 11).Add(30 * time.Minute))
+	d := newDaemon(t, b, "d1", clk, nil, withIngest(t, b, clk))
+	states := func(primed, pending string) []string {
+		return []string{
+			`gapless_source_state{source="raw.src",state="BACKFILLING"} 0`,
+			`gapless_source_state{source="raw.src",state="NEEDS_RESYNC"} 0`,
+			`gapless_source_state{source="raw.src",state="PENDING_BACKFILL"} ` + pending,
+			`gapless_source_state{source="raw.src",state="PRIMED"} ` + primed,
+		}
+	}
+
+	_, err := d.Tick(b.Ctx)
+	require.NoError(t, err)
+	body := scrape(t, d)
+	for _, want := range append(states("0", "1"), `gapless_source_lag_batches{source="raw.src"} 0`,
+		`gapless_source_batches_applied_total{source="raw.src"} 0`, `gapless_source_blocked_batches{source="raw.src"} 0`) {
+		require.Contains(t, body, want)
+	}
+	require.NotContains(t, body, "gapless_source_watermark_lag_seconds{", "no watermark published yet")
+
+	land(t, b, "a.csv", "1,2024-01-01 00:10:00,1", "2,2024-01-01 01:10:00,2", "3,2024-01-01 03:30:00,3")
+	_, err = d.Tick(b.Ctx)
+	require.NoError(t, err)
+	body = scrape(t, d)
+	for _, want := range append(states("1", "0"),
+		`gapless_source_rows_applied_total{source="raw.src",step="chunk"} 3`,
+		`gapless_source_lag_batches{source="raw.src"} 0`,
+		`gapless_source_watermark_lag_seconds{source="raw.src"} 28800`,
+		`gapless_source_fenced_total{source="raw.src"} 0`,
+		`gapless_source_already_applied_total{source="raw.src"} 0`) {
+		require.Contains(t, body, want)
+	}
+
+	land(t, b, "b.csv", "4,2024-01-01 04:00:00,4")
+	land(t, b, "c.csv", "not-an-id,2024-01-01 04:10:00,5")
+	land(t, b, "d.csv", "6,2024-01-01 04:20:00,6")
+	clk.Advance(time.Hour)
+	res, err := d.Tick(b.Ctx)
+	require.ErrorContains(t, err, "c.csv", "a source stopped at a file fails the tick")
+	require.Equal(t, 1, res.Ingest.Sources[0].Applied)
+	body = scrape(t, d)
+	for _, want := range append(states("1", "0"),
+		`gapless_source_batches_applied_total{source="raw.src"} 1`,
+		`gapless_source_rows_applied_total{source="raw.src",step="batch"} 1`,
+		`gapless_source_rows_applied_total{source="raw.src",step="chunk"} 3`,
+		`gapless_source_lag_batches{source="raw.src"} 2`,
+		`gapless_source_watermark_lag_seconds{source="raw.src"} 30600`) {
+		require.Contains(t, body, want)
+	}
+}
