@@ -1,9 +1,12 @@
 package scheduler_test
 
 import (
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	"github.com/gapless-dev/gapless/connector"
 	"github.com/gapless-dev/gapless/connector/files"
 	"github.com/gapless-dev/gapless/execute/executetest"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/project"
 	"github.com/gapless-dev/gapless/scheduler"
@@ -196,4 +200,81 @@ func TestMetricsAfterIngestPasses(t *testing.T) {
 		`gapless_source_watermark_lag_seconds{source="raw.src"} 30600`) {
 		require.Contains(t, body, want)
 	}
+}
+
+// Scenario: the daemon's ingest path writes history events of the closed
+// set only. Ticks prime raw.src, apply a live file, stop at a bad one
+// (fixed by the next tick), rebuild it after a resync, and heal a crash
+// between a rebuild's warehouse swap and its record (a hook fails there).
+// Every event written after the deploy is a source event of
+// state.SourceEventKinds, about raw.src, and they tell that story in
+// order (a swap retires the generation it replaces without an event of
+// its own: source_swapped names it). The daemon's log records, and the
+// pass's, use only the log keys.
+func TestDaemonIngestWritesOnlyClosedSetEvents(t *testing.T) {
+	t.Parallel()
+	b := landed(t)
+	before, err := b.Store.ListEvents(b.Ctx, state.EventFilter{})
+	require.NoError(t, err)
+	clk := clockwork.NewFakeClockAt(at(2024, 1, 1, 11).Add(30 * time.Minute))
+	crash := errors.New("crash after swap")
+	var crashing atomic.Bool
+	d := newDaemon(t, b, "d1", clk, nil, withIngest(t, b, clk), func(p *scheduler.Params, _ *daemon) {
+		p.Ingest.Hooks.AfterSwap = func(string, int64) error {
+			if crashing.Load() {
+				return crash
+			}
+			return nil
+		}
+	})
+	tick := func() scheduler.TickResult {
+		t.Helper()
+		clk.Advance(time.Minute)
+		res, _ := d.Tick(b.Ctx)
+		return res
+	}
+
+	land(t, b, "a.csv", "1,2024-01-01 00:10:00,1")
+	require.Equal(t, int64(1), tick().Ingest.Sources[0].Built)
+	land(t, b, "b.csv", "2,2024-01-01 01:10:00,2")
+	land(t, b, "c.csv", "x,2024-01-01 01:20:00,3")
+	require.Error(t, tick().Ingest.Sources[0].Err)
+	land(t, b, "c.csv", "3,2024-01-01 01:20:00,3")
+	require.NoError(t, tick().Err())
+	_, err = b.Store.RequestBuild(b.Ctx, state.RequestBuildParams{Source: "raw.src", Reason: "resync", Now: clk.Now()})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), tick().Ingest.Sources[0].Built)
+	_, err = b.Store.RequestBuild(b.Ctx, state.RequestBuildParams{Source: "raw.src", Reason: "resync", Now: clk.Now()})
+	require.NoError(t, err)
+	crashing.Store(true)
+	require.ErrorIs(t, tick().Ingest.Sources[0].Err, crash)
+	crashing.Store(false)
+	res := tick()
+	require.NoError(t, res.Err())
+	require.NotEmpty(t, res.Ingest.Sources[0].Healed)
+
+	evs, err := b.Store.ListEvents(b.Ctx, state.EventFilter{AfterID: before[len(before)-1].ID})
+	require.NoError(t, err)
+	var kinds []string
+	for _, e := range evs {
+		require.Contains(t, state.SourceEventKinds(), e.Kind, "event %d", e.ID)
+		require.Equal(t, "raw.src", e.Model)
+		kinds = append(kinds, e.Kind)
+	}
+	require.Equal(t, []string{
+		state.EventSourceRegistered, state.EventSourcePlanned, state.EventSourceSwapped,
+		state.EventSourceResyncRequest, state.EventSourcePlanned, state.EventSourceSwapped,
+		state.EventSourceResyncRequest, state.EventSourcePlanned, state.EventSourceSwapped, // the healed record
+	}, kinds)
+
+	// Its log records keep to the log keys, the pass's own records too.
+	var msgs []string
+	for _, line := range strings.Split(strings.TrimSpace(d.logs.String()), "\n") {
+		require.NoError(t, logkey.CheckRecord([]byte(line)))
+		var rec struct{ Msg string }
+		require.NoError(t, json.Unmarshal([]byte(line), &rec))
+		msgs = append(msgs, rec.Msg)
+	}
+	require.Contains(t, msgs, scheduler.MsgSourceIngested)
+	require.Contains(t, msgs, "ingest pass of source failed")
 }
