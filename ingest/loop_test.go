@@ -13,6 +13,7 @@ import (
 	"github.com/gapless-dev/gapless/connector/files"
 	"github.com/gapless-dev/gapless/ingest"
 	"github.com/gapless-dev/gapless/source"
+	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
 	"github.com/gapless-dev/gapless/warehouse/duckdb"
 )
@@ -168,4 +169,32 @@ func keys(m map[string]*source.Definition) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+func TestLoopStoppedMidPassFinishesThePass(t *testing.T) {
+	// Scenario: the stop (SIGINT) arrives while the first pass is building
+	// generation 1 (a hook cancels the loop's context right after the plan).
+	// The pass goes on to the swap under its own context: the source serves
+	// every row, PRIMED, and Loop returns nil without another pass.
+	eachStore(t, func(t *testing.T, e *env) {
+		e.csv("a.csv", 1, 2, 3)
+		c, err := files.New(e.d, files.Options{Root: e.root, Clock: e.clk, ChunkFiles: 2})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		var reps []ingest.Report
+		err = ingest.Loop(ctx, ingest.LoopParams{
+			Params: ingest.Params{Store: e.store, Engine: e.wh, Sources: map[string]*source.Definition{src: e.d},
+				Connectors: []connector.Connector{c}, Root: e.root, Clock: e.clk, Logger: quiet,
+				Hooks: ingest.Hooks{AfterPlan: func(string, int64) error { cancel(); return nil }}},
+			Interval: time.Minute,
+			OnPass:   func(r ingest.Report, _ error) { reps = append(reps, r) },
+		})
+		require.NoError(t, err)
+		require.Len(t, reps, 1)
+		require.NoError(t, reps[0].Err())
+		require.Equal(t, int64(1), reps[0].Sources[0].Built)
+		require.Equal(t, state.SourcePrimed, e.source().State())
+		e.requireServes(3)
+	})
 }
