@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -40,14 +42,32 @@ every file written at least that long ago.`,
 			if err != nil {
 				return err
 			}
-			b, err := g.openBackend(ctx, cfg, false)
+			b, err := g.openBackend(ctx, cfg, true)
 			if err != nil {
 				return err
 			}
 			defer g.closeBackend(b, &err)
-			in, ok := b.Engine.(warehouse.Ingester)
-			if !ok {
-				return fmt.Errorf("the warehouse %s cannot land sources", cfg.Warehouse)
+			// The warehouse is opened only for a source with something to
+			// land: a pass over idle sources never takes the DuckDB file.
+			var opened warehouse.Engine
+			defer func() {
+				if opened != nil {
+					if cerr := opened.Close(); cerr != nil {
+						err = errors.Join(err, fmt.Errorf("closing the warehouse: %w", cerr))
+					}
+				}
+			}()
+			openEngine := func(ctx context.Context) (warehouse.Ingester, error) {
+				e, err := g.openEngine(ctx, cfg)
+				if err != nil {
+					return nil, err
+				}
+				opened = e
+				in, ok := e.(warehouse.Ingester)
+				if !ok {
+					return nil, fmt.Errorf("the warehouse %s cannot land sources", cfg.Warehouse)
+				}
+				return in, nil
 			}
 			conns := make([]connector.Connector, 0, len(pr.Sources))
 			for _, d := range pr.Sources {
@@ -60,7 +80,7 @@ every file written at least that long ago.`,
 				}
 				conns = append(conns, c)
 			}
-			rep, err := ingest.Pass(ctx, ingest.Params{Store: b.Store, Engine: in, Sources: pr.Sources, Connectors: conns,
+			rep, err := ingest.Pass(ctx, ingest.Params{Store: b.Store, OpenEngine: openEngine, Sources: pr.Sources, Connectors: conns,
 				Root: root, Clock: g.clock(), Logger: g.log})
 			if err != nil {
 				return err
@@ -71,6 +91,9 @@ every file written at least that long ago.`,
 				line := fmt.Sprintf("%s: %d staged, %d applied", s.Source, s.Staged, s.Applied)
 				if s.Built != 0 {
 					line += fmt.Sprintf(", generation %d swapped in", s.Built)
+				}
+				if s.Idle {
+					line += ", nothing new"
 				}
 				if s.Deferred != "" {
 					line += ", build deferred (" + s.Deferred + ")"
