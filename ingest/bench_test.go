@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,7 +48,8 @@ func BenchmarkIngestIdlePass(b *testing.B) {
 	}
 	wh, err := duckdb.Open(ctx, filepath.Join(b.TempDir(), "warehouse.duckdb"), duckdb.Options{})
 	require.NoError(b, err)
-	p := ingest.Params{Store: st, Engine: wh, Sources: defs, Connectors: conns, Root: root, Clock: clk}
+	p := ingest.Params{Store: st, Engine: wh, Sources: defs, Connectors: conns, Root: root, Clock: clk,
+		Logger: slog.New(slog.DiscardHandler)}
 	rep, err := ingest.Pass(ctx, p) // prime every source
 	require.NoError(b, err)
 	require.NoError(b, rep.Err())

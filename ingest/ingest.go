@@ -13,15 +13,15 @@
 //
 // One pass of one source, in order:
 //
-//  0. idle check: a source that serves, with no build owed or in flight,
-//     whose connector discovers nothing new and whose serving generation
-//     has applied every staged batch (state.Generation.AppliedSeq, the
-//     state store's cache of the warehouse markers, reaches
-//     state.Source.LastSeq) has nothing to land: its pass ends there,
-//     without the warehouse (which Params.OpenEngine opens only for a
-//     source that has something to do) and without recomputing its
+//  1. register (EnsureSources, for all sources at once, then one
+//     ListSources); a source that serves, with no build owed or in
+//     flight, whose connector discovers nothing new and whose serving
+//     generation has applied every staged batch
+//     (state.Generation.AppliedSeq, the state store's cache of the
+//     warehouse markers, reaches state.Source.LastSeq) is idle: its pass
+//     ends there, without the warehouse (Params.OpenEngine opens it only
+//     for a source with something to land) and without recomputing its
 //     watermark;
-//  1. register (EnsureSources, for all sources at once);
 //  2. heal: a swap the warehouse committed that the state has not recorded
 //     is recorded (RecordSwap). A build the state shows in flight is
 //     resumed in step 4 (its fence replayed when the warehouse's lags)
@@ -291,9 +291,11 @@ type worker struct {
 	src  *state.Source
 	ws   warehouse.IngestState
 	// opener opens the pass's warehouse once, for the first source that
-	// needs it; discovered: this pass ran Discover already.
+	// needs it; discovered: this pass ran Discover already, which found
+	// found batches.
 	opener     *engineOpener
 	discovered bool
+	found      int
 }
 
 // engineOpener is a pass's warehouse, opened on first use.
@@ -398,9 +400,7 @@ func (w *worker) idle(ctx context.Context) (bool, error) {
 	if s == nil || s.Building != 0 || s.Serving == 0 || s.BuildRequested {
 		return false, nil
 	}
-	n, err := w.discoverN(ctx)
-	w.discovered = true
-	if err != nil || n > 0 {
+	if err := w.discover(ctx); err != nil || w.found > 0 {
 		return false, err
 	}
 	return appliedSeq(s, s.Serving) >= s.LastSeq, nil
@@ -477,29 +477,24 @@ func (w *worker) heal(ctx context.Context) error {
 }
 
 func (w *worker) discover(ctx context.Context) error {
-	_, err := w.discoverN(ctx)
-	return err
-}
-
-// discoverN discovers and stages the connector's new batches and returns
-// how many Discover found.
-func (w *worker) discoverN(ctx context.Context) (int, error) {
+	w.discovered = true
 	d, err := w.conn.Discover(ctx, w.p.Store)
 	if err != nil {
-		return 0, fmt.Errorf("source %s: discovery: %w", w.name(), err)
+		return fmt.Errorf("source %s: discovery: %w", w.name(), err)
 	}
+	w.found = len(d.Batches)
 	if len(d.Vanished) > 0 {
 		w.log().WarnContext(ctx, "staged files vanished from the source", logkey.Path, strings.Join(d.Vanished, ", "))
 	}
 	if len(d.Batches) == 0 {
-		return 0, nil
+		return nil
 	}
 	staged, err := w.p.Store.StageBatches(ctx, state.StageBatchesParams{Source: w.name(), Batches: d.Batches, Now: w.p.Clock.Now()})
 	if err != nil {
-		return len(d.Batches), fmt.Errorf("source %s: staging %d batches: %w", w.name(), len(d.Batches), err)
+		return fmt.Errorf("source %s: staging %d batches: %w", w.name(), len(d.Batches), err)
 	}
 	w.rep.Staged = len(staged)
-	return len(d.Batches), nil
+	return nil
 }
 
 func (w *worker) batches(ctx context.Context, after int64) ([]state.Batch, error) {
