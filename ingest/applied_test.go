@@ -54,8 +54,10 @@ func (e *env) generation(g int64) state.Generation {
 }
 
 func TestIdlePassDoesNotOpenTheWarehouse(t *testing.T) {
-	// Scenario: a source with a time_column primes from two files: the
-	// pass opens the warehouse once and the serving generation's applied
+	// Scenario: a source with a time_column is registered before any
+	// file lands: its build is owed but deferred (no data), without the
+	// warehouse. It primes from two files: the pass opens the warehouse
+	// once and the serving generation's applied
 	// seq reaches the last staged batch. A pass with nothing new is idle:
 	// it never calls OpenEngine and publishes no watermark (the coverage
 	// stays). A file arrives: the pass opens the warehouse and applies it,
@@ -63,9 +65,16 @@ func TestIdlePassDoesNotOpenTheWarehouse(t *testing.T) {
 	// build: that pass opens the warehouse whatever the files.
 	eachStore(t, func(t *testing.T, e *env) {
 		e.d.TimeColumn = "ts"
+		r, opened := e.passLazy()
+		require.NoError(t, r.Err)
+		require.Equal(t, "no_data", r.Deferred)
+		require.True(t, r.Idle)
+		require.Zero(t, opened, "nothing to build from: no warehouse")
+		require.Equal(t, state.SourcePendingBackfill, e.source().State())
+
 		e.write("a.csv", "id,ts\n1,2024-01-01 08:00:00\n")
 		e.write("b.csv", "id,ts\n2,2024-01-01 09:00:00\n")
-		r, opened := e.passLazy()
+		r, opened = e.passLazy()
 		require.NoError(t, r.Err)
 		require.Equal(t, 1, opened)
 		require.Equal(t, int64(1), r.Built)

@@ -18,10 +18,11 @@
 //     flight, whose connector discovers nothing new and whose serving
 //     generation has applied every staged batch
 //     (state.Generation.AppliedSeq, the state store's cache of the
-//     warehouse markers, reaches state.Source.LastSeq) is idle: its pass
-//     ends there, without the warehouse (Params.OpenEngine opens it only
-//     for a source with something to land) and without recomputing its
-//     watermark;
+//     warehouse markers, reaches state.Source.LastSeq) is idle, and so is
+//     a source owed a build whose snapshot has nothing to build from yet
+//     (the build is deferred): its pass ends there, without the warehouse
+//     (Params.OpenEngine opens it only for a source with something to
+//     land) and without recomputing its watermark;
 //  2. heal: a swap the warehouse committed that the state has not recorded
 //     is recorded (RecordSwap). A build the state shows in flight is
 //     resumed in step 4 (its fence replayed when the warehouse's lags)
@@ -388,20 +389,32 @@ func (w *worker) run(ctx context.Context) error {
 }
 
 // idle reports whether the source has nothing to land, deciding from the
-// state store (read for the whole pass) and the connector's Discover
-// alone: it serves, no build is owed or in flight, Discover finds nothing
-// new, and the serving generation's applied seq reaches the last staged
-// batch. Anything else, including an applied seq behind (a crash between
-// a warehouse commit and RecordApplied, healed from the markers), is not
-// idle. The applied seq never leads the warehouse, so an idle source has
-// indeed nothing the warehouse lacks.
+// state store (read for the whole pass) and the connector alone: no build
+// is in flight, Discover finds nothing new, and either the serving
+// generation's applied seq reaches the last staged batch (no build owed),
+// or a build is owed but the connector's snapshot has nothing to build
+// from yet (the build is deferred, as build would). Anything else,
+// including an applied seq behind (a crash between a warehouse commit and
+// RecordApplied, healed from the markers), is not idle. The applied seq
+// never leads the warehouse, so an idle source has indeed nothing the
+// warehouse lacks.
 func (w *worker) idle(ctx context.Context) (bool, error) {
 	s := w.src
-	if s == nil || s.Building != 0 || s.Serving == 0 || s.BuildRequested {
+	if s == nil || s.Building != 0 {
 		return false, nil
 	}
 	if err := w.discover(ctx); err != nil || w.found > 0 {
 		return false, err
+	}
+	if s.Serving == 0 || s.BuildRequested {
+		snap, err := w.conn.Snapshot(ctx, w.p.Store)
+		switch {
+		case errors.Is(err, connector.ErrNotConsistent):
+			return true, w.deferBuild(ctx, "not_consistent", err)
+		case err == nil && len(snap.Chunks) == 0:
+			return true, w.deferBuild(ctx, "no_data", nil)
+		}
+		return false, nil // a build to make, or a snapshot error build reports
 	}
 	return appliedSeq(s, s.Serving) >= s.LastSeq, nil
 }
