@@ -60,19 +60,28 @@ plan or apply in another shell gets the DuckDB file in between.`,
 			if err != nil {
 				return err
 			}
-			b, err := g.openBackend(ctx, cfg, !once)
+			// The state store is opened for the whole run; the warehouse
+			// only by a pass with a source that has something to land, so
+			// a pass over idle sources never takes the DuckDB file.
+			b, err := g.openBackend(ctx, cfg, true)
 			if err != nil {
 				return err
 			}
 			defer g.closeBackend(b, &err)
+			open := func(ctx context.Context) (warehouse.Ingester, error) {
+				e, err := g.openEngine(ctx, cfg)
+				if err != nil {
+					return nil, err
+				}
+				in, ok := e.(warehouse.Ingester)
+				if !ok {
+					return nil, errors.Join(fmt.Errorf("the warehouse %s cannot land sources", cfg.Warehouse), e.Close())
+				}
+				return in, nil
+			}
 			p := ingest.Params{Store: b.Store, Sources: sources, Connectors: conns, Root: root, Clock: g.clock(), Logger: g.log}
 			if once {
-				in, ok := b.Engine.(warehouse.Ingester)
-				if !ok {
-					return fmt.Errorf("the warehouse %s cannot land sources", cfg.Warehouse)
-				}
-				p.Engine = in
-				rep, err := ingest.Pass(ctx, p)
+				rep, err := ingest.Once(ctx, p, open)
 				if err != nil {
 					return err
 				}
@@ -81,17 +90,7 @@ plan or apply in another shell gets the DuckDB file in between.`,
 			}
 			passes := 0
 			err = ingest.Loop(ctx, ingest.LoopParams{Params: p, Interval: every,
-				Open: func(ctx context.Context) (warehouse.Ingester, error) {
-					e, err := g.openEngine(ctx, cfg)
-					if err != nil {
-						return nil, err
-					}
-					in, ok := e.(warehouse.Ingester)
-					if !ok {
-						return nil, errors.Join(fmt.Errorf("the warehouse %s cannot land sources", cfg.Warehouse), e.Close())
-					}
-					return in, nil
-				},
+				Open: open,
 				OnPass: func(rep ingest.Report, _ error) {
 					passes++
 					printIngest(g, rep, passes > 1)
@@ -136,6 +135,9 @@ func printIngest(g *globals, rep ingest.Report, changesOnly bool) {
 		line := fmt.Sprintf("%s: %d staged, %d applied", s.Source, s.Staged, s.Applied)
 		if s.Built != 0 {
 			line += fmt.Sprintf(", generation %d swapped in", s.Built)
+		}
+		if s.Idle {
+			line += ", nothing new"
 		}
 		if s.Deferred != "" {
 			line += ", build deferred (" + s.Deferred + ")"

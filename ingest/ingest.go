@@ -13,13 +13,24 @@
 //
 // One pass of one source, in order:
 //
-//  1. register (EnsureSources, for all sources at once);
+//  1. register (EnsureSources, for all sources at once, then one
+//     ListSources); a source that serves, with no build owed or in
+//     flight, whose connector discovers nothing new and whose serving
+//     generation has applied every staged batch
+//     (state.Generation.AppliedSeq, the state store's cache of the
+//     warehouse markers, reaches state.Source.LastSeq) is idle, and so is
+//     a source owed a build whose snapshot has nothing to build from yet
+//     (the build is deferred): its pass ends there, without the warehouse
+//     (Params.OpenEngine opens it only for a source with something to
+//     land) and without recomputing its watermark;
 //  2. heal: a swap the warehouse committed that the state has not recorded
 //     is recorded (RecordSwap). A build the state shows in flight is
 //     resumed in step 4 (its fence replayed when the warehouse's lags)
 //     when the snapshot still pins where it was planned, and otherwise
 //     retired (RequestBuild with Retire) and planned anew; a build planned
-//     without a pin (a resync) is pinned there (PinGeneration);
+//     without a pin (a resync) is pinned there (PinGeneration); a
+//     generation's applied seq the state store records behind the
+//     warehouse's markers is moved up to them (RecordApplied);
 //  3. discover and stage the connector's new batches;
 //  4. a replace run staged after what serves is a generation of kind
 //     replace: planned (the same one-build-per-source compare-and-swap as
@@ -98,8 +109,15 @@ type Hooks struct {
 
 // Params are the parameters of Pass.
 type Params struct {
-	Store  state.Store
+	Store state.Store
+	// Engine is the warehouse, for a caller that holds one open; when nil,
+	// OpenEngine opens it.
 	Engine warehouse.Ingester
+	// OpenEngine opens the warehouse the first time a source of the pass
+	// needs it, at most once per pass: a pass whose sources are all idle
+	// never calls it. The caller closes what it opened. Used only when
+	// Engine is nil.
+	OpenEngine func(ctx context.Context) (warehouse.Ingester, error)
 	// Sources are the project's source definitions (project.Sources).
 	Sources map[string]*source.Definition
 	// Connectors are the sources' connectors, one per source, matched by
@@ -144,6 +162,10 @@ type SourceReport struct {
 	Blocked *BlockedBatch
 	// Err is the source's first failure; later batches wait for it.
 	Err error
+	// Idle says the source had nothing to land: the pass decided so from
+	// the state store and Discover, without the warehouse, and left its
+	// watermark as it was.
+	Idle bool
 }
 
 // BlockedBatch is a staged batch that failed to apply: it and every later
@@ -193,8 +215,9 @@ func (e *BatchError) Error() string {
 func (e *BatchError) Unwrap() error { return e.Err }
 
 // Pass runs one ingest pass over every source of p.Sources (in name
-// order). It returns an error only when registering the sources fails;
-// each source's failure is in its SourceReport (Report.Err joins them).
+// order). It returns an error only when registering the sources, or
+// reading their state, fails; each source's failure is in its
+// SourceReport (Report.Err joins them).
 func Pass(ctx context.Context, p Params) (Report, error) {
 	if p.Clock == nil {
 		p.Clock = clockwork.NewRealClock()
@@ -223,14 +246,27 @@ func Pass(ctx context.Context, p Params) (Report, error) {
 	if _, err := p.Store.EnsureSources(ctx, state.EnsureSourcesParams{Sources: defs, Now: p.Clock.Now()}); err != nil {
 		return rep, fmt.Errorf("registering sources: %w", err)
 	}
+	// One read of every source's state, for the idle checks.
+	list, err := p.Store.ListSources(ctx, state.SourceFilter{Names: names})
+	if err != nil {
+		return rep, fmt.Errorf("reading the sources' state: %w", err)
+	}
+	srcs := make(map[string]*state.Source, len(list))
+	for _, s := range list {
+		srcs[s.Name] = s
+	}
+	open := &engineOpener{engine: p.Engine, open: p.OpenEngine}
 	for _, n := range names {
-		w := &worker{p: p, def: p.Sources[n], conn: conns[n], rep: SourceReport{Source: n}}
+		w := &worker{p: p, def: p.Sources[n], conn: conns[n], rep: SourceReport{Source: n}, src: srcs[n], opener: open}
+		w.p.Engine = nil // set by engine(), once the source needs the warehouse
 		if w.conn == nil {
 			w.rep.Err = fmt.Errorf("%s: source %s: no connector", w.def.File, n)
 		} else {
 			w.rep.Err = w.run(ctx)
-			if err := w.watermark(ctx); err != nil {
-				w.rep.Err = errors.Join(w.rep.Err, err)
+			if w.p.Engine != nil { // an idle source keeps its watermark
+				if err := w.watermark(ctx); err != nil {
+					w.rep.Err = errors.Join(w.rep.Err, err)
+				}
 			}
 		}
 		if w.rep.Err != nil {
@@ -274,6 +310,53 @@ type worker struct {
 	vanished map[string]bool
 	// again: a build swapped in this round; the source may owe more.
 	again bool
+	// opener opens the pass's warehouse once, for the first source that
+	// needs it; discovered: this pass ran Discover already, which found
+	// found batches.
+	opener     *engineOpener
+	discovered bool
+	found      int
+}
+
+// engineOpener is a pass's warehouse, opened on first use.
+type engineOpener struct {
+	engine warehouse.Ingester
+	open   func(ctx context.Context) (warehouse.Ingester, error)
+	err    error
+}
+
+func (o *engineOpener) get(ctx context.Context) (warehouse.Ingester, error) {
+	if o.engine != nil || o.err != nil {
+		return o.engine, o.err
+	}
+	if o.open == nil {
+		o.err = errors.New("ingest: no warehouse (Params.Engine and Params.OpenEngine are both nil)")
+		return nil, o.err
+	}
+	e, err := o.open(ctx)
+	switch {
+	case err != nil:
+		o.err = fmt.Errorf("opening the warehouse: %w", err)
+	case e == nil:
+		o.err = errors.New("opening the warehouse: OpenEngine returned none")
+	default:
+		o.engine = e
+	}
+	return o.engine, o.err
+}
+
+// engine makes w.p.Engine the pass's warehouse, opening it if no source
+// has yet.
+func (w *worker) engine(ctx context.Context) error {
+	if w.p.Engine != nil {
+		return nil
+	}
+	e, err := w.opener.get(ctx)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", w.name(), err)
+	}
+	w.p.Engine = e
+	return nil
 }
 
 func (w *worker) name() string { return w.def.Name }
@@ -281,6 +364,9 @@ func (w *worker) name() string { return w.def.Name }
 func (w *worker) log() *slog.Logger { return w.p.Logger.With(logkey.Model, w.name()) }
 
 func (w *worker) refresh(ctx context.Context) error {
+	if err := w.engine(ctx); err != nil {
+		return err
+	}
 	src, err := w.p.Store.GetSource(ctx, w.name())
 	if err != nil {
 		return fmt.Errorf("source %s: reading its state: %w", w.name(), err)
@@ -294,14 +380,20 @@ func (w *worker) refresh(ctx context.Context) error {
 }
 
 func (w *worker) run(ctx context.Context) error {
+	if idle, err := w.idle(ctx); err != nil || idle {
+		w.rep.Idle = idle
+		return err
+	}
 	if err := w.refresh(ctx); err != nil {
 		return err
 	}
 	if err := w.heal(ctx); err != nil {
 		return err
 	}
-	if err := w.discover(ctx); err != nil {
-		return err
+	if !w.discovered {
+		if err := w.discover(ctx); err != nil {
+			return err
+		}
 	}
 	// A replace run met by the live apply or a catch-up is built in the
 	// same pass, and a build deferred behind it then too.
@@ -349,6 +441,90 @@ func (w *worker) round(ctx context.Context) error {
 	return w.live(ctx)
 }
 
+// idle reports whether the source has nothing to land, deciding from the
+// state store (read for the whole pass) and the connector alone: no build
+// is in flight, Discover finds nothing new, and either the serving
+// generation's applied seq reaches the last staged batch (no build owed),
+// or a build is owed but the connector's snapshot has nothing to build
+// from yet (the build is deferred, as build would). Anything else,
+// including an applied seq behind (a crash between a warehouse commit and
+// RecordApplied, healed from the markers), is not idle. The applied seq
+// never leads the warehouse, so an idle source has indeed nothing the
+// warehouse lacks.
+func (w *worker) idle(ctx context.Context) (bool, error) {
+	s := w.src
+	if s == nil || s.Building != 0 {
+		return false, nil
+	}
+	if err := w.discover(ctx); err != nil || w.found > 0 {
+		return false, err
+	}
+	if s.Serving == 0 || s.BuildRequested {
+		snap, err := w.conn.Snapshot(ctx, w.p.Store)
+		switch {
+		case errors.Is(err, connector.ErrNotConsistent):
+			return true, w.deferBuild(ctx, "not_consistent", err)
+		case err == nil && len(snap.Chunks) == 0:
+			return true, w.deferBuild(ctx, "no_data", nil)
+		}
+		return false, nil // a build to make, or a snapshot error build reports
+	}
+	return appliedSeq(s, s.Serving) >= s.LastSeq, nil
+}
+
+// appliedSeq is generation gen's applied seq as s records it.
+func appliedSeq(s *state.Source, gen int64) int64 {
+	for _, g := range s.Generations {
+		if g.Generation == gen {
+			return g.AppliedSeq
+		}
+	}
+	return 0
+}
+
+// markedSeq is the last batch seq the warehouse's markers show applied to
+// (or covered by the snapshot of) generation gen.
+func markedSeq(ws warehouse.IngestState, gen int64) int64 {
+	var seq int64
+	for _, m := range ws.Markers {
+		if m.Generation == gen && (m.Kind == warehouse.MarkerBatch || m.Kind == warehouse.MarkerCovered) {
+			seq = max(seq, m.Index)
+		}
+	}
+	return seq
+}
+
+// recordApplied records that generation gen holds every batch up to seq,
+// after the warehouse committed it (RecordApplied only moves forward).
+func (w *worker) recordApplied(ctx context.Context, gen, seq int64) error {
+	if seq <= 0 {
+		return nil
+	}
+	if _, err := w.p.Store.RecordApplied(ctx, state.RecordAppliedParams{Source: w.name(), Generation: gen, Seq: seq}); err != nil {
+		return fmt.Errorf("source %s: recording batch %d applied to generation %d: %w", w.name(), seq, gen, err)
+	}
+	return nil
+}
+
+// healApplied moves the applied seq of the serving and building
+// generations up to the warehouse's markers where the state store lags.
+func (w *worker) healApplied(ctx context.Context) error {
+	for _, g := range []int64{w.src.Serving, w.src.Building} {
+		if g == 0 {
+			continue
+		}
+		if m := markedSeq(w.ws, g); m > appliedSeq(w.src, g) {
+			if err := w.recordApplied(ctx, g, m); err != nil {
+				return err
+			}
+			w.rep.Healed = append(w.rep.Healed, fmt.Sprintf("recorded batch %d applied to generation %d", m, g))
+			w.log().InfoContext(ctx, "healed: recorded the batches the warehouse applied", logkey.Reason, "applied_unrecorded",
+				logkey.Generation, g)
+		}
+	}
+	return nil
+}
+
 // heal repairs the state store from the warehouse: the warehouse commits
 // each step before the state store hears of it.
 func (w *worker) heal(ctx context.Context) error {
@@ -359,16 +535,20 @@ func (w *worker) heal(ctx context.Context) error {
 		}
 		w.rep.Healed = append(w.rep.Healed, fmt.Sprintf("recorded swap of generation %d", ws.ServingGeneration))
 		w.log().InfoContext(ctx, "healed: recorded a swap the warehouse committed", logkey.Reason, "swap_unrecorded")
-		return w.refresh(ctx)
+		if err := w.refresh(ctx); err != nil {
+			return err
+		}
 	}
-	return nil
+	return w.healApplied(ctx)
 }
 
 func (w *worker) discover(ctx context.Context) error {
+	w.discovered = true
 	d, err := w.conn.Discover(ctx, w.p.Store)
 	if err != nil {
 		return fmt.Errorf("source %s: discovery: %w", w.name(), err)
 	}
+	w.found = len(d.Batches)
 	if len(d.Vanished) > 0 {
 		w.log().WarnContext(ctx, "staged files vanished from the source", logkey.Path, strings.Join(d.Vanished, ", "))
 		w.vanished = map[string]bool{}
@@ -538,6 +718,9 @@ func (w *worker) land(ctx context.Context, gen state.Generation, t target, all [
 			Generation: g, From: w.ws.PlannedGeneration, Covered: cov})
 		if err = w.count(err); err != nil {
 			return fmt.Errorf("source %s: fencing generation %d: %w", w.name(), g, err)
+		}
+		if err := w.recordApplied(ctx, g, cov); err != nil {
+			return err
 		}
 	}
 	for _, ch := range t.chunks {
@@ -829,6 +1012,9 @@ func (w *worker) step(ctx context.Context, step warehouse.IngestStep, gen, idx i
 	}
 	if _, err := w.p.Engine.ApplyIngest(ctx, p); w.count(err) != nil {
 		return fail(err)
+	}
+	if step == warehouse.StepBatch {
+		return w.recordApplied(ctx, gen, idx)
 	}
 	return nil
 }

@@ -122,22 +122,36 @@ func Loop(ctx context.Context, p LoopParams) error {
 // Pass.
 const MsgPassFailed = "ingest pass failed; the next pass retries"
 
-// loopPass is one pass of Loop: on p.Engine, or on a warehouse opened for
-// it and closed after.
-func loopPass(ctx context.Context, p LoopParams) (rep Report, err error) {
-	if p.Open != nil {
-		eng, err := p.Open(ctx)
-		if err != nil {
-			return rep, fmt.Errorf("opening the warehouse: %w", err)
-		}
-		if c, ok := eng.(io.Closer); ok {
-			defer func() {
-				if cerr := c.Close(); cerr != nil {
-					err = errors.Join(err, fmt.Errorf("closing the warehouse: %w", cerr))
-				}
-			}()
-		}
-		p.Engine = eng
+// loopPass is one pass of Loop: on p.Engine, or on a warehouse Open
+// opens when a source of the pass first needs it, closed after the pass.
+func loopPass(ctx context.Context, p LoopParams) (Report, error) {
+	if p.Open == nil {
+		return Pass(ctx, p.Params)
 	}
-	return Pass(ctx, p.Params)
+	return Once(ctx, p.Params, p.Open)
+}
+
+// Once runs one Pass whose warehouse open opens only when a source of the
+// pass has something to land (Params.OpenEngine), and closes it (when it
+// is an io.Closer) after the pass: a pass over idle sources never opens
+// it.
+func Once(ctx context.Context, p Params, open func(ctx context.Context) (warehouse.Ingester, error)) (rep Report, err error) {
+	var opened warehouse.Ingester
+	p.Engine = nil
+	p.OpenEngine = func(ctx context.Context) (warehouse.Ingester, error) {
+		eng, err := open(ctx)
+		if err != nil {
+			return nil, err
+		}
+		opened = eng
+		return eng, nil
+	}
+	defer func() {
+		if c, ok := opened.(io.Closer); ok {
+			if cerr := c.Close(); cerr != nil {
+				err = errors.Join(err, fmt.Errorf("closing the warehouse: %w", cerr))
+			}
+		}
+	}()
+	return Pass(ctx, p)
 }

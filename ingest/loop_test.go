@@ -15,7 +15,6 @@ import (
 	"github.com/gapless-dev/gapless/source"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
-	"github.com/gapless-dev/gapless/warehouse/duckdb"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -105,7 +104,8 @@ func TestLoopPassesEveryIntervalUntilStopped(t *testing.T) {
 
 func TestLoopOpensTheWarehousePerPassAndSurvivesAFailedOpen(t *testing.T) {
 	// Scenario: a loop opening its warehouse for each pass: the first open
-	// fails, which the loop reports and survives; the second pass opens it,
+	// fails, which the pass reports for the source that needed it and the
+	// loop survives; the second pass opens it,
 	// lands a.csv and closes it again before waiting.
 	eachStore(t, func(t *testing.T, e *env) {
 		e.csv("a.csv", 1)
@@ -115,12 +115,13 @@ func TestLoopOpensTheWarehousePerPassAndSurvivesAFailedOpen(t *testing.T) {
 			if opens == 1 {
 				return nil, errors.New("the file is held by another process")
 			}
-			return &closing{Engine: e.wh, closes: &closes}, nil
+			return &closing{engine: e.wh, closes: &closes}, nil
 		}
 		passes, stop := e.loop(open)
 		p := e.next(passes)
-		require.ErrorContains(t, p.err, "opening the warehouse: the file is held by another process")
-		require.Empty(t, p.rep.Sources)
+		require.NoError(t, p.err, "the warehouse is opened by the source that needs it")
+		require.ErrorContains(t, p.rep.Err(), "opening the warehouse: the file is held by another process")
+		require.Zero(t, p.rep.Sources[0].Applied)
 
 		e.clk.Advance(time.Minute)
 		p = e.next(passes)
@@ -135,7 +136,7 @@ func TestLoopOpensTheWarehousePerPassAndSurvivesAFailedOpen(t *testing.T) {
 // closing is the warehouse whose Close is counted, not done (the test
 // closes it).
 type closing struct {
-	*duckdb.Engine
+	engine
 	closes *int
 }
 

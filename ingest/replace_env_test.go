@@ -32,12 +32,6 @@ import (
 	pgwarehouse "github.com/gapless-dev/gapless/warehouse/postgres"
 )
 
-// engine is what a pass needs of a warehouse: both engines are one.
-type engine interface {
-	warehouse.Ingester
-	ingest.Reader
-}
-
 // renv is env with either warehouse engine, replace runs under
 // landing/full/<run>/, and the pass's log captured.
 type renv struct {

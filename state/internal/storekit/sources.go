@@ -24,6 +24,10 @@ type SourceRow struct {
 	// per generation, not one per tick.
 	DeferredFor                      int64
 	RegisteredAt, UpdatedAt, Removed int64
+	// LastSeq is the highest batch Seq ever staged. It is read with the
+	// row but written only by the queue (BatchTx.SetQueue), never by
+	// PutSource.
+	LastSeq int64
 }
 
 // Record returns the public record of r, without generations.
@@ -31,7 +35,7 @@ func (r SourceRow) Record() *state.Source {
 	return &state.Source{
 		Name: r.Name, Connector: r.Connector, DefinitionHash: r.DefinitionHash,
 		Building: r.Building, Serving: r.Serving, LastGeneration: r.Last,
-		BuildRequested: r.Requested, ParkedReason: r.Parked,
+		BuildRequested: r.Requested, ParkedReason: r.Parked, LastSeq: r.LastSeq,
 		RegisteredAt: FromMicros(r.RegisteredAt), UpdatedAt: FromMicros(r.UpdatedAt),
 		RemovedAt: FromMicros(r.Removed),
 	}
@@ -531,4 +535,60 @@ func RemoveSource(ctx context.Context, tx SourceTx, p state.RemoveSourceParams) 
 		return nil, err
 	}
 	return row.Record(), nil
+}
+
+// AppliedTx is what RecordApplied needs of one store transaction: the
+// source's row, locked, and its queue head.
+type AppliedTx interface {
+	SourceTx
+	// Queue is BatchTx.Queue.
+	Queue(ctx context.Context, source string) (lastSeq, lastTo int64, found bool, err error)
+}
+
+// RecordApplied moves generation p.Generation's applied seq forward to
+// p.Seq (see state.SourceStore). The source's row is locked first, so the
+// check of the generation's status and applied seq holds at the write
+// against every transition (a concurrent RecordSwap retiring it, another
+// recorder): the compare-and-swap is pinned to {source, generation} and
+// to the stored seq, never to the source's displayed state.
+func RecordApplied(ctx context.Context, tx AppliedTx, p state.RecordAppliedParams) (state.Generation, error) {
+	if p.Source == "" {
+		return state.Generation{}, errors.New("the source name is required")
+	}
+	if p.Generation <= 0 {
+		return state.Generation{}, fmt.Errorf("source %q: generation %d: generations start at 1", p.Source, p.Generation)
+	}
+	if p.Seq < 0 {
+		return state.Generation{}, fmt.Errorf("source %q: generation %d: negative applied seq %d", p.Source, p.Generation, p.Seq)
+	}
+	if _, err := defined(ctx, tx, p.Source); err != nil {
+		return state.Generation{}, err
+	}
+	gen, found, err := tx.Generation(ctx, p.Source, p.Generation)
+	if err != nil {
+		return state.Generation{}, fmt.Errorf("reading generation %d of source %q: %w", p.Generation, p.Source, err)
+	}
+	if !found {
+		return state.Generation{}, fmt.Errorf("%w: source %q has no generation %d", state.ErrConflictingGeneration, p.Source, p.Generation)
+	}
+	if gen.Status == state.GenerationRetired {
+		return state.Generation{}, fmt.Errorf("%w: generation %d of source %q is retired: nothing is applied to it any more",
+			state.ErrConflictingGeneration, p.Generation, p.Source)
+	}
+	if p.Seq <= gen.AppliedSeq {
+		return gen, nil // behind or equal: another recorder got there first
+	}
+	lastSeq, _, _, err := tx.Queue(ctx, p.Source)
+	if err != nil {
+		return state.Generation{}, fmt.Errorf("reading the queue of source %q: %w", p.Source, err)
+	}
+	if p.Seq > lastSeq {
+		return state.Generation{}, fmt.Errorf("source %q: generation %d: batch %d was never staged (the queue ends at %d)",
+			p.Source, p.Generation, p.Seq, lastSeq)
+	}
+	gen.AppliedSeq = p.Seq
+	if err := tx.PutGeneration(ctx, gen); err != nil {
+		return state.Generation{}, fmt.Errorf("writing generation %d of source %q: %w", gen.Generation, p.Source, err)
+	}
+	return gen, nil
 }
