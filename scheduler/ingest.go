@@ -43,7 +43,7 @@ func (s *Scheduler) ingest(ctx context.Context, open func() (warehouse.Engine, e
 	for _, sr := range rep.Sources {
 		s.emit(SourceIngested{Report: sr})
 	}
-	if merr := s.observeSources(ctx, rep, eng); merr != nil {
+	if merr := s.observeSources(ctx, rep); merr != nil {
 		s.emit(IngestFailed{Err: merr})
 		return &rep, merr
 	}
@@ -77,9 +77,6 @@ func (t *tickIngester) get() (warehouse.Engine, warehouse.Ingester, error) {
 	}
 	return t.eng, t.in, t.err
 }
-
-// opened reports whether the pass opened the warehouse.
-func (t *tickIngester) opened() bool { return t.eng != nil }
 
 func (t *tickIngester) ApplyIngest(ctx context.Context, p warehouse.IngestParams) (warehouse.IngestResult, error) {
 	_, in, err := t.get()

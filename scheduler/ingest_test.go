@@ -90,7 +90,7 @@ func TestTickIngestsThenRunsUpToTheWatermark(t *testing.T) {
 	require.Equal(t, at(2024, 1, 1, 3).Add(30*time.Minute), src.Watermark)
 	require.Equal(t, 1, res.Envs[0].Ran, "the tick's run sees the watermark its pass published")
 	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-01T03:00:00Z)}", served(t, b, "demo.child"))
-	require.Equal(t, int64(2), d.opens.Load(), "one open per tick for the pass and the run")
+	require.Equal(t, int64(1), d.opens.Load(), "the first tick had nothing to land or run and opened nothing; the second one open for the pass and the run")
 
 	land(t, b, "b.csv", "4,2024-01-01 05:10:00,4")
 	clk.Advance(time.Hour)
@@ -98,7 +98,7 @@ func TestTickIngestsThenRunsUpToTheWatermark(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Ingest.Sources[0].Applied)
 	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-01T05:00:00Z)}", served(t, b, "demo.child"))
-	require.Equal(t, int64(3), d.opens.Load())
+	require.Equal(t, int64(2), d.opens.Load(), "one open for the third tick's pass and run")
 	require.Equal(t, d.opens.Load(), d.closes.Load())
 }
 

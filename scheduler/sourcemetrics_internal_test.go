@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"errors"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/gapless-dev/gapless/ingest"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/state/sqlite"
-	"github.com/gapless-dev/gapless/warehouse"
 )
 
 // Scenario: the counters and gauges a pass's report carries (filled by
@@ -23,8 +21,8 @@ import (
 // reach the metrics as they are, added up over passes. A source with four
 // staged batches is blocked at seq 2, staged 90 seconds before the pass
 // ended: three batches are blocked, the oldest 90 s old; a later pass that
-// is not blocked clears both. The pass did not open the warehouse, so the
-// lag, which needs its markers, is left unset.
+// is not blocked clears both. Nothing serves yet, so the lag, read from
+// the state store without the warehouse, is all four batches.
 func TestObserveSourcesFillsReportCounters(t *testing.T) {
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "state.db"))
@@ -46,11 +44,10 @@ func TestObserveSourcesFillsReportCounters(t *testing.T) {
 	m, err := newMetrics(reg)
 	require.NoError(t, err)
 	s := &Scheduler{p: Params{Store: st}, clock: clk, log: slog.New(slog.DiscardHandler), metrics: m}
-	eng := &tickIngester{open: func() (warehouse.Engine, error) { return nil, errors.New("not opened") }, m: m}
 
 	blocked := ingest.SourceReport{Source: src, Applied: 2, Replayed: 3, Fenced: 1, LateRows: 5,
 		Blocked: &ingest.BlockedBatch{Seq: 2, Location: "fb.csv", StagedAt: now.Add(-90 * time.Second), Reason: "bad"}}
-	require.NoError(t, s.observeSources(ctx, ingest.Report{Sources: []ingest.SourceReport{blocked}}, eng))
+	require.NoError(t, s.observeSources(ctx, ingest.Report{Sources: []ingest.SourceReport{blocked}}))
 	val := func(c prometheus.Collector) float64 { return testutil.ToFloat64(c) }
 	require.Equal(t, 2.0, val(m.sourceBatches.WithLabelValues(src)))
 	require.Equal(t, 3.0, val(m.sourceReplayed.WithLabelValues(src)))
@@ -59,9 +56,9 @@ func TestObserveSourcesFillsReportCounters(t *testing.T) {
 	require.Equal(t, 3.0, val(m.sourceBlocked.WithLabelValues(src)))
 	require.Equal(t, 90.0, val(m.sourceBlockedAge.WithLabelValues(src)))
 	require.Equal(t, 1.0, val(m.sourceState.WithLabelValues(src, string(state.SourcePendingBackfill))))
-	require.Zero(t, testutil.CollectAndCount(m.sourceLag), "no lag without the warehouse's markers")
+	require.Equal(t, 4.0, val(m.sourceLag.WithLabelValues(src)), "the lag is read from the state store")
 
-	require.NoError(t, s.observeSources(ctx, ingest.Report{Sources: []ingest.SourceReport{{Source: src, Replayed: 1}}}, eng))
+	require.NoError(t, s.observeSources(ctx, ingest.Report{Sources: []ingest.SourceReport{{Source: src, Replayed: 1}}}))
 	require.Equal(t, 4.0, val(m.sourceReplayed.WithLabelValues(src)))
 	require.Zero(t, val(m.sourceBlocked.WithLabelValues(src)))
 	require.Zero(t, val(m.sourceBlockedAge.WithLabelValues(src)))
