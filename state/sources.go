@@ -172,8 +172,9 @@ type EnsureSourcesParams struct {
 type PlanGenerationParams struct {
 	Source string
 	Kind   GenerationKind
-	// Pin is the position the build is pinned to: required for a backfill,
-	// nil for a replace run whose final batch has not arrived.
+	// Pin is the position the build is pinned to; nil for a replace run
+	// whose final batch has not arrived, or a backfill a resync planned,
+	// which the ingest pass that builds it pins (PinGeneration).
 	Pin      *int64
 	PinLabel string
 	Chunks   int

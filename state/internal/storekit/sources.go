@@ -177,11 +177,9 @@ func PlanGeneration(ctx context.Context, tx SourceTx, p state.PlanGenerationPara
 		return state.Generation{}, nil, err
 	}
 	switch p.Kind {
-	case state.GenerationBackfill:
-		if p.Pin == nil {
-			return state.Generation{}, nil, fmt.Errorf("source %q: a backfill is planned at a pin", p.Source)
-		}
-	case state.GenerationReplace:
+	case state.GenerationBackfill, state.GenerationReplace:
+		// A backfill planned without a pin (a resync, which plans at once
+		// to name the generation) is pinned by the pass that builds it.
 	default:
 		return state.Generation{}, nil, fmt.Errorf("source %q: unknown generation kind %q (backfill or replace)", p.Source, p.Kind)
 	}
