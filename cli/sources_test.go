@@ -65,6 +65,7 @@ func sourcesOf(t *testing.T, dir string) map[string]ingest.Summary {
 // it serving, caught up (applied = head), nothing blocked, the watermark
 // moved; every event is served exactly once; the downstream model catches
 // up to the new watermark, hour by hour, with every event counted once.
+// The janitor then drops the replaced generation's table.
 func TestSourcesStoryOnTheEmbeddedDefault(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -124,6 +125,17 @@ func TestSourcesStoryOnTheEmbeddedDefault(t *testing.T) {
 	require.Equal(t, []any{float64(5), float64(10)}, res.Rows[0], "hours 00-04 (the watermark is 05:30), two events each, once")
 	human := mustRun(t, dir, "sources")
 	require.Regexp(t, fmt.Sprintf(`raw\.events +files +PRIMED +g%d +- +seq 3 / 3 +0s +2024-01-01T05:30:00Z +0\n`, built), human)
+
+	// The janitor drops the replaced generation 1's table (--grace 0: at
+	// once) and keeps the serving one; the source still serves every row.
+	require.Regexp(t, `Would remove 1 retired source generation table\(s\) and \d+ of their marker\(s\):\n  table gapless__raw\.raw__events__g1\n`,
+		mustRun(t, dir, "janitor", "--grace", "0", "--dry-run"))
+	var jr janitorReport
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "janitor", "--grace", "0", "--json")), &jr))
+	require.Equal(t, []string{"gapless__raw.raw__events__g1"}, jr.SourceTables)
+	require.Positive(t, jr.SourceMarkers)
+	require.Equal(t, float64(12), count(t, dir, "raw.events"))
+	require.Equal(t, []any{float64(0)}, queryRows(t, dir, "SELECT count(*)::float8 FROM gapless__ingest.markers WHERE generation = 1").Rows[0])
 }
 
 // Scenario: `sources show` lists a source's generations, its batches and
