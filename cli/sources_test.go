@@ -185,3 +185,33 @@ func TestSourcesShowAndBadInput(t *testing.T) {
 	out = mustRun(t, dir, "sources", "resync", "raw.events")
 	require.Equal(t, "raw.events: retired generation 2 (the build in flight), planned generation 3.\nGeneration 1 serves until 3 swaps in; the next ingest pass builds it.\n", out)
 }
+
+// Scenario: `gapless init` writes a source into the example project,
+// raw.orders, with three CSV files in landing/orders and a model reading
+// it, and `make demo`'s order works: the plan holds the model back waiting
+// on the source; `ingest --once` lands the three files as generation 1 and
+// publishes the watermark (the last order, 2024-01-02 00:45, less 10m);
+// `run` computes the model's 24 hours of 2024-01-01, two orders each, and
+// not the incomplete hour after.
+func TestInitWritesALandableSource(t *testing.T) {
+	t.Parallel()
+	dir := initProjectWithSource(t)
+	for _, rel := range []string{"sources/orders.yaml", "models/orders_hourly.sql", "landing/orders/2024-01-01-01.csv",
+		"landing/orders/2024-01-01-02.csv", "landing/orders/2024-01-01-03.csv"} {
+		require.FileExists(t, filepath.Join(dir, rel))
+	}
+	out := mustRun(t, dir, "plan", "--auto-apply", "--execution-time", t0)
+	require.Contains(t, out, "+ raw.orders  added: new source")
+	require.Regexp(t, `demo\.orders_hourly +\S+ +24 intervals in .*: waiting on raw\.orders \(not landed yet\)`, out)
+
+	out = mustRun(t, dir, "ingest", "--once")
+	require.Equal(t, "raw.orders: 3 staged, 0 applied, generation 1 swapped in, complete through 2024-01-02T00:35:00Z\n", out)
+	mustRun(t, dir, "run", "--execution-time", t1)
+	res := queryRows(t, dir, "SELECT count(*)::float8, sum(orders)::float8 FROM demo.orders_hourly")
+	require.Equal(t, []any{float64(24), float64(48)}, res.Rows[0])
+	s := sourcesOf(t, dir)["raw.orders"]
+	require.Equal(t, state.SourcePrimed, s.State)
+	require.Equal(t, int64(3), s.AppliedSeq)
+	st := statusOf(t, dir, "--execution-time", t1)
+	require.Equal(t, []string{"waiting on raw.orders (complete through 2024-01-02T00:35:00Z)"}, st["demo.orders_hourly"].WaitingOn)
+}
