@@ -15,6 +15,7 @@ import (
 
 	"github.com/gapless-dev/gapless/ingest"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/state/sqlite"
 )
 
 // landEvents writes landing/events/name with one event per id, at
@@ -141,7 +142,9 @@ func TestSourcesStoryOnTheEmbeddedDefault(t *testing.T) {
 // Scenario: `sources show` lists a source's generations, its batches and
 // the warehouse's fence; a failing file blocks its batch, which `sources`
 // reports with its age; `sources resync` of a typo fails (exit 1) naming
-// the closest source; `show` without its argument is a usage error.
+// the closest source; `show` without its argument is a usage error. A
+// parked source names its reason and the resync that heals it, which
+// unparks it and plans generation 2; a second resync retires 2.
 func TestSourcesShowAndBadInput(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
@@ -179,9 +182,22 @@ func TestSourcesShowAndBadInput(t *testing.T) {
 	require.Contains(t, r.stderr, "did you mean raw.events?")
 	require.Equal(t, ExitUsage, run(t, dir, "sources", "show").code)
 
+	// Parked NEEDS_RESYNC (as ingest parks a source whose staged file
+	// vanished), the source says how to heal it; the resync unparks it.
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, ".gapless", "state.db"))
+	require.NoError(t, err)
+	_, err = st.ParkSource(t.Context(), state.ParkSourceParams{Source: "raw.events", Expect: state.SourceExpectation{Serving: 1},
+		Reason: "landing/events/a.csv vanished", Now: testNow})
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	out = mustRun(t, dir, "sources")
+	require.Contains(t, out, "  raw.events: landing/events/a.csv vanished; run `gapless sources resync raw.events`\n")
+	require.Regexp(t, `raw\.events +files +NEEDS_RESYNC +g1 `, out)
+
 	var res ingest.ResyncResult
 	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "sources", "resync", "raw.events", "--json")), &res))
-	require.Equal(t, ingest.ResyncResult{Source: "raw.events", Planned: 2, Serving: 1}, res)
+	require.Equal(t, ingest.ResyncResult{Source: "raw.events", Planned: 2, Serving: 1, Unparked: true}, res)
+	require.Equal(t, state.SourceBackfilling, sourcesOf(t, dir)["raw.events"].State)
 	out = mustRun(t, dir, "sources", "resync", "raw.events")
 	require.Equal(t, "raw.events: retired generation 2 (the build in flight), planned generation 3.\nGeneration 1 serves until 3 swaps in; the next ingest pass builds it.\n", out)
 }
