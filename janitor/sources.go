@@ -76,7 +76,7 @@ func (g *executor) dropRetiredGenerations(ctx context.Context, st state.Store, e
 	fenced := func(c genCandidate) {
 		g.log.Info("janitor: retired source generation kept: the warehouse fence names it", logkey.Model, c.source, logkey.Generation, c.gen)
 		rep.KeptGenerations = append(rep.KeptGenerations, KeptGeneration{Source: c.source, Generation: c.gen,
-			Reason: "the warehouse fence still plans or serves it (the next ingest pass moves it)"})
+			Reason: "the warehouse fence still plans or serves it"})
 	}
 	for _, c := range drop {
 		table := ingest.Table(c.source, c.gen)

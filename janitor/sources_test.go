@@ -154,7 +154,7 @@ func TestJanitorDropsRetiredSourceGenerationsAfterGrace(t *testing.T) {
 		require.Equal(t, []string{"gapless__raw.raw__events__g1"}, rep.SourceTables)
 		require.Equal(t, int64(m1), rep.SourceMarkers)
 		require.Equal(t, []janitor.KeptGeneration{{Source: rawEvents, Generation: 3,
-			Reason: "the warehouse fence still plans or serves it (the next ingest pass moves it)"}}, rep.KeptGenerations)
+			Reason: "the warehouse fence still plans or serves it"}}, rep.KeptGenerations)
 		require.Equal(t, []bool{false, true, true}, l.tablesExist(1, 2, 3))
 		require.Zero(t, l.markers(1))
 		require.Equal(t, m2, l.markers(2))
