@@ -79,6 +79,29 @@ type Hooks struct {
 	// AfterSwap runs after the warehouse committed the swap of generation
 	// gen, before the state store records it.
 	AfterSwap func(source string, gen int64) error
+	// BeforeStep runs before each warehouse step (fence, chunk, batch,
+	// swap) of generation gen is sent to the warehouse; index is the chunk
+	// index, the batch seq, or 0 (fence, swap).
+	BeforeStep func(source string, step warehouse.IngestStep, gen, index int64) error
+	// AfterStep runs after the warehouse committed that step (not after a
+	// step it refused, as already applied or otherwise), before anything
+	// else, the state store included, hears of it.
+	AfterStep func(source string, step warehouse.IngestStep, gen, index int64) error
+}
+
+// before and after run the BeforeStep and AfterStep hooks.
+func (h Hooks) before(source string, step warehouse.IngestStep, gen, index int64) error {
+	if h.BeforeStep == nil {
+		return nil
+	}
+	return h.BeforeStep(source, step, gen, index)
+}
+
+func (h Hooks) after(source string, step warehouse.IngestStep, gen, index int64) error {
+	if h.AfterStep == nil {
+		return nil
+	}
+	return h.AfterStep(source, step, gen, index)
 }
 
 // Params are the parameters of Pass.
@@ -418,10 +441,16 @@ func (w *worker) build(ctx context.Context) error {
 	}
 	cov := covered(all, snap.Pin)
 	if !w.ws.Exists || w.ws.PlannedGeneration < g {
+		if err := w.p.Hooks.before(w.name(), warehouse.StepFence, g, 0); err != nil {
+			return err
+		}
 		_, err := w.p.Engine.ApplyIngest(ctx, warehouse.IngestParams{Source: w.name(), Step: warehouse.StepFence,
 			Generation: g, From: w.ws.PlannedGeneration, Covered: cov})
 		if err != nil {
 			return fmt.Errorf("source %s: fencing generation %d: %w", w.name(), g, err)
+		}
+		if err := w.p.Hooks.after(w.name(), warehouse.StepFence, g, 0); err != nil {
+			return err
 		}
 	}
 	for _, ch := range snap.Chunks {
@@ -433,6 +462,9 @@ func (w *worker) build(ctx context.Context) error {
 		if _, err := w.catchUp(ctx, g, cov, true); err != nil {
 			return err
 		}
+		if err := w.p.Hooks.before(w.name(), warehouse.StepSwap, g, 0); err != nil {
+			return err
+		}
 		_, err := w.p.Engine.ApplyIngest(ctx, warehouse.IngestParams{Source: w.name(), Step: warehouse.StepSwap, Generation: g,
 			Chunks: int64(len(snap.Chunks)), Table: Table(w.name(), g), View: w.view()})
 		if errors.Is(err, warehouse.ErrBehind) && try < maxSwapTries {
@@ -440,6 +472,11 @@ func (w *worker) build(ctx context.Context) error {
 		}
 		if err != nil && !errors.Is(err, warehouse.ErrAlreadyApplied) {
 			return fmt.Errorf("source %s: swapping in generation %d: %w", w.name(), g, err)
+		}
+		if err == nil {
+			if err := w.p.Hooks.after(w.name(), warehouse.StepSwap, g, 0); err != nil {
+				return err
+			}
 		}
 		break
 	}
@@ -529,8 +566,15 @@ func (w *worker) step(ctx context.Context, step warehouse.IngestStep, gen, idx i
 			p.Apply = warehouse.IngestReplace
 		}
 	}
-	if _, err := w.p.Engine.ApplyIngest(ctx, p); err != nil && !errors.Is(err, warehouse.ErrAlreadyApplied) {
+	if err := w.p.Hooks.before(w.name(), step, gen, idx); err != nil {
+		return err
+	}
+	_, err = w.p.Engine.ApplyIngest(ctx, p)
+	if err != nil && !errors.Is(err, warehouse.ErrAlreadyApplied) {
 		return fail(err)
+	}
+	if err == nil {
+		return w.p.Hooks.after(w.name(), step, gen, idx)
 	}
 	return nil
 }
