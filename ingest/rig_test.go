@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -145,7 +146,8 @@ func (r *rig) write(rel, body string) {
 // params are a pass's parameters with hooks h.
 func (r *rig) params(h ingest.Hooks) ingest.Params {
 	return ingest.Params{Store: r.store, Engine: r.wh, Sources: map[string]*source.Definition{src: r.d},
-		Connectors: []connector.Connector{r.conn}, Root: r.root, Clock: r.clk, Hooks: h}
+		Connectors: []connector.Connector{r.conn}, Root: r.root, Clock: r.clk, Hooks: h,
+		Logger: slog.New(slog.DiscardHandler)}
 }
 
 // run runs one ingest pass with hooks h and returns the source's report.
