@@ -95,7 +95,8 @@ func TestPropertyServedTableIsTheSourceAtItsAppliedPosition(t *testing.T) {
 	// ingest passes, resyncs (between passes, and in the middle of a pass
 	// at a random warehouse step: retiring the build in flight) and
 	// crashes (a hook failing at a random point of a pass). After every
-	// pass no id is served twice. Once the last replace run is completed
+	// pass no id is served twice, and after one that ends PRIMED without a
+	// failure the table is the model below. Once the last replace run is completed
 	// and passes run until nothing changes, the served table is exactly
 	// the model: the rows of the last replace run staged, if any, plus
 	// every append file staged after it, each once; nothing builds or is
@@ -162,6 +163,11 @@ func TestPropertyServedTableIsTheSourceAtItsAppliedPosition(t *testing.T) {
 			rows, distinct := r.served()
 			require.Equal(rt, rows, distinct, "a row served twice after a pass (%v)", rep.Err)
 			r.requireStateInvariants()
+			if s, err := r.store.GetSource(r.ctx, src); err == nil && rep.Err == nil && s.State() == state.SourcePrimed {
+				// A pass that ends PRIMED without a failure has applied
+				// everything staged.
+				r.requireServesExactly(l.want())
+			}
 			return rep
 		}
 
