@@ -2,7 +2,6 @@ package ingest_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 
@@ -38,200 +37,226 @@ type passResult struct {
 	err error
 }
 
+// seedVariant is where the resync meets generation 2's build (before its
+// last chunk, index 1, or before its swap) and whether that step commits
+// (pass B waits after planning 3) or is fenced (B moved the fence first).
+type seedVariant struct {
+	step   warehouse.IngestStep
+	index  int64
+	fenced bool
+}
+
+func (v seedVariant) String() string {
+	what := "swap"
+	if v.step == warehouse.StepChunk {
+		what = "last_chunk"
+	}
+	if v.fenced {
+		return what + "_fenced"
+	}
+	return what + "_commits"
+}
+
 func TestSeedResyncDuringSwapLosesNoRow(t *testing.T) {
 	// Scenario: the seed's first bug. raw.events is primed (generation 1,
 	// a.csv and b.csv) and took live batch c.csv. A resync requests a
-	// rebuild: pass A builds generation 2 and, with 2's chunks and catch-up
-	// done, reaches its swap. There (hook BeforeStep swap 2) a resync
+	// rebuild: pass A builds generation 2 (chunks [a, b] and [c]). As A
+	// reaches 2's last chunk, or its swap (hook BeforeStep), a resync
 	// retires 2 in the state store (RequestBuild with Retire) and pass B,
 	// running beside A, stages d.csv and plans generation 3, pinned after
 	// d. Then:
-	//   - commit: B waits after planning (its fence not yet moved), so 2's
-	//     swap transaction commits: the warehouse serves 2 for a while. Its
-	//     promotion by A, RecordSwap(2), is refused: 2 is retired. e.csv
+	//   - commits: B waits after planning (its fence not moved yet), so 2's
+	//     step and its swap commit: the warehouse serves 2 for a while. A's
+	//     promotion of 2, RecordSwap(2), is refused: 2 is retired. e.csv
 	//     lands and is staged after 3's pin;
 	//   - fenced: B moves the warehouse fence to 3 first and waits, so 2's
-	//     swap is refused by the fence (ErrFenced), writing nothing; e.csv
+	//     step is refused by the fence (ErrFenced), writing nothing; e.csv
 	//     lands and is staged.
 	// In both, the late promotion of 2 is attempted once more by hand while
 	// 3 builds, and refused; then B loads 3, catches up on e and swaps 3
-	// in; the late promotion is refused again. f.csv lands and the passes settle: generation 3 serves,
-	// every row (ids 1..9) exactly once, the history records no swap of 2
-	// after its retirement, and the served row count never decreased from
-	// one pass (or swap) to the next.
+	// in; the late promotion is refused again. f.csv lands and the passes
+	// settle: generation 3 serves, every row (ids 1..9) exactly once, the
+	// history records no swap of 2 after its retirement, and the served row
+	// count never decreased from one observation (after each pass, and
+	// while 2 served) to the next. On both state stores and both engines.
+	variants := []seedVariant{
+		{step: warehouse.StepSwap}, {step: warehouse.StepSwap, fenced: true},
+		{step: warehouse.StepChunk, index: 1}, {step: warehouse.StepChunk, index: 1, fenced: true},
+	}
 	for _, b := range allBackends {
-		for _, variant := range []string{"commit", "fenced"} {
-			t.Run(b.String()+"/"+variant, func(t *testing.T) {
-				r := rigT(t, b)
-				var counts []int64
-				observe := func(when string) {
-					rows, distinct := r.served()
-					require.Equal(t, rows, distinct, "a row served twice %s", when)
-					counts = append(counts, rows)
-				}
-
-				r.csv("a.csv", 1, 2)
-				r.csv("b.csv", 3, 4)
-				rep := r.pass(ingest.Hooks{})
-				require.NoError(t, rep.Err)
-				require.Equal(t, int64(1), rep.Built)
-				observe("after priming")
-				r.csv("c.csv", 5)
-				rep = r.pass(ingest.Hooks{})
-				require.NoError(t, rep.Err)
-				require.Equal(t, 1, rep.Applied)
-				observe("after live batch c")
-
-				_, err := r.store.RequestBuild(r.ctx, state.RequestBuildParams{Source: src, Reason: "resync", Now: r.clk.Now()})
-				require.NoError(t, err)
-
-				// Pass B's rendezvous points.
-				planned, fenced, release, bDone := make(signal), make(signal), make(signal), make(chan struct{})
-				var bRes passResult
-				released := false
-				releaseB := func() { // main goroutine only
-					if !released {
-						released = true
-						release.fire()
-					}
-				}
-				hooksB := ingest.Hooks{
-					AfterPlan: func(_ string, gen int64) error {
-						if gen != 3 {
-							return fmt.Errorf("pass B planned generation %d, want 3", gen)
-						}
-						if variant == "commit" {
-							planned.fire()
-							<-release
-						}
-						return nil
-					},
-					AfterStep: func(_ string, step warehouse.IngestStep, gen, _ int64) error {
-						if variant == "fenced" && step == warehouse.StepFence && gen == 3 {
-							fenced.fire()
-							<-release
-						}
-						return nil
-					},
-				}
-				startB := func() {
-					go func() {
-						defer close(bDone)
-						bRes.rep, bRes.err = r.run(context.Background(), hooksB)
-					}()
-				}
-				var hookErr error
-				swaps := 0
-				hooksA := ingest.Hooks{
-					BeforeStep: func(_ string, step warehouse.IngestStep, gen, _ int64) error {
-						if step != warehouse.StepSwap || gen != 2 || swaps > 0 {
-							return nil
-						}
-						swaps++
-						// The resync, while 2's swap is under way.
-						if _, err := r.store.RequestBuild(r.ctx, state.RequestBuildParams{Source: src, Retire: 2,
-							Reason: "resync", Now: r.clk.Now()}); err != nil {
-							hookErr = err
-							return err
-						}
-						r.csv("d.csv", 6, 7)
-						startB()
-						if variant == "commit" {
-							hookErr = planned.wait(bDone, "planning generation 3")
-						} else {
-							hookErr = fenced.wait(bDone, "fencing generation 3")
-						}
-						return hookErr
-					},
-					AfterStep: func(_ string, step warehouse.IngestStep, gen, _ int64) error {
-						if step != warehouse.StepSwap || gen != 2 {
-							return nil
-						}
-						// 2's swap committed: the warehouse serves 2.
-						if variant != "commit" {
-							hookErr = errors.New("generation 2's swap committed through the fence of generation 3")
-							return hookErr
-						}
-						rows, distinct := r.served()
-						if rows != distinct {
-							hookErr = fmt.Errorf("generation 2 serves %d rows, %d distinct", rows, distinct)
-						}
-						counts = append(counts, rows)
-						r.csv("e.csv", 8)
-						if n := r.stage(); n != 1 {
-							hookErr = fmt.Errorf("staged %d batches, want e.csv", n)
-						}
-						return hookErr
-					},
-				}
-				t.Cleanup(releaseB) // should an assertion below fail first
-				repA, errA := r.run(r.ctx, hooksA)
-				require.NoError(t, errA)
-				require.NoError(t, hookErr)
-				require.Equal(t, 1, swaps, "pass A reached generation 2's swap")
-				require.NotEqual(t, int64(2), repA.Built, "pass A must not record generation 2 as swapped")
-				if variant == "commit" {
-					require.ErrorIs(t, repA.Err, state.ErrConflictingGeneration, "the late promotion of 2 is refused")
-				} else {
-					require.ErrorIs(t, repA.Err, warehouse.ErrFenced, "2's swap is refused by the fence")
-					observe("after 2's swap was fenced")
-					r.csv("e.csv", 8)
-					require.Equal(t, 1, r.stage())
-				}
-				// The late promotion of 2, attempted again with the stale
-				// evidence of 2's swap, while 3 is still building.
-				require.Equal(t, int64(3), r.source().Building)
-				_, err = r.store.RecordSwap(r.ctx, state.RecordSwapParams{Source: src, Generation: 2, Now: r.clk.Now()})
-				require.ErrorIs(t, err, state.ErrConflictingGeneration)
-				releaseB()
-				<-bDone
-				require.NoError(t, bRes.err)
-				require.NoError(t, bRes.rep.Err)
-				require.Equal(t, int64(3), bRes.rep.Built)
-				observe("after generation 3 swapped in")
-
-				// And once 3 serves.
-				_, err = r.store.RecordSwap(r.ctx, state.RecordSwapParams{Source: src, Generation: 2, Now: r.clk.Now()})
-				require.ErrorIs(t, err, state.ErrConflictingGeneration)
-
-				r.csv("f.csv", 9)
-				for i := range 2 {
-					rep := r.pass(ingest.Hooks{})
-					require.NoError(t, rep.Err)
-					observe(fmt.Sprintf("after settling pass %d", i))
-				}
-
-				s := r.source()
-				require.Equal(t, state.SourcePrimed, s.State())
-				require.Equal(t, int64(3), s.Serving)
-				require.Zero(t, s.Building)
-				require.Equal(t, int64(3), s.LastGeneration)
-				ws := r.warehouseState()
-				require.Equal(t, int64(3), ws.ServingGeneration)
-				require.Equal(t, int64(3), ws.PlannedGeneration)
-				r.requireServesExactly(ids(1, 9))
-				for i := 1; i < len(counts); i++ {
-					require.GreaterOrEqual(t, counts[i], counts[i-1], "served rows decreased: %v", counts)
-				}
-				for _, g := range s.Generations {
-					if g.Generation == 2 {
-						require.Equal(t, state.GenerationRetired, g.Status)
-						require.True(t, g.SwappedAt.IsZero(), "generation 2 was recorded as swapped")
-					}
-				}
-
-				var retiredAt int64
-				for _, ev := range r.events() {
-					g := eventGeneration(t, ev)
-					switch {
-					case ev.Kind == state.EventSourceRetired && g == 2:
-						retiredAt = ev.ID
-					case ev.Kind == state.EventSourceSwapped && g == 2:
-						require.Zero(t, retiredAt, "generation 2's swap recorded after its retirement (event %d)", ev.ID)
-					}
-				}
-				require.NotZero(t, retiredAt, "the resync's retirement of 2 is in the history")
-			})
+		for _, v := range variants {
+			t.Run(b.String()+"/"+v.String(), func(t *testing.T) { seedResyncDuringSwap(t, b, v) })
 		}
 	}
+}
+
+func seedResyncDuringSwap(t *testing.T, b backend, v seedVariant) {
+	r := rigT(t, b)
+	var counts []int64
+	observe := func(when string) {
+		rows, distinct := r.served()
+		require.Equal(t, rows, distinct, "a row served twice %s", when)
+		counts = append(counts, rows)
+	}
+
+	r.csv("a.csv", 1, 2)
+	r.csv("b.csv", 3, 4)
+	rep := r.pass(ingest.Hooks{})
+	require.NoError(t, rep.Err)
+	require.Equal(t, int64(1), rep.Built)
+	observe("after priming")
+	r.csv("c.csv", 5)
+	rep = r.pass(ingest.Hooks{})
+	require.NoError(t, rep.Err)
+	require.Equal(t, 1, rep.Applied)
+	observe("after live batch c")
+
+	_, err := r.store.RequestBuild(r.ctx, state.RequestBuildParams{Source: src, Reason: "resync", Now: r.clk.Now()})
+	require.NoError(t, err)
+
+	// Pass B, beside A: it pauses after planning 3 (commits) or after
+	// fencing 3 (fenced) until released.
+	paused, release, bDone := make(signal), make(signal), make(chan struct{})
+	released := false
+	releaseB := func() { // main goroutine only
+		if !released {
+			released = true
+			release.fire()
+		}
+	}
+	var bRes passResult
+	hooksB := ingest.Hooks{
+		AfterPlan: func(_ string, gen int64) error {
+			if gen != 3 {
+				return fmt.Errorf("pass B planned generation %d, want 3", gen)
+			}
+			if !v.fenced {
+				paused.fire()
+				<-release
+			}
+			return nil
+		},
+		AfterStep: func(_ string, step warehouse.IngestStep, gen, _ int64) error {
+			if v.fenced && step == warehouse.StepFence && gen == 3 {
+				paused.fire()
+				<-release
+			}
+			return nil
+		},
+	}
+
+	var hookErr error
+	met := 0
+	hooksA := ingest.Hooks{
+		BeforeStep: func(_ string, step warehouse.IngestStep, gen, index int64) error {
+			if step != v.step || gen != 2 || index != v.index || met > 0 {
+				return nil
+			}
+			met++
+			// The resync, while 2 is under way.
+			if _, err := r.store.RequestBuild(r.ctx, state.RequestBuildParams{Source: src, Retire: 2,
+				Reason: "resync", Now: r.clk.Now()}); err != nil {
+				hookErr = err
+				return err
+			}
+			r.csv("d.csv", 6, 7)
+			go func() {
+				defer close(bDone)
+				bRes.rep, bRes.err = r.run(context.Background(), hooksB)
+			}()
+			hookErr = paused.wait(bDone, "generation 3 was planned (and fenced)")
+			return hookErr
+		},
+		AfterStep: func(_ string, step warehouse.IngestStep, gen, index int64) error {
+			if gen != 2 {
+				return nil
+			}
+			if v.fenced && step == v.step && index == v.index {
+				hookErr = fmt.Errorf("generation 2's %s committed through the fence of generation 3", step)
+				return hookErr
+			}
+			if step != warehouse.StepSwap {
+				return nil
+			}
+			// 2's swap committed: the warehouse serves 2.
+			rows, distinct := r.served()
+			if rows != distinct {
+				hookErr = fmt.Errorf("generation 2 serves %d rows, %d distinct", rows, distinct)
+			}
+			counts = append(counts, rows)
+			r.csv("e.csv", 8)
+			if n := r.stage(); n != 1 {
+				hookErr = fmt.Errorf("staged %d batches, want e.csv", n)
+			}
+			return hookErr
+		},
+	}
+	t.Cleanup(releaseB) // should an assertion below fail first
+	repA, errA := r.run(r.ctx, hooksA)
+	require.NoError(t, errA)
+	require.NoError(t, hookErr)
+	require.Equal(t, 1, met, "pass A reached generation 2's %s", v.step)
+	require.NotEqual(t, int64(2), repA.Built, "pass A must not record generation 2 as swapped")
+	if v.fenced {
+		require.ErrorIs(t, repA.Err, warehouse.ErrFenced, "2's %s is refused by the fence", v.step)
+		observe("after 2 was fenced")
+		r.csv("e.csv", 8)
+		require.Equal(t, 1, r.stage())
+	} else {
+		require.ErrorIs(t, repA.Err, state.ErrConflictingGeneration, "the late promotion of 2 is refused")
+		require.Equal(t, int64(2), r.warehouseState().ServingGeneration, "2's swap committed")
+	}
+	// The late promotion of 2, attempted again with the stale evidence of
+	// 2's swap, while 3 is still building.
+	require.Equal(t, int64(3), r.source().Building)
+	_, err = r.store.RecordSwap(r.ctx, state.RecordSwapParams{Source: src, Generation: 2, Now: r.clk.Now()})
+	require.ErrorIs(t, err, state.ErrConflictingGeneration)
+	releaseB()
+	<-bDone
+	require.NoError(t, bRes.err)
+	require.NoError(t, bRes.rep.Err)
+	require.Equal(t, int64(3), bRes.rep.Built)
+	observe("after generation 3 swapped in")
+
+	// And once 3 serves.
+	_, err = r.store.RecordSwap(r.ctx, state.RecordSwapParams{Source: src, Generation: 2, Now: r.clk.Now()})
+	require.ErrorIs(t, err, state.ErrConflictingGeneration)
+
+	r.csv("f.csv", 9)
+	for i := range 2 {
+		rep := r.pass(ingest.Hooks{})
+		require.NoError(t, rep.Err)
+		observe(fmt.Sprintf("after settling pass %d", i))
+	}
+
+	s := r.source()
+	require.Equal(t, state.SourcePrimed, s.State())
+	require.Equal(t, int64(3), s.Serving)
+	require.Zero(t, s.Building)
+	require.Equal(t, int64(3), s.LastGeneration)
+	ws := r.warehouseState()
+	require.Equal(t, int64(3), ws.ServingGeneration)
+	require.Equal(t, int64(3), ws.PlannedGeneration)
+	r.requireServesExactly(ids(1, 9))
+	for i := 1; i < len(counts); i++ {
+		require.GreaterOrEqual(t, counts[i], counts[i-1], "served rows decreased: %v", counts)
+	}
+	for _, g := range s.Generations {
+		if g.Generation == 2 {
+			require.Equal(t, state.GenerationRetired, g.Status)
+			require.True(t, g.SwappedAt.IsZero(), "generation 2 was recorded as swapped")
+		}
+	}
+
+	var retiredAt int64
+	for _, ev := range r.events() {
+		g := eventGeneration(t, ev)
+		switch {
+		case ev.Kind == state.EventSourceRetired && g == 2:
+			retiredAt = ev.ID
+		case ev.Kind == state.EventSourceSwapped && g == 2:
+			require.Zero(t, retiredAt, "generation 2's swap recorded after its retirement (event %d)", ev.ID)
+		}
+	}
+	require.NotZero(t, retiredAt, "the resync's retirement of 2 is in the history")
 }
