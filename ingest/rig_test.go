@@ -239,11 +239,21 @@ func (r *rig) servedIDs() []int64 {
 // served returns count(*) and count(DISTINCT id) of the source's view (0,
 // 0 before anything serves).
 func (r *rig) served() (rows, distinct int64) {
-	if r.warehouseState().ServingGeneration == 0 {
-		return 0, 0
+	rows, distinct, err := r.count()
+	require.NoError(r.t, err)
+	return rows, distinct
+}
+
+// count is served without assertions, for other goroutines.
+func (r *rig) count() (rows, distinct int64, err error) {
+	ws, err := r.wh.IngestState(r.ctx, src)
+	if err != nil || ws.ServingGeneration == 0 {
+		return 0, 0, err
 	}
 	res, err := r.wh.ReadOnlyQuery(r.ctx, "SELECT count(*), count(DISTINCT id) FROM raw.events")
-	require.NoError(r.t, err)
+	if err != nil {
+		return 0, 0, err
+	}
 	n := func(v any) int64 {
 		switch x := v.(type) {
 		case int64:
@@ -251,10 +261,11 @@ func (r *rig) served() (rows, distinct int64) {
 		case int32:
 			return int64(x)
 		}
-		require.Failf(r.t, "count is not an integer", "%T %v", v, v)
+		err = fmt.Errorf("count is %T %v, not an integer", v, v)
 		return 0
 	}
-	return n(res.Rows[0][0]), n(res.Rows[0][1])
+	rows, distinct = n(res.Rows[0][0]), n(res.Rows[0][1])
+	return rows, distinct, err
 }
 
 // requireServesExactly asserts the view serves each of ids exactly once,

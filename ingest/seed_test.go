@@ -3,6 +3,8 @@ package ingest_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -35,6 +37,58 @@ func (s signal) wait(done <-chan struct{}, what string) error {
 type passResult struct {
 	rep ingest.SourceReport
 	err error
+}
+
+// applyElsewhere is another worker's live pass onto the generation the
+// warehouse serves: it lands file name with row id, stages it, and applies
+// every staged batch that generation lacks, in order, one warehouse step
+// each; it records the rows then served in counts. It asserts nothing,
+// for it runs inside another pass's hook.
+func (r *rig) applyElsewhere(name string, id int, counts *[]int64) error {
+	if err := os.WriteFile(filepath.Join(r.root, "landing", name), []byte(csvBody(id)), 0o644); err != nil {
+		return err
+	}
+	d, err := r.conn.Discover(r.ctx, r.store)
+	if err != nil {
+		return err
+	}
+	if _, err := r.store.StageBatches(r.ctx, state.StageBatchesParams{Source: src, Batches: d.Batches, Now: r.clk.Now()}); err != nil {
+		return err
+	}
+	ws, err := r.wh.IngestState(r.ctx, src)
+	if err != nil {
+		return err
+	}
+	g := ws.ServingGeneration
+	var after int64
+	for _, m := range ws.Markers {
+		if m.Generation == g && (m.Kind == warehouse.MarkerBatch || m.Kind == warehouse.MarkerCovered) {
+			after = max(after, m.Index)
+		}
+	}
+	bs, err := r.store.ListBatches(r.ctx, state.ListBatchesParams{Source: src, AfterSeq: after})
+	if err != nil {
+		return err
+	}
+	if len(bs) == 0 || bs[len(bs)-1].Location != "landing/"+name {
+		return fmt.Errorf("%s is not the last batch generation %d lacks: %+v", name, g, bs)
+	}
+	for _, b := range bs {
+		if _, err := r.wh.ApplyIngest(r.ctx, warehouse.IngestParams{Source: src, Step: warehouse.StepBatch, Generation: g,
+			Index: b.Seq, Table: ingest.Table(src, g), Apply: warehouse.IngestAppend,
+			Files: warehouse.StagedFiles{Format: warehouse.FormatCSV, Paths: []string{filepath.Join(r.root, b.Location)}}}); err != nil {
+			return fmt.Errorf("applying %s onto generation %d: %w", b.Location, g, err)
+		}
+	}
+	rows, distinct, err := r.count()
+	if err != nil {
+		return err
+	}
+	if rows != distinct {
+		return fmt.Errorf("generation %d serves %d rows, %d distinct", g, rows, distinct)
+	}
+	*counts = append(*counts, rows)
+	return nil
 }
 
 // seedVariant is where the resync meets generation 2's build (before its
@@ -74,8 +128,12 @@ func TestSeedResyncDuringSwapLosesNoRow(t *testing.T) {
 	//     lands and is staged.
 	// In both, the late promotion of 2 is attempted once more by hand while
 	// 3 builds, and refused; then B loads 3, catches up on e and swaps 3
-	// in; the late promotion is refused again. f.csv lands and the passes
-	// settle: generation 3 serves, every row (ids 1..9) exactly once, the
+	// in: just before its swap, another worker stages g.csv and applies
+	// the live batches the generation the warehouse serves (2, or 1 when
+	// 2 was fenced) lacks, g's included, so 3's swap finds itself behind
+	// (ErrBehind) and catches up first. The late promotion is refused
+	// again. f.csv lands and the passes settle: generation 3 serves, every
+	// row (ids 1..10) exactly once, the
 	// history records no swap of 2 after its retirement, and the served row
 	// count never decreased from one observation (after each pass, and
 	// while 2 served) to the next. On both state stores and both engines.
@@ -125,6 +183,7 @@ func seedResyncDuringSwap(t *testing.T, b backend, v seedVariant) {
 		}
 	}
 	var bRes passResult
+	lateApplied := false
 	hooksB := ingest.Hooks{
 		AfterPlan: func(_ string, gen int64) error {
 			if gen != 3 {
@@ -142,6 +201,13 @@ func seedResyncDuringSwap(t *testing.T, b backend, v seedVariant) {
 				<-release
 			}
 			return nil
+		},
+		BeforeStep: func(_ string, step warehouse.IngestStep, gen, _ int64) error {
+			if step != warehouse.StepSwap || gen != 3 || lateApplied {
+				return nil
+			}
+			lateApplied = true
+			return r.applyElsewhere("g.csv", 10, &counts)
 		},
 	}
 
@@ -237,7 +303,8 @@ func seedResyncDuringSwap(t *testing.T, b backend, v seedVariant) {
 	ws := r.warehouseState()
 	require.Equal(t, int64(3), ws.ServingGeneration)
 	require.Equal(t, int64(3), ws.PlannedGeneration)
-	r.requireServesExactly(ids(1, 9))
+	require.True(t, lateApplied)
+	r.requireServesExactly(ids(1, 10))
 	for i := 1; i < len(counts); i++ {
 		require.GreaterOrEqual(t, counts[i], counts[i-1], "served rows decreased: %v", counts)
 	}
