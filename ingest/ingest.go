@@ -89,7 +89,7 @@ type Hooks struct {
 	AfterStep func(source string, step warehouse.IngestStep, gen, index int64) error
 }
 
-// before and after run the BeforeStep and AfterStep hooks.
+// before runs the BeforeStep hook, if any.
 func (h Hooks) before(source string, step warehouse.IngestStep, gen, index int64) error {
 	if h.BeforeStep == nil {
 		return nil
@@ -97,6 +97,7 @@ func (h Hooks) before(source string, step warehouse.IngestStep, gen, index int64
 	return h.BeforeStep(source, step, gen, index)
 }
 
+// after runs the AfterStep hook, if any.
 func (h Hooks) after(source string, step warehouse.IngestStep, gen, index int64) error {
 	if h.AfterStep == nil {
 		return nil
