@@ -105,6 +105,30 @@ type Hooks struct {
 	// AfterSwap runs after the warehouse committed the swap of generation
 	// gen, before the state store records it.
 	AfterSwap func(source string, gen int64) error
+	// BeforeStep runs before each warehouse step (fence, chunk, batch,
+	// swap) of generation gen is sent to the warehouse; index is the chunk
+	// index, the batch seq, or 0 (fence, swap).
+	BeforeStep func(source string, step warehouse.IngestStep, gen, index int64) error
+	// AfterStep runs after the warehouse committed that step (not after a
+	// step it refused, as already applied or otherwise), before anything
+	// else, the state store included, hears of it.
+	AfterStep func(source string, step warehouse.IngestStep, gen, index int64) error
+}
+
+// before runs the BeforeStep hook, if any.
+func (h Hooks) before(source string, step warehouse.IngestStep, gen, index int64) error {
+	if h.BeforeStep == nil {
+		return nil
+	}
+	return h.BeforeStep(source, step, gen, index)
+}
+
+// after runs the AfterStep hook, if any.
+func (h Hooks) after(source string, step warehouse.IngestStep, gen, index int64) error {
+	if h.AfterStep == nil {
+		return nil
+	}
+	return h.AfterStep(source, step, gen, index)
 }
 
 // Params are the parameters of Pass.
@@ -714,10 +738,16 @@ func (w *worker) land(ctx context.Context, gen state.Generation, t target, all [
 	}
 	cov := covered(all, t.pin)
 	if !w.ws.Exists || w.ws.PlannedGeneration < g {
+		if err := w.p.Hooks.before(w.name(), warehouse.StepFence, g, 0); err != nil {
+			return err
+		}
 		_, err := w.p.Engine.ApplyIngest(ctx, warehouse.IngestParams{Source: w.name(), Step: warehouse.StepFence,
 			Generation: g, From: w.ws.PlannedGeneration, Covered: cov})
 		if err = w.count(err); err != nil {
 			return fmt.Errorf("source %s: fencing generation %d: %w", w.name(), g, err)
+		}
+		if err := w.p.Hooks.after(w.name(), warehouse.StepFence, g, 0); err != nil {
+			return err
 		}
 		if err := w.recordApplied(ctx, g, cov); err != nil {
 			return err
@@ -732,6 +762,9 @@ func (w *worker) land(ctx context.Context, gen state.Generation, t target, all [
 		if _, err := w.catchUp(ctx, g, cov, true); err != nil {
 			return err
 		}
+		if err := w.p.Hooks.before(w.name(), warehouse.StepSwap, g, 0); err != nil {
+			return err
+		}
 		_, err := w.p.Engine.ApplyIngest(ctx, warehouse.IngestParams{Source: w.name(), Step: warehouse.StepSwap, Generation: g,
 			Chunks: int64(len(t.chunks)), Table: Table(w.name(), g), View: w.view()})
 		if errors.Is(err, warehouse.ErrBehind) && try < maxSwapTries {
@@ -739,6 +772,11 @@ func (w *worker) land(ctx context.Context, gen state.Generation, t target, all [
 		}
 		if err = w.count(err); err != nil {
 			return fmt.Errorf("source %s: swapping in generation %d: %w", w.name(), g, err)
+		}
+		if err == nil {
+			if err := w.p.Hooks.after(w.name(), warehouse.StepSwap, g, 0); err != nil {
+				return err
+			}
 		}
 		break
 	}
@@ -1010,8 +1048,17 @@ func (w *worker) step(ctx context.Context, step warehouse.IngestStep, gen, idx i
 			p.Apply = warehouse.IngestReplace
 		}
 	}
-	if _, err := w.p.Engine.ApplyIngest(ctx, p); w.count(err) != nil {
+	if err := w.p.Hooks.before(w.name(), step, gen, idx); err != nil {
+		return err
+	}
+	_, err = w.p.Engine.ApplyIngest(ctx, p)
+	if w.count(err) != nil {
 		return fail(err)
+	}
+	if err == nil {
+		if err := w.p.Hooks.after(w.name(), step, gen, idx); err != nil {
+			return err
+		}
 	}
 	if step == warehouse.StepBatch {
 		return w.recordApplied(ctx, gen, idx)
