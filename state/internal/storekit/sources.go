@@ -195,7 +195,7 @@ func PlanGeneration(ctx context.Context, tx SourceTx, p state.PlanGenerationPara
 		return state.Generation{}, nil, err
 	}
 	// The one-build-per-source compare-and-swap: building must be none.
-	if row.Building != 0 {
+	if row.Building != 0 && !mutated(MutantPlanNotExclusive) {
 		refused = fmt.Errorf("%w: source %q builds generation %d", state.ErrBuildInFlight, p.Source, row.Building)
 		if row.DeferredFor == row.Building {
 			return state.Generation{}, refused, nil
@@ -326,7 +326,7 @@ func RetireGeneration(ctx context.Context, tx SourceTx, p state.RetireGeneration
 	if p.Reason == "" {
 		return nil, fmt.Errorf("source %q: retiring generation %d needs a reason", p.Source, p.Generation)
 	}
-	row, gen, err := building(ctx, tx, p.Source, p.Generation)
+	row, gen, err := building(ctx, tx, p.Source, whateverBuilds(ctx, tx, MutantRetireAnyGeneration, p.Source, p.Generation))
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +355,7 @@ func RecordSwap(ctx context.Context, tx SourceTx, p state.RecordSwapParams) (*st
 	if cur.Serving == p.Generation {
 		return cur.Record(), nil // a replay of the swap already recorded
 	}
-	row, gen, err := building(ctx, tx, p.Source, p.Generation)
+	row, gen, err := building(ctx, tx, p.Source, whateverBuilds(ctx, tx, MutantSwapWithoutGenerationPredicate, p.Source, p.Generation))
 	if err != nil {
 		return nil, err
 	}
@@ -406,7 +406,7 @@ func RequestBuild(ctx context.Context, tx SourceTx, p state.RequestBuildParams) 
 	)
 	if p.Retire != 0 {
 		var gen state.Generation
-		if row, gen, err = building(ctx, tx, p.Source, p.Retire); err != nil {
+		if row, gen, err = building(ctx, tx, p.Source, whateverBuilds(ctx, tx, MutantRetireAnyGeneration, p.Source, p.Retire)); err != nil {
 			return nil, err
 		}
 		ev, err := retire(&row, &gen, p.Reason, p.Now)
@@ -575,7 +575,7 @@ func RecordApplied(ctx context.Context, tx AppliedTx, p state.RecordAppliedParam
 		return state.Generation{}, fmt.Errorf("%w: generation %d of source %q is retired: nothing is applied to it any more",
 			state.ErrConflictingGeneration, p.Generation, p.Source)
 	}
-	if p.Seq <= gen.AppliedSeq {
+	if p.Seq <= gen.AppliedSeq && !mutated(MutantAppliedMovesBackward) {
 		return gen, nil // behind or equal: another recorder got there first
 	}
 	lastSeq, _, _, err := tx.Queue(ctx, p.Source)
