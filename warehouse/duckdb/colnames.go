@@ -53,10 +53,24 @@ func columnNames(ctx context.Context, s *session, t warehouse.Table) ([]warehous
 // stores its answer only if nothing was forgotten since before its
 // transaction began (gen), so an answer read in a snapshot older than a
 // concurrent change cannot outlive that change.
+//
+// It also knows which tables are empty as CreateTableAs made them (see
+// madeEmpty), so that a first build can append to such a table without
+// asking DuckDB whether it holds rows.
 type columnCache struct {
 	mu  sync.Mutex
 	gen uint64
 	m   map[string][]warehouse.Column // by tableKey
+	// made holds, by tableKey, the tables CreateTableAs made without rows
+	// that nothing has written to since. Invariant: an entry's table holds
+	// no row, has no constraint and no default (a CREATE TABLE AS makes
+	// none), and is the one CreateTableAs made. Every statement that may
+	// write rows to a table or change it removes its entry before it runs
+	// or, for DDL, before the write lock is let go: a row write through
+	// the engine (InsertInterval, MergeByKey, InsertRows, a first build's
+	// append) calls wrote, and every forget, forgetAll included, removes
+	// the entries it names.
+	made map[string]bool
 }
 
 // tableKey folds t's name as DuckDB's catalog compares names, so that
@@ -93,13 +107,15 @@ func (c *columnCache) put(t warehouse.Table, cols []warehouse.Column, gen uint64
 	c.m[tableKey(t)] = cols
 }
 
-// forget drops what is cached for each of ts.
+// forget drops what is cached for each of ts, whether it is empty as made
+// included.
 func (c *columnCache) forget(ts ...warehouse.Table) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	for _, t := range ts {
 		delete(c.m, tableKey(t))
+		delete(c.made, tableKey(t))
 	}
 }
 
@@ -109,6 +125,35 @@ func (c *columnCache) forgetAll() {
 	defer c.mu.Unlock()
 	c.gen++
 	clear(c.m)
+	clear(c.made)
+}
+
+// markMade records that CreateTableAs has just made t without rows. It is
+// called under the write lock, after the CREATE committed and after the
+// forget of t.
+func (c *columnCache) markMade(t warehouse.Table) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.made == nil {
+		c.made = map[string]bool{}
+	}
+	c.made[tableKey(t)] = true
+}
+
+// madeEmpty reports whether t is empty as CreateTableAs made it: nothing
+// has written to it or changed it since (see columnCache.made).
+func (c *columnCache) madeEmpty(t warehouse.Table) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.made[tableKey(t)]
+}
+
+// wrote records that rows are about to be written to t: it is no longer
+// empty as made. Its cached column names stay (rows do not change them).
+func (c *columnCache) wrote(t warehouse.Table) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.made, tableKey(t))
 }
 
 // tableColumns returns t's column names for the write path: from the cache,
@@ -147,6 +192,7 @@ func (e *Engine) writeRangeColumns(ctx context.Context, t warehouse.Table, start
 		return err
 	}
 	defer release()
+	e.shared.cols.wrote(t)
 	s, err := e.session(ctx)
 	if err != nil {
 		return err
@@ -167,6 +213,7 @@ func (e *Engine) writeRangeColumns(ctx context.Context, t warehouse.Table, start
 // t's column names, forgetting them when it fails.
 func (e *Engine) columnsTx(ctx context.Context, t warehouse.Table, fn func(s *session, cols []warehouse.Column) error) func(s *session) error {
 	return func(s *session) error {
+		e.shared.cols.wrote(t)
 		gen := e.shared.cols.generation()
 		err := s.inTx(ctx, func() error {
 			cols, err := e.tableColumns(ctx, s, t, gen)

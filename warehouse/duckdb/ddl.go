@@ -79,8 +79,11 @@ func (e *Engine) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsPar
 		q = "CREATE TABLE " + quoteTable(p.Table) + " AS SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q LIMIT 0"
 	}
 	return fail(op, object, e.write(ctx, func(s *session) error {
-		defer e.shared.cols.forget(p.Table)
 		_, err := s.exec(ctx, q)
+		e.shared.cols.forget(p.Table)
+		if err == nil && !p.WithData {
+			e.shared.cols.markMade(p.Table)
+		}
 		return err
 	}))
 }

@@ -30,9 +30,13 @@
 //     changed: the engine's own DDL (CreateTable, CreateTableAs,
 //     ReplaceTable, DropTable, DropView, the view methods) forgets that
 //     name, any statement run through Query but a SELECT or EXPLAIN
-//     forgets every table, and a failed write forgets its table. A change
-//     made outside the engine while it holds the database is not seen; no
-//     other process can hold the file meanwhile (see Open).
+//     forgets every table, and a failed write forgets its table. The same
+//     cache knows which tables are empty as CreateTableAs made them, until
+//     a write through the engine touches them: a first build appends to
+//     such a table without asking whether it holds rows (see
+//     ReplaceTable). A change made outside the engine while it holds the
+//     database is not seen; no other process can hold the file meanwhile
+//     (see Open).
 //   - Every connection runs with TimeZone 'UTC', so casts between TIMESTAMP
 //     and TIMESTAMPTZ in model SQL do not depend on the host's zone, in line
 //     with gapless's UTC intervals.

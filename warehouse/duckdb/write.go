@@ -3,10 +3,14 @@ package duckdb
 import (
 	"context"
 	"crypto/rand"
+	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -198,7 +202,10 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 // transaction), under the same write lock: readers see it empty until
 // the commit and full after it, what the swap would show, at about half
 // its cost on a database file (one commit without catalog changes). Any
-// other table, or an append that fails, takes the swap.
+// other table, or an append that fails, takes the swap. A table still
+// empty as CreateTableAs made it is known empty and without constraints,
+// and its columns are compared with the query's as DuckDB prepares both:
+// the INSERT is then the one statement that runs (see appendFirstBuild).
 func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParams) error {
 	_, _, err := e.ReplaceTableRows(ctx, p)
 	return err
@@ -224,7 +231,7 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 	tmp := warehouse.Table{Schema: p.Table.Schema, Name: tmpName}
 	err = fail(op, object, e.write(ctx, func(s *session) error {
 		if p.FirstBuild {
-			if n, ok := appendFirstBuild(ctx, s, p); ok {
+			if n, ok := appendFirstBuild(ctx, s, &e.shared.cols, p); ok {
 				rows, known = n, true
 				return nil
 			}
@@ -253,8 +260,30 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 // table, a view, rows, other columns, a failure of any statement) reports
 // false having changed nothing: a failed INSERT is its own transaction,
 // rolled back. It runs under the write lock.
-func appendFirstBuild(ctx context.Context, s *session, p warehouse.ReplaceTableParams) (int64, bool) {
+//
+// A table empty as CreateTableAs made it (columnCache.madeEmpty: no rows,
+// no constraint, no default) is compared by what DuckDB prepares, without
+// running a statement: the names and types of `SELECT * FROM table` and of
+// the query (sameColumns). Otherwise, or when a type is one a prepared
+// statement does not tell apart (sameColumns' unknown), it asks DuckDB:
+// whether the table holds a row, and DESCRIBE of both, which says
+// nullability, keys and defaults too.
+func appendFirstBuild(ctx context.Context, s *session, cols *columnCache, p warehouse.ReplaceTableParams) (int64, bool) {
 	table := quoteTable(p.Table)
+	query := "SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q"
+	insert := func() (int64, bool) {
+		cols.wrote(p.Table)
+		n, err := s.exec(ctx, "INSERT INTO "+table+"\n"+query)
+		return n, err == nil
+	}
+	if cols.madeEmpty(p.Table) {
+		switch sameColumns(ctx, s, "SELECT * FROM "+table, query) {
+		case columnsSame:
+			return insert()
+		case columnsDiffer:
+			return 0, false
+		}
+	}
 	if found, err := s.findsRows(ctx, "SELECT 1 FROM "+table+" LIMIT 1"); err != nil || found {
 		return 0, false
 	}
@@ -262,12 +291,109 @@ func appendFirstBuild(ctx context.Context, s *session, p warehouse.ReplaceTableP
 	if err != nil {
 		return 0, false
 	}
-	want, err := s.query(ctx, "DESCRIBE SELECT * FROM (\n"+body(p.Query)+"\n) AS gapless_q")
+	want, err := s.query(ctx, "DESCRIBE "+query)
 	if err != nil || !reflect.DeepEqual(have.Rows, want.Rows) || !reflect.DeepEqual(have.Columns, want.Columns) {
 		return 0, false
 	}
-	n, err := s.exec(ctx, "INSERT INTO "+table+"\nSELECT * FROM (\n"+body(p.Query)+"\n) AS gapless_q")
-	return n, err == nil
+	return insert()
+}
+
+// columnsVerdict is sameColumns' answer.
+type columnsVerdict int
+
+const (
+	// columnsUnknown: a statement failed to prepare, or a column has a
+	// type whose prepared description may hide a difference.
+	columnsUnknown columnsVerdict = iota
+	columnsSame
+	columnsDiffer
+)
+
+// sameColumns compares the result columns of two queries as DuckDB
+// prepares them, running neither: the same names (exactly, as DESCRIBE
+// spells them) in the same order, of the same types. It answers only for
+// plain types (see plainType), whose prepared description is the whole
+// type; for any other it says columnsUnknown, as it does when either
+// query does not prepare.
+func sameColumns(ctx context.Context, s *session, a, b string) columnsVerdict {
+	ca, ok := preparedColumns(ctx, s, a)
+	if !ok {
+		return columnsUnknown
+	}
+	cb, ok := preparedColumns(ctx, s, b)
+	if !ok {
+		return columnsUnknown
+	}
+	if len(ca) != len(cb) {
+		return columnsDiffer
+	}
+	for i := range ca {
+		if ca[i].name != cb[i].name || !reflect.DeepEqual(ca[i].typ, cb[i].typ) {
+			return columnsDiffer
+		}
+	}
+	return columnsSame
+}
+
+type preparedColumn struct {
+	name string
+	typ  duckdb.TypeInfo
+}
+
+// preparedColumns prepares q on s (binding it, running none of it) and
+// returns its result columns; false when it does not prepare, takes
+// parameters or has a column of a type that is not plain.
+func preparedColumns(ctx context.Context, s *session, q string) ([]preparedColumn, bool) {
+	var out []preparedColumn
+	err := s.withStmt(ctx, q, nil, func(st driver.Stmt, _ *duckdb.Conn, _ []driver.NamedValue) error {
+		ds, ok := st.(*duckdb.Stmt)
+		if !ok {
+			return fmt.Errorf("unexpected driver statement %T", st)
+		}
+		n, err := ds.ColumnCount()
+		if err != nil {
+			return err
+		}
+		for i := range n {
+			name, err := ds.ColumnName(i)
+			if err != nil {
+				return err
+			}
+			typ, err := ds.ColumnTypeInfo(i)
+			if err != nil {
+				return err
+			}
+			if !plainType(typ) {
+				return errNotPlain
+			}
+			out = append(out, preparedColumn{name: name, typ: typ})
+		}
+		return nil
+	})
+	return out, err == nil
+}
+
+var errNotPlain = errors.New("a column type a prepared statement does not describe whole")
+
+// plainType reports whether t is a type its TypeInfo describes whole, so
+// that two equal TypeInfos are one type: a scalar type without an alias
+// (JSON and extension types have one), or a DECIMAL (its width and scale).
+// Nested types, ENUMs, GEOMETRY (its CRS) and VARIANT are not: the slow
+// path compares them by DESCRIBE.
+func plainType(t duckdb.TypeInfo) bool {
+	if t.Alias() != "" {
+		return false
+	}
+	switch t.InternalType() {
+	case duckdb.TYPE_BOOLEAN, duckdb.TYPE_TINYINT, duckdb.TYPE_SMALLINT, duckdb.TYPE_INTEGER, duckdb.TYPE_BIGINT,
+		duckdb.TYPE_UTINYINT, duckdb.TYPE_USMALLINT, duckdb.TYPE_UINTEGER, duckdb.TYPE_UBIGINT,
+		duckdb.TYPE_HUGEINT, duckdb.TYPE_UHUGEINT, duckdb.TYPE_FLOAT, duckdb.TYPE_DOUBLE, duckdb.TYPE_DECIMAL,
+		duckdb.TYPE_VARCHAR, duckdb.TYPE_BLOB, duckdb.TYPE_UUID, duckdb.TYPE_BIT, duckdb.TYPE_BIGNUM,
+		duckdb.TYPE_DATE, duckdb.TYPE_TIME, duckdb.TYPE_TIME_TZ, duckdb.TYPE_INTERVAL,
+		duckdb.TYPE_TIMESTAMP, duckdb.TYPE_TIMESTAMP_S, duckdb.TYPE_TIMESTAMP_MS, duckdb.TYPE_TIMESTAMP_NS, duckdb.TYPE_TIMESTAMP_TZ:
+		return true
+	}
+	return false
 }
 
 // maxParams bounds the parameters of one INSERT statement of InsertRows.
@@ -315,6 +441,7 @@ func (e *Engine) InsertRows(ctx context.Context, p warehouse.InsertRowsParams) (
 	rest := p.Rows[full*perStmt:]
 	var inserted int64
 	err := e.write(ctx, func(s *session) error {
+		e.shared.cols.wrote(p.Table)
 		return s.inTx(ctx, func() error {
 			n, err := s.execBatches(ctx, insertValues(p.Table, cols, perStmt), batches)
 			if err != nil {
