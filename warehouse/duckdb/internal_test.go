@@ -217,3 +217,51 @@ func TestFirstBuildIntoATableAsMadeAsksNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 4, res.Rows[0][0], "the row behind the engine's back was not looked for")
 }
+
+// describeQuery reads a query's columns from its prepared statement when
+// every type is plain, and must spell them exactly as DESCRIBE does, which
+// it runs otherwise: for every plain type and some that are not, its
+// answer is DESCRIBE's.
+func TestDescribeSpellsPlainTypesAsDescribe(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e, err := Open(ctx, "", Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	types := []string{
+		"BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+		"HUGEINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL(4,1)", "DECIMAL(18,3)", "DECIMAL(38,10)", "NUMERIC",
+		"VARCHAR", "BLOB", "UUID", "BIT", "BIGNUM", "DATE", "TIME", "TIMETZ", "INTERVAL", "TIMESTAMP",
+		"TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", "TIMESTAMPTZ",
+		// not plain: DESCRIBE answers
+		"INTEGER[]", "STRUCT(a INTEGER)", "MAP(VARCHAR, INTEGER)", "ENUM('a', 'b')", "JSON", "INTEGER[2]",
+	}
+	for _, typ := range types {
+		q := "SELECT CAST(NULL AS " + typ + ") AS c, 1 AS \"Odd Name\""
+		var got, want []warehouse.Column
+		require.NoError(t, e.read(ctx, func(s *session) error {
+			var err error
+			if got, err = describeQuery(ctx, s, q); err != nil {
+				return err
+			}
+			res, err := s.query(ctx, "DESCRIBE SELECT * FROM ("+q+") AS gapless_q")
+			if err != nil {
+				return err
+			}
+			want, err = describedColumns(res)
+			return err
+		}), typ)
+		require.Equal(t, want, got, typ)
+	}
+	var got []warehouse.Column
+	require.NoError(t, e.read(ctx, func(s *session) error {
+		var err error
+		got, err = describeQuery(ctx, s, "SELECT NULL AS n")
+		return err
+	}))
+	require.Len(t, got, 1, "a NULL literal, which has no prepared type, is described by DESCRIBE")
+	require.Error(t, e.read(ctx, func(s *session) error {
+		_, err := describeQuery(ctx, s, "SELECT nope FROM (SELECT 1 AS id)")
+		return err
+	}), "a query that does not bind fails")
+}

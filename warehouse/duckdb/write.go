@@ -316,12 +316,12 @@ const (
 // type; for any other it says columnsUnknown, as it does when either
 // query does not prepare.
 func sameColumns(ctx context.Context, s *session, a, b string) columnsVerdict {
-	ca, ok := preparedColumns(ctx, s, a)
-	if !ok {
+	ca, err := preparedColumns(ctx, s, a)
+	if err != nil {
 		return columnsUnknown
 	}
-	cb, ok := preparedColumns(ctx, s, b)
-	if !ok {
+	cb, err := preparedColumns(ctx, s, b)
+	if err != nil {
 		return columnsUnknown
 	}
 	if len(ca) != len(cb) {
@@ -341,9 +341,10 @@ type preparedColumn struct {
 }
 
 // preparedColumns prepares q on s (binding it, running none of it) and
-// returns its result columns; false when it does not prepare, takes
-// parameters or has a column of a type that is not plain.
-func preparedColumns(ctx context.Context, s *session, q string) ([]preparedColumn, bool) {
+// returns its result columns. It fails when q does not prepare (with the
+// statement's error) or takes parameters, and with errNotPlain when a
+// column's type is not plain or cannot be read.
+func preparedColumns(ctx context.Context, s *session, q string) ([]preparedColumn, error) {
 	var out []preparedColumn
 	err := s.withStmt(ctx, q, nil, func(st driver.Stmt, _ *duckdb.Conn, _ []driver.NamedValue) error {
 		ds, ok := st.(*duckdb.Stmt)
@@ -352,16 +353,17 @@ func preparedColumns(ctx context.Context, s *session, q string) ([]preparedColum
 		}
 		n, err := ds.ColumnCount()
 		if err != nil {
-			return err
+			return fmt.Errorf("%w: %w", errNotPlain, err)
 		}
 		for i := range n {
 			name, err := ds.ColumnName(i)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w: %w", errNotPlain, err)
 			}
 			typ, err := ds.ColumnTypeInfo(i)
 			if err != nil {
-				return err
+				// SQLNULL, INVALID and other types without a TypeInfo.
+				return fmt.Errorf("%w: %w", errNotPlain, err)
 			}
 			if !plainType(typ) {
 				return errNotPlain
@@ -370,7 +372,10 @@ func preparedColumns(ctx context.Context, s *session, q string) ([]preparedColum
 		}
 		return nil
 	})
-	return out, err == nil
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 var errNotPlain = errors.New("a column type a prepared statement does not describe whole")
