@@ -17,9 +17,10 @@
 //   - Writes (every method but TableExists and Columns, and Query of
 //     anything but a SELECT or EXPLAIN) are serialised per database (one
 //     in-memory database per Engine, one database per file across all
-//     Engines of the process), with one exception: InsertInterval writes
+//     Engines of the process), with two exceptions: InsertInterval writes
 //     of different tables, or of disjoint ranges of one table, run
-//     together (see writeLock). DuckDB's optimistic concurrency would
+//     together, and so does a first build's append into a table empty as
+//     made with the writes of other tables (see writeLock). DuckDB's optimistic concurrency would
 //     otherwise fail one of two transactions touching the same rows;
 //     ordering turns that into waiting. Reads never wait for writes:
 //     DuckDB's MVCC serves them a committed snapshot.

@@ -205,7 +205,8 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 // other table, or an append that fails, takes the swap. A table still
 // empty as CreateTableAs made it is known empty and without constraints,
 // and its columns are compared with the query's as DuckDB prepares both:
-// the INSERT is then the one statement that runs (see appendFirstBuild).
+// the INSERT is then the one statement that runs, beside the writes of
+// other tables (see appendAsMade).
 func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParams) error {
 	_, _, err := e.ReplaceTableRows(ctx, p)
 	return err
@@ -229,8 +230,21 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 		return 0, false, fail(op, object, err)
 	}
 	tmp := warehouse.Table{Schema: p.Table.Schema, Name: tmpName}
+	tryAppend := p.FirstBuild
+	if p.FirstBuild && e.shared.cols.madeEmpty(p.Table) {
+		n, outcome, err := e.appendAsMade(ctx, p)
+		if err != nil {
+			return 0, false, fail(op, object, err)
+		}
+		switch outcome {
+		case appended:
+			return n, true, nil
+		case appendRefused:
+			tryAppend = false
+		}
+	}
 	err = fail(op, object, e.write(ctx, func(s *session) error {
-		if p.FirstBuild {
+		if tryAppend {
 			if n, ok := appendFirstBuild(ctx, s, &e.shared.cols, p); ok {
 				rows, known = n, true
 				return nil
@@ -254,36 +268,72 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 	return rows, known, nil
 }
 
+// appendOutcome is what appendAsMade did.
+type appendOutcome int
+
+const (
+	// appendUnknown: nothing was tried; appendFirstBuild decides.
+	appendUnknown appendOutcome = iota
+	// appended: the query's rows were appended.
+	appended
+	// appendRefused: the columns differ or the INSERT failed (and rolled
+	// back): the swap follows.
+	appendRefused
+)
+
+// appendAsMade is the first build of a table empty as CreateTableAs made
+// it (columnCache.madeEmpty: no rows, no constraint, no default): it holds
+// the whole table as a range write (see writeLock), so that first builds
+// of different tables run together, checks that the table is still empty
+// as made, compares its columns with the query's as DuckDB prepares both
+// (sameColumns, running neither), and appends with the INSERT, the one
+// statement it runs. A table written meanwhile, or a type sameColumns does
+// not tell apart, is appendUnknown: appendFirstBuild asks DuckDB, under
+// the exclusive lock. Readers see the table empty until the INSERT
+// commits and full after it. It fails only when the wait for the lock or
+// for a connection does.
+func (e *Engine) appendAsMade(ctx context.Context, p warehouse.ReplaceTableParams) (int64, appendOutcome, error) {
+	release, err := e.shared.wl.lockTable(ctx, p.Table)
+	if err != nil {
+		return 0, appendUnknown, err
+	}
+	defer release()
+	if !e.shared.cols.madeEmpty(p.Table) {
+		return 0, appendUnknown, nil
+	}
+	s, err := e.session(ctx)
+	if err != nil {
+		return 0, appendUnknown, err
+	}
+	defer s.close()
+	table := quoteTable(p.Table)
+	query := "SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q"
+	switch sameColumns(ctx, s, "SELECT * FROM "+table, query) {
+	case columnsSame:
+	case columnsDiffer:
+		return 0, appendRefused, nil
+	default:
+		return 0, appendUnknown, nil
+	}
+	e.shared.cols.wrote(p.Table)
+	n, err := s.exec(ctx, "INSERT INTO "+table+"\n"+query)
+	if err != nil {
+		return 0, appendRefused, nil
+	}
+	return n, appended, nil
+}
+
 // appendFirstBuild appends p.Query's rows to p.Table when the table is
 // empty and has exactly the query's columns, and reports whether it did,
 // with the rows it appended (the INSERT's count). Anything else (a missing
 // table, a view, rows, other columns, a failure of any statement) reports
 // false having changed nothing: a failed INSERT is its own transaction,
-// rolled back. It runs under the write lock.
-//
-// A table empty as CreateTableAs made it (columnCache.madeEmpty: no rows,
-// no constraint, no default) is compared by what DuckDB prepares, without
-// running a statement: the names and types of `SELECT * FROM table` and of
-// the query (sameColumns). Otherwise, or when a type is one a prepared
-// statement does not tell apart (sameColumns' unknown), it asks DuckDB:
+// rolled back. It runs under the exclusive write lock and asks DuckDB:
 // whether the table holds a row, and DESCRIBE of both, which says
 // nullability, keys and defaults too.
 func appendFirstBuild(ctx context.Context, s *session, cols *columnCache, p warehouse.ReplaceTableParams) (int64, bool) {
 	table := quoteTable(p.Table)
 	query := "SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q"
-	insert := func() (int64, bool) {
-		cols.wrote(p.Table)
-		n, err := s.exec(ctx, "INSERT INTO "+table+"\n"+query)
-		return n, err == nil
-	}
-	if cols.madeEmpty(p.Table) {
-		switch sameColumns(ctx, s, "SELECT * FROM "+table, query) {
-		case columnsSame:
-			return insert()
-		case columnsDiffer:
-			return 0, false
-		}
-	}
 	if found, err := s.findsRows(ctx, "SELECT 1 FROM "+table+" LIMIT 1"); err != nil || found {
 		return 0, false
 	}
@@ -295,7 +345,9 @@ func appendFirstBuild(ctx context.Context, s *session, cols *columnCache, p ware
 	if err != nil || !reflect.DeepEqual(have.Rows, want.Rows) || !reflect.DeepEqual(have.Columns, want.Columns) {
 		return 0, false
 	}
-	return insert()
+	cols.wrote(p.Table)
+	n, err := s.exec(ctx, "INSERT INTO "+table+"\n"+query)
+	return n, err == nil
 }
 
 // columnsVerdict is sameColumns' answer.
