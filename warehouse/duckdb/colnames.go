@@ -62,15 +62,23 @@ type columnCache struct {
 	gen uint64
 	m   map[string][]warehouse.Column // by tableKey
 	// made holds, by tableKey, the tables CreateTableAs made without rows
-	// that nothing has written to since. Invariant: an entry's table holds
-	// no row, has no constraint and no default (a CREATE TABLE AS makes
-	// none), and is the one CreateTableAs made. Every statement that may
+	// that nothing has written to since, with the columns it made the
+	// table of when it was given plain ones (nil when it made the table
+	// from its query). Invariant: an entry's table holds no row, has no
+	// constraint and no default (CreateTableAs makes none), is the one
+	// CreateTableAs made, and has the entry's columns, names and types as
+	// DESCRIBE spells them, when there are some. Every statement that may
 	// write rows to a table or change it removes its entry before it runs
 	// or, for DDL, before the write lock is let go: a row write through
 	// the engine (InsertInterval, MergeByKey, InsertRows, a first build's
 	// append) calls wrote, and every forget, forgetAll included, removes
 	// the entries it names.
-	made map[string]bool
+	made map[string]madeTable
+}
+
+// madeTable is an entry of columnCache.made.
+type madeTable struct {
+	cols []warehouse.Column
 }
 
 // tableKey folds t's name as DuckDB's catalog compares names, so that
@@ -128,24 +136,27 @@ func (c *columnCache) forgetAll() {
 	clear(c.made)
 }
 
-// markMade records that CreateTableAs has just made t without rows. It is
-// called under the write lock, after the CREATE committed and after the
-// forget of t.
-func (c *columnCache) markMade(t warehouse.Table) {
+// markMade records that CreateTableAs has just made t without rows, of
+// cols when it made it of given columns (nil otherwise). It is called
+// under the write lock, after the CREATE committed and after the forget
+// of t.
+func (c *columnCache) markMade(t warehouse.Table, cols []warehouse.Column) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.made == nil {
-		c.made = map[string]bool{}
+		c.made = map[string]madeTable{}
 	}
-	c.made[tableKey(t)] = true
+	c.made[tableKey(t)] = madeTable{cols: cols}
 }
 
 // madeEmpty reports whether t is empty as CreateTableAs made it: nothing
-// has written to it or changed it since (see columnCache.made).
-func (c *columnCache) madeEmpty(t warehouse.Table) bool {
+// has written to it or changed it since (see columnCache.made), and the
+// columns it was made of, when it was made of given ones.
+func (c *columnCache) madeEmpty(t warehouse.Table) ([]warehouse.Column, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.made[tableKey(t)]
+	m, ok := c.made[tableKey(t)]
+	return m.cols, ok
 }
 
 // wrote records that rows are about to be written to t: it is no longer

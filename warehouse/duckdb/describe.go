@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -142,6 +144,25 @@ func plainName(t duckdb.TypeInfo) string {
 		}
 	}
 	return plainNames[t.InternalType()]
+}
+
+// decimalName is how DESCRIBE spells a DECIMAL.
+var decimalName = regexp.MustCompile(`^DECIMAL\(([0-9]{1,2}),([0-9]{1,2})\)$`)
+
+// isPlainName reports whether typ is a plain type spelt as plainName
+// spells it.
+func isPlainName(typ string) bool {
+	if m := decimalName.FindStringSubmatch(typ); m != nil {
+		w, _ := strconv.Atoi(m[1])
+		sc, _ := strconv.Atoi(m[2])
+		return w >= 1 && w <= 38 && sc <= w && fmt.Sprintf("DECIMAL(%d,%d)", w, sc) == typ
+	}
+	for _, n := range plainNames {
+		if n == typ {
+			return true
+		}
+	}
+	return false
 }
 
 // describedColumns reads DESCRIBE's result: one row per column, its name

@@ -358,3 +358,52 @@ func TestFirstBuildTrustsOnlyTheTableAsMade(t *testing.T) {
 	require.Equal(t, made, oid(nested), "nested types, compared by DESCRIBE, equal: appended")
 	require.EqualValues(t, 1, count(nested))
 }
+
+// Scenario: a deploy's create stage gives CreateTableAs the columns the
+// check derived for a FULL model's query. Plain, distinct columns make the
+// table (the query is not bound: here it could not be); duplicate names
+// (which CREATE TABLE AS renames) or a type that is not plain leave the
+// table to the query. A hint gone wrong is set right by the first build:
+// the table gets the query's columns and rows.
+func TestCreateTableAsMadeFromColumns(t *testing.T) {
+	t.Parallel()
+	e := memoryEngine(t)
+	defer func() { require.NoError(t, e.Close()) }()
+	ctx := t.Context()
+	require.NoError(t, e.CreateSchema(ctx, "gapless__demo"))
+	cols := func(tbl warehouse.Table) []warehouse.Column {
+		c, err := e.Columns(ctx, tbl)
+		require.NoError(t, err)
+		return c
+	}
+	hinted := warehouse.Table{Schema: "gapless__demo", Name: "hinted"}
+	hint := []warehouse.Column{{Name: "id", Type: "BIGINT"}, {Name: "amount", Type: "DECIMAL(12,2)"}, {Name: "at", Type: "TIMESTAMP WITH TIME ZONE"}}
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: hinted, Query: "SELECT nope FROM nowhere", Columns: hint}))
+	require.Equal(t, hint, cols(hinted), "made from the columns; the query is not bound")
+
+	for name, hint := range map[string][]warehouse.Column{
+		"dup":    {{Name: "id", Type: "BIGINT"}, {Name: "ID", Type: "BIGINT"}},
+		"nested": {{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRUCT(a INTEGER)"}},
+		"spelt":  {{Name: "id", Type: "int8"}, {Name: "s", Type: "VARCHAR"}},
+	} {
+		tbl := warehouse.Table{Schema: "gapless__demo", Name: name}
+		require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: "SELECT 1 AS id, 'x' AS s", Columns: hint}))
+		require.Equal(t, []warehouse.Column{{Name: "id", Type: "INTEGER"}, {Name: "s", Type: "VARCHAR"}}, cols(tbl), "%s: made from the query", name)
+	}
+
+	wrong := warehouse.Table{Schema: "gapless__demo", Name: "wrong"}
+	const q = "SELECT CAST(g AS INTEGER) AS id FROM generate_series(1, 2) AS s(g)"
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: wrong, Query: q, Columns: []warehouse.Column{{Name: "id", Type: "BIGINT"}}}))
+	require.NoError(t, e.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: wrong, Query: q, FirstBuild: true}))
+	require.Equal(t, []warehouse.Column{{Name: "id", Type: "INTEGER"}}, cols(wrong), "the first build gives the query's columns")
+	res, err := e.Query(ctx, "SELECT count(*) FROM "+e.QuoteTable(wrong))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Rows[0][0])
+
+	right := warehouse.Table{Schema: "gapless__demo", Name: "right"}
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: right, Query: q, Columns: []warehouse.Column{{Name: "id", Type: "INTEGER"}}}))
+	rows, known, err := e.ReplaceTableRows(ctx, warehouse.ReplaceTableParams{Table: right, Query: q, FirstBuild: true})
+	require.NoError(t, err)
+	require.True(t, known, "appended")
+	require.EqualValues(t, 2, rows)
+}

@@ -231,7 +231,7 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 	}
 	tmp := warehouse.Table{Schema: p.Table.Schema, Name: tmpName}
 	tryAppend := p.FirstBuild
-	if p.FirstBuild && e.shared.cols.madeEmpty(p.Table) {
+	if _, made := e.shared.cols.madeEmpty(p.Table); p.FirstBuild && made {
 		n, outcome, err := e.appendAsMade(ctx, p)
 		if err != nil {
 			return 0, false, fail(op, object, err)
@@ -285,9 +285,10 @@ const (
 // it (columnCache.madeEmpty: no rows, no constraint, no default): it holds
 // the whole table as a range write (see writeLock), so that first builds
 // of different tables run together, checks that the table is still empty
-// as made, compares its columns with the query's as DuckDB prepares both
-// (sameColumns, running neither), and appends with the INSERT, the one
-// statement it runs. A table written meanwhile, or a type sameColumns does
+// as made, compares the query's columns as DuckDB prepares it with those
+// the table was made of (columnsAre) or, when it was made from a query,
+// with the table's as DuckDB prepares both (sameColumns), running nothing,
+// and appends with the INSERT, the one statement it runs. A table written meanwhile, or a type sameColumns does
 // not tell apart, is appendUnknown: appendFirstBuild asks DuckDB, under
 // the exclusive lock. Readers see the table empty until the INSERT
 // commits and full after it. It fails only when the wait for the lock or
@@ -298,7 +299,8 @@ func (e *Engine) appendAsMade(ctx context.Context, p warehouse.ReplaceTableParam
 		return 0, appendUnknown, err
 	}
 	defer release()
-	if !e.shared.cols.madeEmpty(p.Table) {
+	madeOf, made := e.shared.cols.madeEmpty(p.Table)
+	if !made {
 		return 0, appendUnknown, nil
 	}
 	s, err := e.session(ctx)
@@ -308,7 +310,13 @@ func (e *Engine) appendAsMade(ctx context.Context, p warehouse.ReplaceTableParam
 	defer s.close()
 	table := quoteTable(p.Table)
 	query := "SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q"
-	switch sameColumns(ctx, s, "SELECT * FROM "+table, query) {
+	var verdict columnsVerdict
+	if madeOf != nil {
+		verdict = columnsAre(ctx, s, query, madeOf)
+	} else {
+		verdict = sameColumns(ctx, s, "SELECT * FROM "+table, query)
+	}
+	switch verdict {
 	case columnsSame:
 	case columnsDiffer:
 		return 0, appendRefused, nil
@@ -381,6 +389,26 @@ func sameColumns(ctx context.Context, s *session, a, b string) columnsVerdict {
 	}
 	for i := range ca {
 		if ca[i].name != cb[i].name || !reflect.DeepEqual(ca[i].typ, cb[i].typ) {
+			return columnsDiffer
+		}
+	}
+	return columnsSame
+}
+
+// columnsAre compares the result columns of q as DuckDB prepares it,
+// running none of it, with cols, names and types as DESCRIBE spells them:
+// the same names in the same order, of the same plain types. A column of
+// q of a type that is not plain is columnsUnknown.
+func columnsAre(ctx context.Context, s *session, q string, cols []warehouse.Column) columnsVerdict {
+	got, err := preparedColumns(ctx, s, q)
+	if err != nil {
+		return columnsUnknown
+	}
+	if len(got) != len(cols) {
+		return columnsDiffer
+	}
+	for i, c := range got {
+		if c.name != cols[i].Name || plainName(c.typ) != cols[i].Type {
 			return columnsDiffer
 		}
 	}
