@@ -79,21 +79,29 @@ func (e *Engine) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsPar
 		return fail(op, object, err)
 	}
 	q := "CREATE TABLE " + quoteTable(p.Table) + " AS\n" + body(p.Query) + "\n"
-	var made []warehouse.Column // the columns it is made of, when they are given and plain
+	fromColumns := "" // CREATE TABLE of p.Columns, when they are given and plain
 	if !p.WithData {
 		q = "CREATE TABLE " + quoteTable(p.Table) + " AS SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q LIMIT 0"
 		if plainColumns(p.Columns) {
-			create, err := createTableSQL(warehouse.CreateTableParams{Table: p.Table, Columns: p.Columns})
-			if err == nil {
-				q, made = create, slices.Clone(p.Columns)
+			if create, err := createTableSQL(warehouse.CreateTableParams{Table: p.Table, Columns: p.Columns}); err == nil {
+				fromColumns = create
 			}
 		}
 	}
 	return fail(op, object, e.write(ctx, func(s *session) error {
+		if fromColumns != "" && ctx.Err() == nil {
+			if _, err := s.exec(ctx, fromColumns); err == nil {
+				e.shared.cols.forget(p.Table)
+				e.shared.cols.markMade(p.Table, slices.Clone(p.Columns))
+				return nil
+			}
+			// Nothing was made (the statement is its own transaction):
+			// the query decides, and says why if it fails too.
+		}
 		_, err := s.exec(ctx, q)
 		e.shared.cols.forget(p.Table)
 		if err == nil && !p.WithData {
-			e.shared.cols.markMade(p.Table, made)
+			e.shared.cols.markMade(p.Table, nil)
 		}
 		return err
 	}))

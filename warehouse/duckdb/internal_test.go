@@ -261,6 +261,17 @@ func TestDescribeSpellsPlainTypesAsDescribe(t *testing.T) {
 			plain = false
 		}
 		require.Equal(t, plain, isPlainName(got[0].Type), "%s is spelt %s", typ, got[0].Type)
+		if plain {
+			// A table made of the spelt columns has exactly those types.
+			tbl := warehouse.Table{Schema: "main", Name: "made_" + strings.NewReplacer("(", "_", ")", "_", ",", "_").Replace(typ)}
+			require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: "SELECT nope", Columns: got}), typ)
+			made, ok := e.shared.cols.madeEmpty(tbl)
+			require.True(t, ok)
+			require.Equal(t, got, made, "%s: made of the columns", typ)
+			cols, err := e.Columns(ctx, tbl)
+			require.NoError(t, err)
+			require.Equal(t, got, cols, typ)
+		}
 	}
 	var got []warehouse.Column
 	require.NoError(t, e.read(ctx, func(s *session) error {

@@ -204,9 +204,10 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 // its cost on a database file (one commit without catalog changes). Any
 // other table, or an append that fails, takes the swap. A table still
 // empty as CreateTableAs made it is known empty and without constraints,
-// and its columns are compared with the query's as DuckDB prepares both:
-// the INSERT is then the one statement that runs, beside the writes of
-// other tables (see appendAsMade).
+// and the query's columns as DuckDB prepares it are compared with those
+// the table was made of, or with the table's as DuckDB prepares it: the
+// INSERT is then the one statement that runs, beside the writes of other
+// tables (see appendAsMade).
 func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParams) error {
 	_, _, err := e.ReplaceTableRows(ctx, p)
 	return err
@@ -282,17 +283,17 @@ const (
 )
 
 // appendAsMade is the first build of a table empty as CreateTableAs made
-// it (columnCache.madeEmpty: no rows, no constraint, no default): it holds
+// it (columnCache.madeEmpty: no rows, no constraint, no default). It holds
 // the whole table as a range write (see writeLock), so that first builds
-// of different tables run together, checks that the table is still empty
-// as made, compares the query's columns as DuckDB prepares it with those
+// of different tables run together; checks that the table is still empty
+// as made; compares the query's columns as DuckDB prepares it with those
 // the table was made of (columnsAre) or, when it was made from a query,
-// with the table's as DuckDB prepares both (sameColumns), running nothing,
-// and appends with the INSERT, the one statement it runs. A table written meanwhile, or a type sameColumns does
-// not tell apart, is appendUnknown: appendFirstBuild asks DuckDB, under
-// the exclusive lock. Readers see the table empty until the INSERT
-// commits and full after it. It fails only when the wait for the lock or
-// for a connection does.
+// with the table's as DuckDB prepares both (sameColumns), running
+// nothing; and appends with the INSERT, the one statement it runs. A
+// table written meanwhile, or a type the comparison cannot tell apart, is
+// appendUnknown: appendFirstBuild asks DuckDB, under the exclusive lock.
+// Readers see the table empty until the INSERT commits and full after it.
+// It fails only when the wait for the lock or for a connection does.
 func (e *Engine) appendAsMade(ctx context.Context, p warehouse.ReplaceTableParams) (int64, appendOutcome, error) {
 	release, err := e.shared.wl.lockTable(ctx, p.Table)
 	if err != nil {
