@@ -20,10 +20,11 @@
 //     Engines of the process), with two exceptions: InsertInterval writes
 //     of different tables, or of disjoint ranges of one table, run
 //     together, and so does a first build's append into a table empty as
-//     made with the writes of other tables (see writeLock). DuckDB's optimistic concurrency would
-//     otherwise fail one of two transactions touching the same rows;
-//     ordering turns that into waiting. Reads never wait for writes:
-//     DuckDB's MVCC serves them a committed snapshot.
+//     made with the writes of other tables (see writeLock). DuckDB's
+//     optimistic concurrency would otherwise fail one of two transactions
+//     touching the same rows; ordering turns that into waiting. Reads
+//     never wait for writes: DuckDB's MVCC serves them a committed
+//     snapshot.
 //   - The write path (InsertInterval, MergeByKey) reads a table's column
 //     names from a cache shared like the write lock, not from the catalog
 //     on every batch. Every statement that can change a table's columns
