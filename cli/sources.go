@@ -206,7 +206,7 @@ func printSources(w io.Writer, rows []ingest.Summary) error {
 		if b := r.Blocked; b != nil {
 			fmt.Fprintf(w, "  %s: blocked for %s at batch %d (%s); fix or remove the file and ingest again\n",
 				r.Source, ageText(b.FailingSeconds), b.Seq, b.Location)
-			fmt.Fprintf(w, "    %s, last: %s\n", attemptsText(b.Attempts), b.Reason)
+			fmt.Fprintf(w, "    %s, last: %s\n", attemptsText(b.Attempts), firstLine(b.Reason))
 		}
 	}
 	return nil
@@ -222,7 +222,7 @@ func printSource(w io.Writer, d *ingest.Detail) error {
 	if b := d.Blocked; b != nil {
 		fmt.Fprintf(w, "Blocked: %d batch(es) held back, from batch %d (%s), staged %s, %s ago\n", d.BlockedBatches, b.Seq, b.Location, stamp(b.StagedAt), ageText(b.AgeSeconds))
 		fmt.Fprintf(w, "  on g%d since %s (%s ago), %s, last: %s\n", b.Generation, stamp(b.FirstFailedAt), ageText(b.FailingSeconds),
-			attemptsText(b.Attempts), b.Reason)
+			attemptsText(b.Attempts), firstLine(b.Reason))
 	}
 	if d.LateRows > 0 {
 		fmt.Fprintf(w, "Late rows: %d applied older than the watermark already published\n", d.LateRows)
@@ -283,6 +283,13 @@ func printSource(w io.Writer, d *ingest.Detail) error {
 		fmt.Fprintln(w, "  "+s)
 	}
 	return nil
+}
+
+// firstLine is s up to its first line break: a failure's reason may go on
+// with the SQL that failed, which --json keeps.
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
 }
 
 func attemptsText(n int) string {

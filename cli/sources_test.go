@@ -261,6 +261,7 @@ func TestSourcesAnswerWhileTheWarehouseIsHeld(t *testing.T) {
 	require.Regexp(t, `raw\.events +files +PRIMED +g1 +- +seq 1 / 2 +2m0s +2024-01-01T01:30:00Z +1\n`, r.stdout)
 	require.Contains(t, r.stdout, "  raw.events: blocked for 2m0s at batch 2 (landing/events/b.csv); fix or remove the file and ingest again\n"+
 		"    failed 2 times, last: source raw.events: batch 2 (landing/events/b.csv): ")
+	require.NotContains(t, r.stdout, "SQL:", "the reason's first line only")
 
 	var rows []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "sources", "--json", "--execution-time", "2024-03-01T10:32:00Z")), &rows))
