@@ -207,16 +207,31 @@ func Inspect(ctx context.Context, p InspectParams, name string) (*Detail, error)
 	}
 	ws := r.ws
 	d.Warehouse = FenceDetail{Read: p.Engine != nil, NotRead: p.NotRead, Exists: ws.Exists, PlannedGeneration: ws.PlannedGeneration, ServingGeneration: ws.ServingGeneration,
-		Markers: len(ws.Markers), Disagreements: disagreements(s, ws, p.Engine != nil)}
+		Markers: len(ws.Markers), Disagreements: r.disagreements(p.Engine != nil)}
 	return d, nil
 }
 
 // disagreements compares the state store's generations with the
-// warehouse's fence.
-func disagreements(s *state.Source, ws warehouse.IngestState, read bool) []string {
+// warehouse's fence and markers (none when they were not read).
+func (r *reading) disagreements(read bool) []string {
+	s, ws := r.src, r.ws
 	out := []string{}
 	if !read {
 		return out
+	}
+	for _, g := range s.Generations {
+		if g.Status == state.GenerationRetired {
+			continue
+		}
+		m := r.markers[g.Generation]
+		if m.last > g.AppliedSeq {
+			out = append(out, fmt.Sprintf("the warehouse's markers hold batch %d of generation %d, the state store records %d (the next ingest pass records it)",
+				m.last, g.Generation, g.AppliedSeq))
+		}
+		if m.chunks > g.ChunksApplied {
+			out = append(out, fmt.Sprintf("the warehouse's markers hold %d chunk(s) of generation %d, the state store records %d (the next ingest pass records them)",
+				m.chunks, g.Generation, g.ChunksApplied))
+		}
 	}
 	if ws.ServingGeneration != s.Serving {
 		out = append(out, fmt.Sprintf("the warehouse serves generation %d, the state store records %d", ws.ServingGeneration, s.Serving))
