@@ -260,6 +260,9 @@ type shared struct {
 	wl   *writeLock
 	refs int // guarded by registry.mu
 	cols columnCache
+	// ingestReady says the fence and marker tables exist (ingestDDL ran
+	// and committed); guarded by the exclusive write lock.
+	ingestReady bool
 }
 
 func newShared() *shared { return &shared{wl: newWriteLock()} }

@@ -7,11 +7,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Scenario: two transactions insert the same marker past the engine's
-// write lock (as two processes would, were the file shared). DuckDB lets
-// both insert, each seeing one row affected, and fails the second at
-// COMMIT; commitConflict recognises that failure, which ApplyIngest
-// reports as already applied, and the loser's write is gone.
+// Scenario: three transactions insert the same marker past the engine's
+// write lock (as two processes would, were the file shared), the third
+// after the first committed (its snapshot, taken before, did not hold the
+// marker, so the gate let it through). DuckDB lets the first two insert,
+// each seeing one row affected, fails the second at COMMIT and the third
+// at its insert; commitConflict recognises both failures, which
+// ApplyIngest reports as already applied, and the losers' writes are
+// gone.
 func TestMarkerRaceFailsLoserAtCommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -24,24 +27,35 @@ func TestMarkerRaceFailsLoserAtCommit(t *testing.T) {
 	b, err := e.session(ctx)
 	require.NoError(t, err)
 	defer b.close()
+	c, err := e.session(ctx)
+	require.NoError(t, err)
+	defer c.close()
 	for _, ddl := range ingestDDL {
 		_, err := a.exec(ctx, ddl)
 		require.NoError(t, err)
 	}
-	ins := "INSERT INTO " + markersTable + " VALUES ('s', 1, 'batch', 1, 0, now()) ON CONFLICT DO NOTHING"
 	for _, s := range []*session{a, b} {
 		_, err := s.exec(ctx, "BEGIN TRANSACTION")
 		require.NoError(t, err)
-		n, err := s.exec(ctx, ins)
+		n, err := s.exec(ctx, insertMarkerSQL, "s", 1, "batch", 1, 0)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n, "each transaction sees its own insert")
 	}
+	_, err = c.exec(ctx, "BEGIN TRANSACTION")
+	require.NoError(t, err)
+	found, err := c.findsRows(ctx, "SELECT 1 FROM "+markersTable)
+	require.NoError(t, err)
+	require.False(t, found, "the third transaction's snapshot holds no marker")
 	_, err = a.exec(ctx, "COMMIT")
 	require.NoError(t, err)
 	_, err = b.exec(ctx, "COMMIT")
 	require.Error(t, err)
 	require.True(t, commitConflict(err), "not recognised as a marker conflict: %v", err)
 	_, _ = b.exec(ctx, "ROLLBACK")
+	_, err = c.exec(ctx, insertMarkerSQL, "s", 1, "batch", 1, 0)
+	require.Error(t, err)
+	require.True(t, commitConflict(err), "not recognised as a marker conflict: %v", err)
+	_, _ = c.exec(ctx, "ROLLBACK")
 	res, err := a.query(ctx, "SELECT count(*) FROM "+markersTable)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.Rows[0][0])
