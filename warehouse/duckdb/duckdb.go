@@ -49,6 +49,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -261,8 +262,8 @@ type shared struct {
 	refs int // guarded by registry.mu
 	cols columnCache
 	// ingestReady says the fence and marker tables exist (ingestDDL ran
-	// and committed); guarded by the exclusive write lock.
-	ingestReady bool
+	// and committed); written under the exclusive write lock.
+	ingestReady atomic.Bool
 }
 
 func newShared() *shared { return &shared{wl: newWriteLock()} }

@@ -50,13 +50,13 @@ func (e *Engine) ApplyIngest(ctx context.Context, p warehouse.IngestParams) (war
 	stepDone := false // the step's statements all ran: a failure is the COMMIT's
 	err := e.write(ctx, func(s *session) error {
 		defer e.shared.cols.forget(p.Table, p.View)
-		if !e.shared.ingestReady {
+		if !e.shared.ingestReady.Load() {
 			for _, ddl := range ingestDDL {
 				if _, err := s.exec(ctx, ddl); err != nil {
 					return err
 				}
 			}
-			e.shared.ingestReady = true
+			e.shared.ingestReady.Store(true)
 		}
 		err := s.inTx(ctx, func() error {
 			n, err := ingestStep(ctx, s, p)
@@ -67,7 +67,7 @@ func (e *Engine) ApplyIngest(ctx context.Context, p warehouse.IngestParams) (war
 		if err != nil && !ingestOutcome(err) {
 			// The fence and marker tables may be what failed (dropped
 			// behind the engine's back): the next step creates them again.
-			e.shared.ingestReady = false
+			e.shared.ingestReady.Store(false)
 		}
 		return err
 	})
@@ -393,38 +393,45 @@ func asInt64(v any) int64 {
 	return 0
 }
 
-// IngestState reads source's fence and markers (see warehouse.Ingester).
-// A warehouse that never ran a step has no fence: Exists is false.
+// ingestStateSQL reads source $1's fence (the row whose kind is NULL,
+// first: planned and serving generation) and its markers, in one
+// statement, so in one snapshot.
+var ingestStateSQL = `SELECT * FROM (SELECT NULL::VARCHAR AS kind, planned_generation AS generation, serving_generation AS idx,
+  NULL::BIGINT AS "rows", NULL::TIMESTAMPTZ AS applied_at FROM ` + fencesTable + ` WHERE source = $1
+UNION ALL SELECT kind, generation, idx, "rows", applied_at FROM ` + markersTable + ` WHERE source = $1)
+ORDER BY kind IS NOT NULL, generation, kind, idx`
+
+// IngestState reads source's fence and markers (see warehouse.Ingester),
+// in one statement. A warehouse that never ran a step has no fence:
+// Exists is false. Whether the fence and marker tables exist is asked of
+// the catalog only until this process has created or found them.
 func (e *Engine) IngestState(ctx context.Context, source string) (warehouse.IngestState, error) {
 	const op = "read ingest state"
 	var st warehouse.IngestState
 	err := e.read(ctx, func(s *session) error {
-		ok, err := s.findsRows(ctx, "SELECT 1 FROM duckdb_tables() WHERE schema_name = $1 AND table_name = 'markers'", warehouse.IngestSchema)
-		if err != nil || !ok {
+		if !e.shared.ingestReady.Load() {
+			ok, err := s.findsRows(ctx, "SELECT 1 FROM duckdb_tables() WHERE schema_name = $1 AND table_name = 'markers'", warehouse.IngestSchema)
+			if err != nil || !ok {
+				return err
+			}
+		}
+		res, err := s.query(ctx, ingestStateSQL, source)
+		if err != nil {
+			e.shared.ingestReady.Store(false) // the tables may be gone: ask the catalog again
 			return err
 		}
-		return s.inTx(ctx, func() error {
-			res, err := s.query(ctx, "SELECT planned_generation, serving_generation FROM "+fencesTable+" WHERE source = $1", source)
-			if err != nil {
-				return err
-			}
-			if len(res.Rows) == 1 {
+		for _, r := range res.Rows {
+			if r[0] == nil {
 				st.Exists = true
-				st.PlannedGeneration, st.ServingGeneration = asInt64(res.Rows[0][0]), asInt64(res.Rows[0][1])
+				st.PlannedGeneration, st.ServingGeneration = asInt64(r[1]), asInt64(r[2])
+				continue
 			}
-			res, err = s.query(ctx, `SELECT generation, kind, idx, "rows", applied_at FROM `+markersTable+
-				" WHERE source = $1 ORDER BY generation, kind, idx", source)
-			if err != nil {
-				return err
-			}
-			for _, r := range res.Rows {
-				at, _ := r[4].(time.Time)
-				st.Markers = append(st.Markers, warehouse.IngestMarker{
-					Generation: asInt64(r[0]), Kind: fmt.Sprint(r[1]), Index: asInt64(r[2]), Rows: asInt64(r[3]), AppliedAt: at.UTC(),
-				})
-			}
-			return nil
-		})
+			at, _ := r[4].(time.Time)
+			st.Markers = append(st.Markers, warehouse.IngestMarker{
+				Generation: asInt64(r[1]), Kind: fmt.Sprint(r[0]), Index: asInt64(r[2]), Rows: asInt64(r[3]), AppliedAt: at.UTC(),
+			})
+		}
+		return nil
 	})
 	if err != nil {
 		return warehouse.IngestState{}, fail(op, source, err)
