@@ -2,6 +2,7 @@ package ingest_test
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -63,7 +64,7 @@ func BenchmarkPassTinyBatch(b *testing.B) {
 			}
 			pass := func() ingest.SourceReport {
 				rep, err := ingest.Pass(ctx, ingest.Params{Store: st, Engine: wh, Sources: map[string]*source.Definition{src: d},
-					Connectors: []connector.Connector{conn}, Root: root})
+					Connectors: []connector.Connector{conn}, Root: root, Logger: slog.New(slog.DiscardHandler)})
 				require.NoError(b, err)
 				require.Len(b, rep.Sources, 1)
 				require.NoError(b, rep.Sources[0].Err)
