@@ -2,9 +2,13 @@ package duckdb
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/warehouse"
 )
 
 // Scenario: three transactions insert the same marker past the engine's
@@ -60,4 +64,39 @@ func TestMarkerRaceFailsLoserAtCommit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(1), res.Rows[0][0])
 	require.False(t, commitConflict(context.Canceled))
+}
+
+// Scenario: a chunk step turns DuckDB's preserve_insertion_order off for
+// its own statements only: after a chunk that commits, and after one that
+// fails on a file that does not parse, the engine's (single) connection
+// preserves insertion order again for every other statement.
+func TestChunkResetsInsertionOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	e, err := Open(ctx, filepath.Join(dir, "w.duckdb"), Options{})
+	require.NoError(t, err)
+	defer e.Close()
+	e.db.SetMaxOpenConns(1) // every statement on the connection the steps ran on
+	good, bad := filepath.Join(dir, "good.csv"), filepath.Join(dir, "bad.csv")
+	require.NoError(t, os.WriteFile(good, []byte("id\n1\n2\n"), 0o644))
+	require.NoError(t, os.WriteFile(bad, []byte("id\n\"unterminated\n"), 0o644))
+	preserved := func() bool {
+		t.Helper()
+		res, err := e.Query(ctx, "SELECT current_setting('preserve_insertion_order')")
+		require.NoError(t, err)
+		return res.Rows[0][0] == true
+	}
+	require.True(t, preserved(), "DuckDB's default")
+	table := warehouse.Table{Schema: "gapless__raw", Name: "events__g1"}
+	_, err = e.ApplyIngest(ctx, warehouse.IngestParams{Source: "raw.events", Step: warehouse.StepFence, Generation: 1})
+	require.NoError(t, err)
+	_, err = e.ApplyIngest(ctx, warehouse.IngestParams{Source: "raw.events", Step: warehouse.StepChunk, Generation: 1, Table: table,
+		Files: warehouse.StagedFiles{Format: warehouse.FormatCSV, Paths: []string{good}}})
+	require.NoError(t, err)
+	require.True(t, preserved(), "after a chunk that committed")
+	_, err = e.ApplyIngest(ctx, warehouse.IngestParams{Source: "raw.events", Step: warehouse.StepChunk, Generation: 1, Index: 1, Table: table,
+		Files: warehouse.StagedFiles{Format: warehouse.FormatCSV, Paths: []string{bad}}})
+	require.Error(t, err)
+	require.True(t, preserved(), "after a chunk that failed")
 }
