@@ -24,6 +24,26 @@ func benchEventsSQL(rows int64) string {
   ((i %% 97) * 1.5)::DOUBLE AS amount, 'event-' || (i %% 50) AS kind FROM range(0, %d) AS t(i)`, rows)
 }
 
+// decodeParquet reads the benchmark's rows from file with DuckDB, as Go
+// values ready for pgx's CopyFrom.
+func decodeParquet(b *testing.B, duck *sql.DB, file string) [][]any {
+	b.Helper()
+	rs, err := duck.QueryContext(b.Context(), "SELECT * FROM read_parquet('"+strings.ReplaceAll(file, "'", "''")+"')")
+	require.NoError(b, err)
+	defer rs.Close() //nolint:errcheck // rs.Err below reports what the read lost
+	var decoded [][]any
+	for rs.Next() {
+		var id, user int64
+		var at time.Time
+		var amount float64
+		var kind string
+		require.NoError(b, rs.Scan(&id, &at, &user, &amount, &kind))
+		decoded = append(decoded, []any{id, at.UTC(), user, amount, kind})
+	}
+	require.NoError(b, rs.Err())
+	return decoded
+}
+
 // BenchmarkIngestBatch measures a live batch (ApplyIngest StepBatch,
 // append) from one Parquet file on the PostgreSQL engine, which decodes
 // the file with an embedded in-memory DuckDB and streams the rows in with
@@ -47,20 +67,7 @@ func BenchmarkIngestBatch(b *testing.B) {
 			b.Cleanup(func() { require.NoError(b, duck.Close()) })
 			_, err = duck.ExecContext(ctx, "COPY ("+benchEventsSQL(rows)+") TO '"+strings.ReplaceAll(file, "'", "''")+"' (FORMAT parquet)")
 			require.NoError(b, err)
-			var decoded [][]any
-			rs, err := duck.QueryContext(ctx, "SELECT * FROM read_parquet('"+strings.ReplaceAll(file, "'", "''")+"')")
-			require.NoError(b, err)
-			for rs.Next() {
-				var id, user int64
-				var at time.Time
-				var amount float64
-				var kind string
-				require.NoError(b, rs.Scan(&id, &at, &user, &amount, &kind))
-				decoded = append(decoded, []any{id, at.UTC(), user, amount, kind})
-			}
-			require.NoError(b, rs.Err())
-			require.NoError(b, rs.Close())
-
+			decoded := decodeParquet(b, duck, file)
 			files := warehouse.StagedFiles{Format: warehouse.FormatParquet, Paths: []string{file}}
 			table := warehouse.Table{Schema: "gapless__raw", Name: "events__g1"}
 			_, err = e.ApplyIngest(ctx, warehouse.IngestParams{Source: "raw.events", Step: warehouse.StepFence, Generation: 1})
