@@ -59,9 +59,10 @@ fuzz:
 
 # The main job on the embedded default (DuckDB warehouse, SQLite state), in a
 # temporary folder: write the example project, deploy prod with one day of
-# history, run the scheduler five hours later, and show the state and a
-# served view. Fixed execution times keep the output stable (only the plan
-# id and the promotion's wall-clock time vary).
+# history, land the source raw.orders from its three CSV files, run the
+# scheduler five hours later, and show the state, the source and a served
+# view. Fixed execution times keep the output stable (only the plan id, the
+# promotion's wall-clock time and the source's staging times vary).
 DEMO_T0 = 2024-01-02T00:30:00Z
 DEMO_T1 = 2024-01-02T05:30:00Z
 
@@ -72,6 +73,8 @@ demo: build
 	./bin/gapless init "$$dir/quickstart" && \
 	gl models --execution-time $(DEMO_T0) && \
 	gl plan --auto-apply --execution-time $(DEMO_T0) && \
+	gl ingest --once && \
 	gl run --execution-time $(DEMO_T1) && \
 	gl status --execution-time $(DEMO_T1) && \
+	gl sources && \
 	gl query "SELECT * FROM demo.top_customers"

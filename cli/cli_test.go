@@ -36,7 +36,9 @@ func TestModelsListsTheExampleProject(t *testing.T) {
 	t.Parallel()
 	r := run(t, quickstart, "models")
 	require.Equal(t, ExitOK, r.code, r.stderr)
-	require.Contains(t, r.stdout, "5 models, at 2024-03-01T10:30:00Z")
+	require.Contains(t, r.stdout, "7 models, at 2024-03-01T10:30:00Z")
+	require.Regexp(t, `raw\.orders +SOURCE `, r.stdout)
+	require.Regexp(t, `demo\.orders_hourly +INCREMENTAL_BY_TIME_RANGE +@hourly +hour +\w+ +raw\.orders `, r.stdout)
 	require.Contains(t, r.stdout, "demo.daily_revenue")
 	// hourly cron at 10:30: the newest due hour is [09:00, 10:00)
 	require.Contains(t, r.stdout, "1450 hour intervals in [2024-01-01T00:00:00Z, 2024-03-01T10:00:00Z)")
@@ -48,7 +50,7 @@ func TestModelsJSONAndFoundFromASubfolder(t *testing.T) {
 	require.Equal(t, ExitOK, r.code, r.stderr)
 	var rows []modelRow
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rows))
-	require.Len(t, rows, 5)
+	require.Len(t, rows, 7)
 	byName := map[string]modelRow{}
 	for _, row := range rows {
 		byName[row.Name] = row

@@ -20,8 +20,21 @@ const (
 	t1 = "2024-01-02T05:30:00Z" // a run: five more hours of events
 )
 
-// initProject writes the example project into a fresh folder.
+// initProject writes the example project into a fresh folder, without
+// its source (raw.orders, its landing folder and demo.orders_hourly): the
+// stories here are about models; initProjectWithSource keeps it.
 func initProject(t *testing.T) string {
+	t.Helper()
+	dir := initProjectWithSource(t)
+	for _, rel := range []string{"sources/orders.yaml", "models/orders_hourly.sql", "landing"} {
+		require.NoError(t, os.RemoveAll(filepath.Join(dir, rel)))
+	}
+	return dir
+}
+
+// initProjectWithSource writes the example project, as `gapless init`
+// does, into a fresh folder.
+func initProjectWithSource(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "proj")
 	r := run(t, t.TempDir(), "init", dir)

@@ -19,12 +19,15 @@ func newInitCmd(g *globals) *cobra.Command {
 		Short: "Write a runnable example project into DIR (default: the working directory)",
 		Long: `Writes the example project: a DuckDB warehouse and SQLite state (the
 embedded default), a SEED CSV, an hourly INCREMENTAL_BY_TIME_RANGE model over
-generated events, a daily rollup of it, a FULL model and a VIEW.
+generated events, a daily rollup of it, a FULL model and a VIEW, and a
+source, raw.orders (sources/orders.yaml), with a landing folder of three
+CSV files (landing/orders) and an hourly model reading it.
 
 It never overwrites: if any of its files exists already, it writes nothing
 and names the file. Then, in DIR:
 
   gapless plan --auto-apply
+  gapless ingest --once
   gapless run
   gapless status`,
 		Args: rangeArgs(0, 1),
@@ -45,7 +48,7 @@ and names the file. Then, in DIR:
 				return err
 			}
 			g.log.Debug("project written", logkey.Project, dir, logkey.Files, n)
-			fmt.Fprintf(g.env.Stdout, "Wrote the example project to %s (%d files).\n\nNext:\n  cd %s\n  gapless plan --auto-apply\n  gapless run\n  gapless status\n",
+			fmt.Fprintf(g.env.Stdout, "Wrote the example project to %s (%d files).\n\nNext:\n  cd %s\n  gapless plan --auto-apply\n  gapless ingest --once\n  gapless run\n  gapless status\n",
 				dir, n, dir)
 			return nil
 		},

@@ -63,6 +63,11 @@ served before (gapless rollback promotes it again), and any plan that
 names a version snapshot_ttl still keeps. If any environment is promoted
 while it works, it drops no table, prunes no plan and asks to be run again.
 
+It also drops the tables (gapless__raw.<schema>__<table>__g<N>) and the
+markers in gapless__ingest of source generations retired at least --grace
+ago: never the generation a source serves or builds, nor one the
+warehouse's fence still plans or serves (kept and reported).
+
 --dry-run prints what it would remove and changes nothing.`,
 		Args: rangeArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
@@ -99,7 +104,7 @@ while it works, it drops no table, prunes no plan and asks to be run again.
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().BoolVar(&opts.DryRun, "dry-run", false, "print what would be removed; change nothing")
 	cmd.Flags().DurationVar(&opts.Grace, "grace", DefaultJanitorGrace,
-		"keep every version of a plan whose application has not finished and was active this recently")
+		"keep every version of a plan whose application has not finished and was active this recently, and every source generation retired this recently")
 	cmd.Flags().StringVar(&snapshotTTL, "snapshot-ttl", "",
 		"keep a version no environment serves this long after it was last used: 12h, 7d, 2w, 0 (drop at once) or never (default: snapshot_ttl in gapless.yaml, else 7d)")
 	return cmd
@@ -142,6 +147,19 @@ func printJanitor(out io.Writer, rep *janitorReport) {
 			verb = "Would prune"
 		}
 		fmt.Fprintf(out, "%s %d finished saved plan(s) (--json lists them).\n", verb, len(rep.PrunedPlans))
+	}
+	if len(rep.SourceTables) > 0 || rep.SourceMarkers > 0 {
+		fmt.Fprintf(out, "%s %d retired source generation table(s) and %d of their marker(s):\n", verb, len(rep.SourceTables), rep.SourceMarkers)
+		for _, t := range rep.SourceTables {
+			fmt.Fprintf(out, "  table %s\n", t)
+		}
+	}
+	for _, k := range rep.KeptGenerations {
+		until := ""
+		if !k.Until.IsZero() {
+			until = ", until " + k.Until.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(out, "Kept generation %d of source %s: %s%s.\n", k.Generation, k.Source, k.Reason, until)
 	}
 	for _, s := range rep.Skipped {
 		fmt.Fprintf(out, "Left %s alone: it was promoted while the janitor ran.\n", s)

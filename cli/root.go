@@ -137,6 +137,7 @@ func newRoot(g *globals) *cobra.Command {
 		newRollbackCmd(g),
 		newRunCmd(g),
 		newIngestCmd(g),
+		newSourcesCmd(g),
 		newSchedulerCmd(g),
 		newStatusCmd(g),
 		newDebtCmd(g),

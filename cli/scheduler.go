@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/scheduler"
+	"github.com/gapless-dev/gapless/source"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -23,7 +25,7 @@ func newSchedulerCmd(g *globals) *cobra.Command {
 	var (
 		listen                   string
 		tick, jitter, ttl, grace time.Duration
-		once                     bool
+		once, ingestSources      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "scheduler [ENV...]",
@@ -42,6 +44,12 @@ version at once; a leased version is deferred to a later tick.
 On SIGINT/SIGTERM no further model starts; the batch in flight may finish
 within --grace, then it is cancelled (it rolls back and records nothing).
 The exit status is 0 after a clean stop.
+
+Each tick first lands the project's sources (sources/*.yaml), as one
+'gapless ingest --once' pass, on the warehouse the tick's runs then use:
+one process holds the DuckDB file for both, and the runs compute what the
+sources' new watermarks cover. --ingest=false leaves the sources to
+another process ('gapless ingest'). The source files are read at start.
 
 --listen serves /healthz and Prometheus /metrics. --once runs one tick and
 exits (for cron and tests); only then may --execution-time be given.`,
@@ -77,6 +85,12 @@ exits (for cron and tests); only then may --execution-time be given.`,
 				return err
 			}
 			defer g.closeBackend(b, &err)
+			var in *scheduler.Ingest
+			if ingestSources {
+				if in, err = schedulerIngest(g, cfg.Dir); err != nil {
+					return err
+				}
+			}
 			parser, err := sqlparse.Open()
 			if err != nil {
 				return fmt.Errorf("starting the SQL parser: %w", err)
@@ -93,6 +107,7 @@ exits (for cron and tests); only then may --execution-time be given.`,
 				Lease:      lease.Options{TTL: ttl},
 				Logger:     g.log,
 				Registerer: reg,
+				Ingest:     in,
 			})
 			if err != nil {
 				return err
@@ -123,7 +138,29 @@ exits (for cron and tests); only then may --execution-time be given.`,
 	f.DurationVar(&ttl, "lease-ttl", lease.DefaultTTL, "lifetime of a version lease (renewed every third of it); a dead daemon's work is taken over after it")
 	f.DurationVar(&grace, "grace", scheduler.DefaultGrace, "on SIGINT/SIGTERM, how long the batch in flight may take to finish before it is cancelled (0: at once)")
 	f.BoolVar(&once, "once", false, "run one tick and exit")
+	f.BoolVar(&ingestSources, "ingest", true, "land the project's sources before each tick's runs")
 	return cmd
+}
+
+// schedulerIngest reads the project's source files for the daemon's ingest
+// pass; nil when the project defines none.
+func schedulerIngest(g *globals, root string) (*scheduler.Ingest, error) {
+	defs, err := source.LoadDir(root, os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	if len(defs) == 0 {
+		return nil, nil
+	}
+	sources := make(map[string]*source.Definition, len(defs))
+	for _, d := range defs {
+		sources[d.Name] = d
+	}
+	conns, err := ingestConnectors(g, sources, root)
+	if err != nil {
+		return nil, err
+	}
+	return &scheduler.Ingest{Sources: sources, Connectors: conns, Root: root}, nil
 }
 
 // serveHTTP starts the daemon's HTTP server on addr and returns once it
@@ -145,8 +182,15 @@ func serveHTTP(ctx context.Context, s *scheduler.Scheduler, addr string) (stop f
 	}, nil
 }
 
-// printTick prints one line per environment of a --once tick.
+// printTick prints one line per source of the tick's ingest pass, then one
+// per environment, of a --once tick.
 func printTick(g *globals, res scheduler.TickResult) {
+	if res.IngestErr != nil {
+		fmt.Fprintf(g.env.Stdout, "ingest: failed: %v\n", res.IngestErr)
+	}
+	if res.Ingest != nil {
+		printIngest(g, *res.Ingest, false)
+	}
 	for _, e := range res.Envs {
 		switch {
 		case e.Absent:

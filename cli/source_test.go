@@ -122,14 +122,19 @@ func TestASourceAndAModelOfOneNameIsRefused(t *testing.T) {
 // landing/events and `gapless ingest --once` stages it, builds generation
 // 1 and publishes the watermark (max ts 03:30 - lateness 10m); `run` then
 // computes the model's hours the source covers, and a second pass with
-// nothing new changes nothing. A bad file stops the source, exit 1,
-// naming the file. Without --once the command is a usage error.
+// nothing new changes nothing (it says so, without opening the
+// warehouse). A bad file stops the source, exit 1, naming the file. A
+// source name the project does not define, or a --interval of 0, is a
+// usage error.
 func TestIngestOnceLandsTheSource(t *testing.T) {
 	t.Parallel()
 	dir := initProject(t)
 	addSource(t, dir)
 	mustRun(t, dir, "plan", "--auto-apply", "--execution-time", t0)
-	require.Equal(t, 2, run(t, dir, "ingest").code)
+	r := run(t, dir, "ingest", "raw.evnts", "--once")
+	require.Equal(t, ExitUsage, r.code)
+	require.Contains(t, r.stderr, "source raw.evnts: no such source in the project; did you mean raw.events?")
+	require.Equal(t, ExitUsage, run(t, dir, "ingest", "--interval", "0s").code)
 
 	landing := filepath.Join(dir, "landing", "events")
 	require.NoError(t, os.MkdirAll(landing, 0o755))
@@ -141,11 +146,11 @@ func TestIngestOnceLandsTheSource(t *testing.T) {
 	require.Equal(t, float64(3), count(t, dir, "demo.raw_hourly"), "hours 00, 01, 02: 03 is not complete")
 
 	out = mustRun(t, dir, "ingest", "--once")
-	require.Equal(t, "raw.events: 0 staged, 0 applied, complete through 2024-01-01T03:20:00Z\n", out)
+	require.Equal(t, "raw.events: 0 staged, 0 applied, nothing new\n", out, "an idle pass leaves the watermark as it was")
 	require.Equal(t, float64(4), count(t, dir, "raw.events"))
 
 	require.NoError(t, os.WriteFile(filepath.Join(landing, "b.csv"), []byte("id,ts,amount\nx,not a time,1\n"), 0o644))
-	r := run(t, dir, "ingest", "--once")
+	r = run(t, dir, "ingest", "raw.events", "--once")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "b.csv")
 	require.Equal(t, float64(4), count(t, dir, "raw.events"))

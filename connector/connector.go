@@ -82,7 +82,10 @@ type Connector interface {
 	Discover(ctx context.Context, q Queue) (Discovery, error)
 	// Snapshot returns a consistent snapshot as of the queue's staged
 	// batches, or an error wrapping ErrNotConsistent, or a
-	// *VanishedError when a location the snapshot needs is gone.
+	// *VanishedError when a location the snapshot needs is gone. With a
+	// *VanishedError it also returns the snapshot of what still exists,
+	// without the vanished locations: a build the user asked for after
+	// the loss (a resync) rebuilds from it; any other caller fails closed.
 	Snapshot(ctx context.Context, q Queue) (Snapshot, error)
 }
 

@@ -13,30 +13,55 @@
 //
 // One pass of one source, in order:
 //
-//  1. register (EnsureSources, for all sources at once);
+//  1. register (EnsureSources, for all sources at once, then one
+//     ListSources); a source that serves, with no build owed or in
+//     flight, whose connector discovers nothing new and whose serving
+//     generation has applied every staged batch
+//     (state.Generation.AppliedSeq, the state store's cache of the
+//     warehouse markers, reaches state.Source.LastSeq) is idle, and so is
+//     a source owed a build whose snapshot has nothing to build from yet
+//     (the build is deferred): its pass ends there, without the warehouse
+//     (Params.OpenEngine opens it only for a source with something to
+//     land) and without recomputing its watermark;
 //  2. heal: a swap the warehouse committed that the state has not recorded
 //     is recorded (RecordSwap). A build the state shows in flight is
 //     resumed in step 4 (its fence replayed when the warehouse's lags)
 //     when the snapshot still pins where it was planned, and otherwise
-//     retired (RequestBuild with Retire) and planned anew;
+//     retired (RequestBuild with Retire) and planned anew; a build planned
+//     without a pin (a resync) is pinned there (PinGeneration); a
+//     generation's applied seq the state store records behind the
+//     warehouse's markers is moved up to them (RecordApplied);
 //  3. discover and stage the connector's new batches;
-//  4. when a build is owed (nothing serves yet, or one was requested) and
-//     none is in flight: Snapshot, PlanGeneration, fence, the snapshot's
-//     chunks in order, catch-up of the live batches after the pin onto
-//     the building generation, swap (catching up again while the serving
-//     generation moves ahead: ErrBehind), RecordSwap. A build that cannot
-//     start yet (ErrBuildInFlight, ErrNotConsistent, no data) is deferred
-//     to a later pass and logged;
+//  4. a replace run staged after what serves is a generation of kind
+//     replace: planned (the same one-build-per-source compare-and-swap as
+//     every build, superseding a build in flight that it replaces) when
+//     its head is staged, pinned at the run's end once its final is, its
+//     chunks the run's files; then fence, chunks, catch-up, swap as below.
+//     A build that was owed when it arrived (a resync) stays requested and
+//     runs after it. Otherwise, when a build is owed (nothing serves yet,
+//     or one was requested) or in flight: Snapshot, PlanGeneration, fence,
+//     the snapshot's chunks in order, catch-up of the live batches after
+//     the pin onto the building generation, swap (catching up again while
+//     the serving generation moves ahead: ErrBehind), RecordSwap. A build
+//     that cannot start yet (ErrBuildInFlight; ErrNotConsistent, which a
+//     half-arrived replace run makes the snapshot return; no data) is
+//     deferred to a later pass and logged;
 //  5. otherwise the live batches not applied yet are applied in Seq order
-//     onto the serving generation;
+//     onto the serving generation, counting late rows (older than the
+//     watermark already published);
 //  6. the watermark is published: for a source with a time_column that
-//     serves, the coverage of state.SourceKey grows to [start,
-//     max(time_column) - lateness), start being the definition's start or
-//     else the least time served. It is published also when step 5 stopped
-//     at a failing batch: it covers what the view serves.
+//     serves, the coverage of state.SourceKey is [start, max(time_column)
+//     - lateness) of what the serving generation holds, start being the
+//     definition's start or else the least time served, fenced on {source,
+//     serving generation}. It grows with live batches and follows a swap,
+//     also down. It is published also when step 5 stopped at a failing
+//     batch: it covers what the view serves.
 //
 // A source stops at its first failing batch: later batches wait, in
-// order, for a later pass. Other sources continue.
+// order, for a later pass (SourceReport.Blocked). A staged file that
+// vanished before the build or live apply that needs it read it parks the
+// source NEEDS_RESYNC, naming it, rather than serve a table without it; a
+// resync rebuilds from what exists. Other sources continue.
 package ingest
 
 import (
@@ -48,6 +73,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,12 +105,43 @@ type Hooks struct {
 	// AfterSwap runs after the warehouse committed the swap of generation
 	// gen, before the state store records it.
 	AfterSwap func(source string, gen int64) error
+	// BeforeStep runs before each warehouse step (fence, chunk, batch,
+	// swap) of generation gen is sent to the warehouse; index is the chunk
+	// index, the batch seq, or 0 (fence, swap).
+	BeforeStep func(source string, step warehouse.IngestStep, gen, index int64) error
+	// AfterStep runs after the warehouse committed that step (not after a
+	// step it refused, as already applied or otherwise), before anything
+	// else, the state store included, hears of it.
+	AfterStep func(source string, step warehouse.IngestStep, gen, index int64) error
+}
+
+// before runs the BeforeStep hook, if any.
+func (h Hooks) before(source string, step warehouse.IngestStep, gen, index int64) error {
+	if h.BeforeStep == nil {
+		return nil
+	}
+	return h.BeforeStep(source, step, gen, index)
+}
+
+// after runs the AfterStep hook, if any.
+func (h Hooks) after(source string, step warehouse.IngestStep, gen, index int64) error {
+	if h.AfterStep == nil {
+		return nil
+	}
+	return h.AfterStep(source, step, gen, index)
 }
 
 // Params are the parameters of Pass.
 type Params struct {
-	Store  state.Store
+	Store state.Store
+	// Engine is the warehouse, for a caller that holds one open; when nil,
+	// OpenEngine opens it.
 	Engine warehouse.Ingester
+	// OpenEngine opens the warehouse the first time a source of the pass
+	// needs it, at most once per pass: a pass whose sources are all idle
+	// never calls it. The caller closes what it opened. Used only when
+	// Engine is nil.
+	OpenEngine func(ctx context.Context) (warehouse.Ingester, error)
 	// Sources are the project's source definitions (project.Sources).
 	Sources map[string]*source.Definition
 	// Connectors are the sources' connectors, one per source, matched by
@@ -129,6 +186,10 @@ type SourceReport struct {
 	Blocked *BlockedBatch
 	// Err is the source's first failure; later batches wait for it.
 	Err error
+	// Idle says the source had nothing to land: the pass decided so from
+	// the state store and Discover, without the warehouse, and left its
+	// watermark as it was.
+	Idle bool
 }
 
 // BlockedBatch is a staged batch that failed to apply: it and every later
@@ -178,8 +239,9 @@ func (e *BatchError) Error() string {
 func (e *BatchError) Unwrap() error { return e.Err }
 
 // Pass runs one ingest pass over every source of p.Sources (in name
-// order). It returns an error only when registering the sources fails;
-// each source's failure is in its SourceReport (Report.Err joins them).
+// order). It returns an error only when registering the sources, or
+// reading their state, fails; each source's failure is in its
+// SourceReport (Report.Err joins them).
 func Pass(ctx context.Context, p Params) (Report, error) {
 	if p.Clock == nil {
 		p.Clock = clockwork.NewRealClock()
@@ -208,14 +270,27 @@ func Pass(ctx context.Context, p Params) (Report, error) {
 	if _, err := p.Store.EnsureSources(ctx, state.EnsureSourcesParams{Sources: defs, Now: p.Clock.Now()}); err != nil {
 		return rep, fmt.Errorf("registering sources: %w", err)
 	}
+	// One read of every source's state, for the idle checks.
+	list, err := p.Store.ListSources(ctx, state.SourceFilter{Names: names})
+	if err != nil {
+		return rep, fmt.Errorf("reading the sources' state: %w", err)
+	}
+	srcs := make(map[string]*state.Source, len(list))
+	for _, s := range list {
+		srcs[s.Name] = s
+	}
+	open := &engineOpener{engine: p.Engine, open: p.OpenEngine}
 	for _, n := range names {
-		w := &worker{p: p, def: p.Sources[n], conn: conns[n], rep: SourceReport{Source: n}}
+		w := &worker{p: p, def: p.Sources[n], conn: conns[n], rep: SourceReport{Source: n}, src: srcs[n], opener: open}
+		w.p.Engine = nil // set by engine(), once the source needs the warehouse
 		if w.conn == nil {
 			w.rep.Err = fmt.Errorf("%s: source %s: no connector", w.def.File, n)
 		} else {
 			w.rep.Err = w.run(ctx)
-			if err := w.watermark(ctx); err != nil {
-				w.rep.Err = errors.Join(w.rep.Err, err)
+			if w.p.Engine != nil { // an idle source keeps its watermark
+				if err := w.watermark(ctx); err != nil {
+					w.rep.Err = errors.Join(w.rep.Err, err)
+				}
 			}
 		}
 		if w.rep.Err != nil {
@@ -255,6 +330,57 @@ type worker struct {
 	rep  SourceReport
 	src  *state.Source
 	ws   warehouse.IngestState
+	// vanished are the staged locations discovery found gone.
+	vanished map[string]bool
+	// again: a build swapped in this round; the source may owe more.
+	again bool
+	// opener opens the pass's warehouse once, for the first source that
+	// needs it; discovered: this pass ran Discover already, which found
+	// found batches.
+	opener     *engineOpener
+	discovered bool
+	found      int
+}
+
+// engineOpener is a pass's warehouse, opened on first use.
+type engineOpener struct {
+	engine warehouse.Ingester
+	open   func(ctx context.Context) (warehouse.Ingester, error)
+	err    error
+}
+
+func (o *engineOpener) get(ctx context.Context) (warehouse.Ingester, error) {
+	if o.engine != nil || o.err != nil {
+		return o.engine, o.err
+	}
+	if o.open == nil {
+		o.err = errors.New("ingest: no warehouse (Params.Engine and Params.OpenEngine are both nil)")
+		return nil, o.err
+	}
+	e, err := o.open(ctx)
+	switch {
+	case err != nil:
+		o.err = fmt.Errorf("opening the warehouse: %w", err)
+	case e == nil:
+		o.err = errors.New("opening the warehouse: OpenEngine returned none")
+	default:
+		o.engine = e
+	}
+	return o.engine, o.err
+}
+
+// engine makes w.p.Engine the pass's warehouse, opening it if no source
+// has yet.
+func (w *worker) engine(ctx context.Context) error {
+	if w.p.Engine != nil {
+		return nil
+	}
+	e, err := w.opener.get(ctx)
+	if err != nil {
+		return fmt.Errorf("source %s: %w", w.name(), err)
+	}
+	w.p.Engine = e
+	return nil
 }
 
 func (w *worker) name() string { return w.def.Name }
@@ -262,6 +388,9 @@ func (w *worker) name() string { return w.def.Name }
 func (w *worker) log() *slog.Logger { return w.p.Logger.With(logkey.Model, w.name()) }
 
 func (w *worker) refresh(ctx context.Context) error {
+	if err := w.engine(ctx); err != nil {
+		return err
+	}
 	src, err := w.p.Store.GetSource(ctx, w.name())
 	if err != nil {
 		return fmt.Errorf("source %s: reading its state: %w", w.name(), err)
@@ -275,22 +404,146 @@ func (w *worker) refresh(ctx context.Context) error {
 }
 
 func (w *worker) run(ctx context.Context) error {
+	if idle, err := w.idle(ctx); err != nil || idle {
+		w.rep.Idle = idle
+		return err
+	}
 	if err := w.refresh(ctx); err != nil {
 		return err
 	}
 	if err := w.heal(ctx); err != nil {
 		return err
 	}
-	if err := w.discover(ctx); err != nil {
+	if !w.discovered {
+		if err := w.discover(ctx); err != nil {
+			return err
+		}
+	}
+	// A replace run met by the live apply or a catch-up is built in the
+	// same pass, and a build deferred behind it then too.
+	for range 4 {
+		err := w.round(ctx)
+		if errors.Is(err, errReplace) {
+			continue
+		}
+		if errors.Is(err, warehouse.ErrFenced) {
+			// A stale write the warehouse refused: another actor moved the
+			// generation (a resync retired it, a swap replaced it). Nothing
+			// was written; the next pass works on the new generation.
+			if rerr := w.refresh(ctx); rerr != nil {
+				return rerr
+			}
+			return w.deferBuild(ctx, "fenced", err)
+		}
+		if err != nil || !w.again {
+			return err
+		}
+		w.again = false
+	}
+	return nil
+}
+
+// round does one round of steps 4 and 5 (see the package doc): the
+// replace run owed, else the build owed, else the live batches. It sets
+// w.again when a build swapped in and the source may owe more.
+func (w *worker) round(ctx context.Context) error {
+	all, err := w.batches(ctx, 0)
+	if err != nil {
 		return err
 	}
-	for range 2 { // a replace run met live requests a build: built in the same pass
-		if w.src.Building != 0 || w.src.Serving == 0 || w.src.BuildRequested {
-			return w.build(ctx)
+	if r := w.owedReplace(all); r != nil || w.building().Kind == state.GenerationReplace {
+		return w.replace(ctx, r, all)
+	}
+	if w.src.ParkedReason != "" {
+		// NEEDS_RESYNC: it serves what it serves; nothing is applied or
+		// built until a resync (or a replace run) rebuilds it.
+		return w.deferBuild(ctx, "parked", nil)
+	}
+	if w.src.Building != 0 || w.src.Serving == 0 || w.src.BuildRequested {
+		return w.build(ctx, all)
+	}
+	return w.live(ctx)
+}
+
+// idle reports whether the source has nothing to land, deciding from the
+// state store (read for the whole pass) and the connector alone: no build
+// is in flight, Discover finds nothing new, and either the serving
+// generation's applied seq reaches the last staged batch (no build owed),
+// or a build is owed but the connector's snapshot has nothing to build
+// from yet (the build is deferred, as build would). Anything else,
+// including an applied seq behind (a crash between a warehouse commit and
+// RecordApplied, healed from the markers), is not idle. The applied seq
+// never leads the warehouse, so an idle source has indeed nothing the
+// warehouse lacks.
+func (w *worker) idle(ctx context.Context) (bool, error) {
+	s := w.src
+	if s == nil || s.Building != 0 {
+		return false, nil
+	}
+	if err := w.discover(ctx); err != nil || w.found > 0 {
+		return false, err
+	}
+	if s.Serving == 0 || s.BuildRequested {
+		snap, err := w.conn.Snapshot(ctx, w.p.Store)
+		switch {
+		case errors.Is(err, connector.ErrNotConsistent):
+			return true, w.deferBuild(ctx, "not_consistent", err)
+		case err == nil && len(snap.Chunks) == 0:
+			return true, w.deferBuild(ctx, "no_data", nil)
 		}
-		again, err := w.live(ctx)
-		if err != nil || !again {
-			return err
+		return false, nil // a build to make, or a snapshot error build reports
+	}
+	return appliedSeq(s, s.Serving) >= s.LastSeq, nil
+}
+
+// appliedSeq is generation gen's applied seq as s records it.
+func appliedSeq(s *state.Source, gen int64) int64 {
+	for _, g := range s.Generations {
+		if g.Generation == gen {
+			return g.AppliedSeq
+		}
+	}
+	return 0
+}
+
+// markedSeq is the last batch seq the warehouse's markers show applied to
+// (or covered by the snapshot of) generation gen.
+func markedSeq(ws warehouse.IngestState, gen int64) int64 {
+	var seq int64
+	for _, m := range ws.Markers {
+		if m.Generation == gen && (m.Kind == warehouse.MarkerBatch || m.Kind == warehouse.MarkerCovered) {
+			seq = max(seq, m.Index)
+		}
+	}
+	return seq
+}
+
+// recordApplied records that generation gen holds every batch up to seq,
+// after the warehouse committed it (RecordApplied only moves forward).
+func (w *worker) recordApplied(ctx context.Context, gen, seq int64) error {
+	if seq <= 0 {
+		return nil
+	}
+	if _, err := w.p.Store.RecordApplied(ctx, state.RecordAppliedParams{Source: w.name(), Generation: gen, Seq: seq}); err != nil {
+		return fmt.Errorf("source %s: recording batch %d applied to generation %d: %w", w.name(), seq, gen, err)
+	}
+	return nil
+}
+
+// healApplied moves the applied seq of the serving and building
+// generations up to the warehouse's markers where the state store lags.
+func (w *worker) healApplied(ctx context.Context) error {
+	for _, g := range []int64{w.src.Serving, w.src.Building} {
+		if g == 0 {
+			continue
+		}
+		if m := markedSeq(w.ws, g); m > appliedSeq(w.src, g) {
+			if err := w.recordApplied(ctx, g, m); err != nil {
+				return err
+			}
+			w.rep.Healed = append(w.rep.Healed, fmt.Sprintf("recorded batch %d applied to generation %d", m, g))
+			w.log().InfoContext(ctx, "healed: recorded the batches the warehouse applied", logkey.Reason, "applied_unrecorded",
+				logkey.Generation, g)
 		}
 	}
 	return nil
@@ -306,18 +559,26 @@ func (w *worker) heal(ctx context.Context) error {
 		}
 		w.rep.Healed = append(w.rep.Healed, fmt.Sprintf("recorded swap of generation %d", ws.ServingGeneration))
 		w.log().InfoContext(ctx, "healed: recorded a swap the warehouse committed", logkey.Reason, "swap_unrecorded")
-		return w.refresh(ctx)
+		if err := w.refresh(ctx); err != nil {
+			return err
+		}
 	}
-	return nil
+	return w.healApplied(ctx)
 }
 
 func (w *worker) discover(ctx context.Context) error {
+	w.discovered = true
 	d, err := w.conn.Discover(ctx, w.p.Store)
 	if err != nil {
 		return fmt.Errorf("source %s: discovery: %w", w.name(), err)
 	}
+	w.found = len(d.Batches)
 	if len(d.Vanished) > 0 {
 		w.log().WarnContext(ctx, "staged files vanished from the source", logkey.Path, strings.Join(d.Vanished, ", "))
+		w.vanished = map[string]bool{}
+		for _, l := range d.Vanished {
+			w.vanished[l] = true
+		}
 	}
 	if len(d.Batches) == 0 {
 		return nil
@@ -360,34 +621,86 @@ func (w *worker) deferBuild(ctx context.Context, reason string, err error) error
 	return nil
 }
 
-// build plans (or resumes) a generation and lands it up to its swap.
-func (w *worker) build(ctx context.Context) error {
+// building returns the source's building generation (zero when none).
+func (w *worker) building() state.Generation {
+	if w.src.Building == 0 {
+		return state.Generation{}
+	}
+	for _, g := range w.src.Generations {
+		if g.Generation == w.src.Building {
+			return g
+		}
+	}
+	return state.Generation{Generation: w.src.Building}
+}
+
+// pinOf returns the pin of generation g of the source (0: none, or no pin).
+func (w *worker) pinOf(g int64) int64 {
+	for _, x := range w.src.Generations {
+		if x.Generation == g && x.Pin != nil {
+			return *x.Pin
+		}
+	}
+	return 0
+}
+
+// target is what a build lands: its pin, the pin's label, its chunks.
+type target struct {
+	pin    int64
+	label  string
+	chunks []connector.Chunk
+}
+
+// build plans (or resumes) a backfill generation and lands it up to its
+// swap. A build left in flight by an earlier pass is resumed when the
+// snapshot still pins where it did, and otherwise retired and planned
+// anew; a generation planned without a pin (a resync, which plans at once
+// to name it) is pinned here (PinGeneration), not retired.
+//
+// A staged location gone from the source fails closed: the source is
+// parked NEEDS_RESYNC naming it, and nothing incomplete is swapped in.
+// Only pinning a generation planned without a pin, which a resync asked
+// for after the loss, builds from what still exists.
+func (w *worker) build(ctx context.Context, all []state.Batch) error {
 	snap, err := w.conn.Snapshot(ctx, w.p.Store)
 	if errors.Is(err, connector.ErrNotConsistent) {
 		return w.deferBuild(ctx, "not_consistent", err)
 	}
-	if err != nil {
+	var gone *connector.VanishedError
+	if err != nil && !errors.As(err, &gone) {
 		return fmt.Errorf("source %s: snapshot: %w", w.name(), err)
 	}
-	var gen state.Generation
-	if w.src.Building != 0 {
-		// A build left in flight by an earlier pass: resumed when the
-		// snapshot still pins where it did, else retired and planned anew.
-		for _, g := range w.src.Generations {
-			if g.Generation == w.src.Building {
-				gen = g
-			}
+	gen := w.building()
+	if gen.Generation != 0 && gen.Pin == nil {
+		if len(snap.Chunks) == 0 {
+			return w.deferBuild(ctx, "no_data", nil)
 		}
-		if gen.Pin == nil || *gen.Pin != snap.Pin || gen.Chunks != len(snap.Chunks) {
-			if _, err := w.p.Store.RequestBuild(ctx, state.RequestBuildParams{Source: w.name(), Retire: w.src.Building,
-				Reason: "the snapshot moved since the build began", Now: w.p.Clock.Now()}); err != nil {
-				return fmt.Errorf("source %s: retiring the stale build of generation %d: %w", w.name(), w.src.Building, err)
-			}
-			if err := w.refresh(ctx); err != nil {
-				return err
-			}
-			gen = state.Generation{}
+		if gone != nil {
+			w.log().WarnContext(ctx, "a resync rebuilds from what exists: staged files vanished before they were read",
+				logkey.Generation, gen.Generation, logkey.Path, strings.Join(gone.Locations, ", "))
 		}
+		gen, err = w.p.Store.PinGeneration(ctx, state.PinGenerationParams{Source: w.name(), Generation: gen.Generation,
+			Pin: snap.Pin, PinLabel: snap.PinLabel, Chunks: len(snap.Chunks), Now: w.p.Clock.Now()})
+		if err != nil {
+			return fmt.Errorf("source %s: pinning generation %d: %w", w.name(), w.src.Building, err)
+		}
+		if err := w.refresh(ctx); err != nil {
+			return err
+		}
+		return w.land(ctx, gen, target{pin: snap.Pin, label: snap.PinLabel, chunks: snap.Chunks}, all)
+	}
+	if gone != nil {
+		return w.park(ctx, gone.Locations)
+	}
+	if gen.Generation != 0 && (*gen.Pin != snap.Pin || gen.Chunks != len(snap.Chunks)) {
+		if _, err := w.p.Store.RequestBuild(ctx, state.RequestBuildParams{Source: w.name(), Retire: w.src.Building,
+			Reason: "the snapshot moved since the build began", Now: w.p.Clock.Now()}); err != nil {
+			return fmt.Errorf("source %s: retiring the stale build of generation %d: %w", w.name(), w.src.Building, err)
+		}
+		if err := w.refresh(ctx); err != nil {
+			return err
+		}
+		gen = state.Generation{}
 	}
 	if len(snap.Chunks) == 0 {
 		return w.deferBuild(ctx, "no_data", nil)
@@ -405,26 +718,42 @@ func (w *worker) build(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("source %s: planning a generation: %w", w.name(), err)
 		}
+		if err := w.refresh(ctx); err != nil {
+			return err
+		}
 	}
+	return w.land(ctx, gen, target{pin: snap.Pin, label: snap.PinLabel, chunks: snap.Chunks}, all)
+}
+
+// land lands the building generation gen, pinned at t.pin: the warehouse
+// fence, t's chunks in order, the catch-up of the live batches after the
+// pin, the swap (catching up again while the serving generation moves
+// ahead: ErrBehind), RecordSwap.
+func (w *worker) land(ctx context.Context, gen state.Generation, t target, all []state.Batch) error {
 	g := gen.Generation
 	if h := w.p.Hooks.AfterPlan; h != nil {
 		if err := h(w.name(), g); err != nil {
 			return err
 		}
 	}
-	all, err := w.batches(ctx, 0)
-	if err != nil {
-		return err
-	}
-	cov := covered(all, snap.Pin)
+	cov := covered(all, t.pin)
 	if !w.ws.Exists || w.ws.PlannedGeneration < g {
+		if err := w.p.Hooks.before(w.name(), warehouse.StepFence, g, 0); err != nil {
+			return err
+		}
 		_, err := w.p.Engine.ApplyIngest(ctx, warehouse.IngestParams{Source: w.name(), Step: warehouse.StepFence,
 			Generation: g, From: w.ws.PlannedGeneration, Covered: cov})
-		if err != nil {
+		if err = w.count(err); err != nil {
 			return fmt.Errorf("source %s: fencing generation %d: %w", w.name(), g, err)
 		}
+		if err := w.p.Hooks.after(w.name(), warehouse.StepFence, g, 0); err != nil {
+			return err
+		}
+		if err := w.recordApplied(ctx, g, cov); err != nil {
+			return err
+		}
 	}
-	for _, ch := range snap.Chunks {
+	for _, ch := range t.chunks {
 		if err := w.step(ctx, warehouse.StepChunk, g, int64(ch.Index), false, ch.Locations); err != nil {
 			return err
 		}
@@ -433,13 +762,21 @@ func (w *worker) build(ctx context.Context) error {
 		if _, err := w.catchUp(ctx, g, cov, true); err != nil {
 			return err
 		}
+		if err := w.p.Hooks.before(w.name(), warehouse.StepSwap, g, 0); err != nil {
+			return err
+		}
 		_, err := w.p.Engine.ApplyIngest(ctx, warehouse.IngestParams{Source: w.name(), Step: warehouse.StepSwap, Generation: g,
-			Chunks: int64(len(snap.Chunks)), Table: Table(w.name(), g), View: w.view()})
+			Chunks: int64(len(t.chunks)), Table: Table(w.name(), g), View: w.view()})
 		if errors.Is(err, warehouse.ErrBehind) && try < maxSwapTries {
 			continue
 		}
-		if err != nil && !errors.Is(err, warehouse.ErrAlreadyApplied) {
+		if err = w.count(err); err != nil {
 			return fmt.Errorf("source %s: swapping in generation %d: %w", w.name(), g, err)
+		}
+		if err == nil {
+			if err := w.p.Hooks.after(w.name(), warehouse.StepSwap, g, 0); err != nil {
+				return err
+			}
 		}
 		break
 	}
@@ -452,14 +789,193 @@ func (w *worker) build(ctx context.Context) error {
 		return fmt.Errorf("source %s: recording the swap of generation %d: %w", w.name(), g, err)
 	}
 	w.rep.Built = g
+	w.again = true
 	w.log().InfoContext(ctx, "source generation swapped in", logkey.Generation, g)
 	return w.refresh(ctx)
 }
 
+// count counts a step the warehouse refused as already applied (a replay,
+// done) or fenced (a stale write), and returns err but for a replay.
+func (w *worker) count(err error) error {
+	switch {
+	case errors.Is(err, warehouse.ErrAlreadyApplied):
+		w.rep.Replayed++
+		return nil
+	case errors.Is(err, warehouse.ErrFenced):
+		w.rep.Fenced++
+	}
+	return err
+}
+
+// park parks the source NEEDS_RESYNC, pinned to the generations it read,
+// because locations it still needs vanished; it returns the error the
+// pass reports. Parking again for the same locations writes nothing.
+func (w *worker) park(ctx context.Context, locs []string) error {
+	locs = slices.Clone(locs)
+	slices.Sort(locs)
+	reason := fmt.Sprintf("staged file %s vanished before it was read: run `gapless sources resync %s` to rebuild from what exists",
+		strings.Join(locs, ", "), w.name())
+	if _, err := w.p.Store.ParkSource(ctx, state.ParkSourceParams{Source: w.name(),
+		Expect: state.SourceExpectation{Building: w.src.Building, Serving: w.src.Serving}, Reason: reason, Now: w.p.Clock.Now()}); err != nil {
+		return fmt.Errorf("source %s: parking it NEEDS_RESYNC: %w", w.name(), err)
+	}
+	w.rep.Deferred = "needs_resync"
+	w.log().WarnContext(ctx, "source parked NEEDS_RESYNC: staged files vanished before they were read",
+		logkey.Path, strings.Join(locs, ", "), logkey.Reason, "vanished")
+	if err := w.refresh(ctx); err != nil {
+		return err
+	}
+	return fmt.Errorf("%s: %w", w.def.File, &connector.VanishedError{Source: w.name(), Locations: locs})
+}
+
+// replaceRun is a replace run staged in the queue.
+type replaceRun struct {
+	name    string
+	batches []state.Batch // head to final, in Seq order
+	final   bool          // its replace_final batch is staged
+}
+
+// end is the position after the run: the pin of its generation.
+func (r *replaceRun) end() int64 { return r.batches[len(r.batches)-1].To }
+
+// owedReplace returns the replace run the source owes a generation of
+// kind replace: the last one staged that starts at or after the serving
+// generation's pin (it arrived after what serves), unless the build in
+// flight is a backfill whose snapshot already holds it (pinned at or after
+// its end). Earlier runs it replaces whole. nil: none.
+func (w *worker) owedReplace(all []state.Batch) *replaceRun {
+	servingPin := w.pinOf(w.src.Serving)
+	var last *replaceRun
+	for _, b := range all {
+		if b.ReplaceRun == "" || b.From < servingPin {
+			continue
+		}
+		if last == nil || last.name != b.ReplaceRun || last.final {
+			last = &replaceRun{name: b.ReplaceRun}
+		}
+		last.batches = append(last.batches, b)
+		last.final = last.final || b.Kind == state.BatchReplaceFinal
+	}
+	if last == nil {
+		return nil
+	}
+	if b := w.building(); b.Kind == state.GenerationBackfill && b.Pin != nil && last.final && *b.Pin >= last.end() {
+		return nil
+	}
+	return last
+}
+
+// replace lands replace run r as a generation of kind replace, pinned at
+// the run's end, whose chunks are exactly the run's files; it catches up
+// on the batches staged after it and swaps. A build in flight for
+// anything else is superseded (retired) first; a generation is planned
+// when the run's head is staged, through the same one-build-per-source
+// compare-and-swap as every build, so a build planned while the run is
+// still arriving defers (ErrBuildInFlight), and the run's generation is
+// pinned (PinGeneration) once its final batch is staged. A resync that was
+// owed when the run arrived is built after it.
+func (w *worker) replace(ctx context.Context, r *replaceRun, all []state.Batch) error {
+	gen := w.building()
+	if r == nil {
+		// The building replace generation's run is no longer staged.
+		_, err := w.p.Store.RetireGeneration(ctx, state.RetireGenerationParams{Source: w.name(), Generation: gen.Generation,
+			Reason: "its replace run is no longer staged", Now: w.p.Clock.Now()})
+		if err != nil {
+			return fmt.Errorf("source %s: retiring generation %d: %w", w.name(), gen.Generation, err)
+		}
+		w.again = true
+		return w.refresh(ctx)
+	}
+	mine := gen.Kind == state.GenerationReplace && (gen.Pin == nil || (r.final && *gen.Pin == r.end()))
+	carry := w.src.Serving != 0 && (w.src.BuildRequested || (gen.Generation != 0 && !mine && gen.Kind == state.GenerationBackfill))
+	if gen.Generation != 0 && !mine {
+		_, err := w.p.Store.RetireGeneration(ctx, state.RetireGenerationParams{Source: w.name(), Generation: gen.Generation,
+			Reason: "superseded by replace run " + r.name, Now: w.p.Clock.Now()})
+		if err != nil {
+			return fmt.Errorf("source %s: retiring generation %d, superseded by replace run %s: %w", w.name(), gen.Generation, r.name, err)
+		}
+		if err := w.refresh(ctx); err != nil {
+			return err
+		}
+		gen = state.Generation{}
+	}
+	chunks := runChunks(r)
+	label := "replace run " + r.name
+	if gen.Generation == 0 {
+		p := state.PlanGenerationParams{Source: w.name(), Kind: state.GenerationReplace, PinLabel: label, AllowParked: true, Now: w.p.Clock.Now()}
+		if r.final {
+			end := r.end()
+			p.Pin, p.Chunks = &end, len(chunks)
+		}
+		var err error
+		gen, err = w.p.Store.PlanGeneration(ctx, p)
+		if errors.Is(err, state.ErrBuildInFlight) {
+			return w.deferBuild(ctx, state.ReasonSourceBuildInFlight, err)
+		}
+		if err != nil {
+			return fmt.Errorf("source %s: planning the generation of replace run %s: %w", w.name(), r.name, err)
+		}
+		if carry {
+			// The build that was owed (a resync) is not what the run is:
+			// it stays requested, and is built once the run serves.
+			if _, err := w.p.Store.RequestBuild(ctx, state.RequestBuildParams{Source: w.name(),
+				Reason: "deferred behind replace run " + r.name, Now: w.p.Clock.Now()}); err != nil {
+				return fmt.Errorf("source %s: keeping the build deferred behind replace run %s: %w", w.name(), r.name, err)
+			}
+		}
+		if err := w.refresh(ctx); err != nil {
+			return err
+		}
+	}
+	if !r.final {
+		return w.deferBuild(ctx, "replace_arriving", nil)
+	}
+	if gen.Pin == nil {
+		var err error
+		gen, err = w.p.Store.PinGeneration(ctx, state.PinGenerationParams{Source: w.name(), Generation: gen.Generation,
+			Pin: r.end(), PinLabel: label, Chunks: len(chunks), Now: w.p.Clock.Now()})
+		if err != nil {
+			return fmt.Errorf("source %s: pinning generation %d of replace run %s: %w", w.name(), w.src.Building, r.name, err)
+		}
+		if err := w.refresh(ctx); err != nil {
+			return err
+		}
+	}
+	var gone []string
+	for _, b := range r.batches {
+		if w.vanished[b.Location] {
+			gone = append(gone, b.Location)
+		}
+	}
+	if len(gone) > 0 {
+		return w.park(ctx, gone)
+	}
+	return w.land(ctx, gen, target{pin: r.end(), label: label, chunks: chunks}, all)
+}
+
+// maxChunkFiles is the most files in one chunk of a replace generation.
+const maxChunkFiles = 512
+
+// runChunks are the chunks of r's generation: its files, in Seq order.
+func runChunks(r *replaceRun) []connector.Chunk {
+	var out []connector.Chunk
+	for _, b := range r.batches {
+		n := len(out)
+		if n == 0 || len(out[n-1].Locations) >= maxChunkFiles {
+			out = append(out, connector.Chunk{Index: n, From: b.From})
+			n++
+		}
+		out[n-1].Locations = append(out[n-1].Locations, b.Location)
+		out[n-1].To = b.To
+	}
+	return out
+}
+
 // live applies the batches the serving generation has not applied, in Seq
-// order. It returns true when it met a replace run (a build is now
-// requested).
-func (w *worker) live(ctx context.Context) (bool, error) {
+// order, and counts the late rows among them. It returns errReplace when
+// it met a replace run's batch, which it does not apply: the run becomes a
+// generation of its own (replace).
+func (w *worker) live(ctx context.Context) error {
 	s := w.src.Serving
 	var start int64
 	for _, m := range w.ws.Markers {
@@ -467,19 +983,22 @@ func (w *worker) live(ctx context.Context) (bool, error) {
 			start = max(start, m.Index)
 		}
 	}
+	late := w.lateRows(ctx, start)
 	n, err := w.catchUp(ctx, s, start, false)
 	w.rep.Applied += n
-	if errors.Is(err, errReplace) {
-		return true, w.refresh(ctx)
+	if n > 0 && late != nil {
+		late()
 	}
-	return false, err
+	return err
 }
 
 var errReplace = errors.New("replace run")
 
 // catchUp applies the batches after seq start onto gen, in Seq order, and
 // returns how many it applied. A replace run's batch is not applied: it
-// requests a build (live) or is left to the snapshot.
+// returns errReplace (the run is a generation of its own). A batch whose
+// file vanished parks the source; the first batch that fails is the
+// report's Blocked, and holds back the later ones.
 func (w *worker) catchUp(ctx context.Context, gen, start int64, catchUp bool) (int, error) {
 	bs, err := w.batches(ctx, start)
 	if err != nil {
@@ -488,17 +1007,17 @@ func (w *worker) catchUp(ctx context.Context, gen, start int64, catchUp bool) (i
 	n := 0
 	for _, b := range bs {
 		if b.ReplaceRun != "" {
-			if catchUp {
-				return n, fmt.Errorf("source %s: replace run %s arrived during the build of generation %d: a later pass rebuilds", w.name(), b.ReplaceRun, gen)
-			}
-			if _, err := w.p.Store.RequestBuild(ctx, state.RequestBuildParams{Source: w.name(),
-				Reason: "replace run " + b.ReplaceRun, Now: w.p.Clock.Now()}); err != nil {
-				return n, fmt.Errorf("source %s: requesting the build of replace run %s: %w", w.name(), b.ReplaceRun, err)
-			}
 			return n, errReplace
+		}
+		if w.vanished[b.Location] {
+			return n, w.park(ctx, []string{b.Location})
 		}
 		err := w.step(ctx, warehouse.StepBatch, gen, b.Seq, catchUp, []string{b.Location})
 		if err != nil {
+			var be *BatchError
+			if w.rep.Blocked == nil && !errors.Is(err, warehouse.ErrFenced) && errors.As(err, &be) {
+				w.rep.Blocked = &BlockedBatch{Seq: b.Seq, Location: b.Location, StagedAt: b.StagedAt, Reason: be.Err.Error()}
+			}
 			return n, err
 		}
 		n++
@@ -529,8 +1048,20 @@ func (w *worker) step(ctx context.Context, step warehouse.IngestStep, gen, idx i
 			p.Apply = warehouse.IngestReplace
 		}
 	}
-	if _, err := w.p.Engine.ApplyIngest(ctx, p); err != nil && !errors.Is(err, warehouse.ErrAlreadyApplied) {
+	if err := w.p.Hooks.before(w.name(), step, gen, idx); err != nil {
+		return err
+	}
+	_, err = w.p.Engine.ApplyIngest(ctx, p)
+	if w.count(err) != nil {
 		return fail(err)
+	}
+	if err == nil {
+		if err := w.p.Hooks.after(w.name(), step, gen, idx); err != nil {
+			return err
+		}
+	}
+	if step == warehouse.StepBatch {
+		return w.recordApplied(ctx, gen, idx)
 	}
 	return nil
 }
@@ -568,8 +1099,16 @@ type Reader interface {
 	QuoteTable(t warehouse.Table) string
 }
 
-// watermark publishes the source's coverage (see the package doc). It only
-// adds: coverage never shrinks.
+// watermark publishes the source's coverage (see the package doc):
+// [start, max(time_column) - lateness) of what the serving generation
+// holds, exactly. It grows as live batches land; at a swap it follows the
+// new generation, also down: a replace run that ends earlier than what
+// served before, or holds no times, takes back the coverage beyond its
+// own (what models already computed stays theirs; they are only not
+// given later intervals the source no longer holds). The write is fenced
+// on {source, serving generation}: a pass that raced a swap, a resync or a
+// removal publishes nothing for a generation that no longer serves
+// (counted as Fenced).
 func (w *worker) watermark(ctx context.Context) error {
 	col := w.def.TimeColumn
 	if col == "" || w.src == nil || w.src.Serving == 0 {
@@ -579,6 +1118,7 @@ func (w *worker) watermark(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
+	gen := w.src.Serving
 	q := fmt.Sprintf("SELECT min(%[1]s), max(%[1]s) FROM %[2]s", r.QuoteIdent(col), r.QuoteTable(w.view()))
 	res, err := r.ReadOnlyQuery(ctx, q)
 	if err != nil {
@@ -587,26 +1127,107 @@ func (w *worker) watermark(ctx context.Context) error {
 	if len(res.Rows) != 1 || len(res.Rows[0]) != 2 {
 		return nil
 	}
+	var want interval.Set
 	lo, okLo := res.Rows[0][0].(time.Time)
 	hi, okHi := res.Rows[0][1].(time.Time)
-	if !okLo || !okHi {
-		if res.Rows[0][1] == nil {
-			return nil // nothing served with a time yet
-		}
-		return fmt.Errorf("%s: source %s: time_column %s is %T, not a timestamp or date", w.def.File, w.name(), col, res.Rows[0][1])
-	}
-	start := lo.UTC()
-	if !w.def.Start.IsZero() {
-		start = w.def.Start.UTC()
-	}
 	end := hi.UTC().Add(-w.def.Watermark.Lateness)
-	if !end.After(start) {
+	switch {
+	case res.Rows[0][1] == nil: // nothing served with a time
+	case !okLo || !okHi:
+		return fmt.Errorf("%s: source %s: time_column %s is %T, not a timestamp or date", w.def.File, w.name(), col, res.Rows[0][1])
+	default:
+		start := lo.UTC()
+		if !w.def.Start.IsZero() {
+			start = w.def.Start.UTC()
+		}
+		if end.After(start) {
+			want = interval.NewSet(interval.NewRange(start, end))
+		}
+	}
+	key := state.SourceKey(w.name())
+	have, err := w.p.Store.GetIntervals(ctx, []state.VersionKey{key})
+	if err != nil {
+		return fmt.Errorf("source %s: reading its published watermark: %w", w.name(), err)
+	}
+	fence := &state.Fence{Source: w.name(), SourceGeneration: gen}
+	now := w.p.Clock.Now()
+	if extra := have[key].Subtract(want); !extra.IsEmpty() {
+		err = w.p.Store.RemoveIntervals(ctx, state.IntervalsParams{Key: key, Ranges: extra, Fence: fence, Now: now})
+		if err == nil {
+			w.log().InfoContext(ctx, "source coverage follows the generation that serves: taken back",
+				logkey.Generation, gen, logkey.Interval, extra.String())
+		}
+	}
+	if add := want.Subtract(have[key]); err == nil && !add.IsEmpty() {
+		err = w.p.Store.AddIntervals(ctx, state.IntervalsParams{Key: key, Ranges: add, Fence: fence, Now: now})
+	}
+	if errors.Is(err, state.ErrFenced) {
+		w.rep.Fenced++
+		w.log().InfoContext(ctx, "watermark not published: the generation it was read from no longer serves",
+			logkey.Generation, gen, logkey.Error, err.Error())
 		return nil
 	}
-	if err := w.p.Store.AddIntervals(ctx, state.IntervalsParams{Key: state.SourceKey(w.name()),
-		Ranges: interval.NewSet(interval.NewRange(start, end)), Now: w.p.Clock.Now()}); err != nil {
+	if err != nil {
 		return fmt.Errorf("source %s: publishing its watermark %s: %w", w.name(), end.Format(time.RFC3339), err)
 	}
-	w.rep.Watermark = end
+	if !want.IsEmpty() {
+		w.rep.Watermark = end
+	}
 	return nil
+}
+
+// lateRows prepares the count of the late rows the live batches after seq
+// start bring: rows whose time_column is older than the watermark already
+// published. It returns the function to call once they are applied (it
+// adds them to the report and logs them), or nil when nothing can be late
+// (no time_column, no watermark yet, nothing to apply). The count is the
+// growth of the served rows older than the watermark, read before and
+// after; failing to read it is logged, never fails the pass.
+func (w *worker) lateRows(ctx context.Context, start int64) func() {
+	col := w.def.TimeColumn
+	r, ok := w.p.Engine.(Reader)
+	if col == "" || !ok {
+		return nil
+	}
+	next, err := w.p.Store.ListBatches(ctx, state.ListBatchesParams{Source: w.name(), AfterSeq: start, Limit: 1})
+	if err != nil || len(next) == 0 || next[0].ReplaceRun != "" {
+		return nil
+	}
+	key := state.SourceKey(w.name())
+	cov, err := w.p.Store.GetIntervals(ctx, []state.VersionKey{key})
+	if err != nil {
+		return nil
+	}
+	wm := cov[key].Frontier()
+	if wm.IsZero() {
+		return nil
+	}
+	q := fmt.Sprintf("SELECT count(*) FROM %s WHERE %s < $1", r.QuoteTable(w.view()), r.QuoteIdent(col))
+	older := func() (int64, bool) {
+		res, err := r.ReadOnlyQuery(ctx, q, wm)
+		if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 {
+			switch n := res.Rows[0][0].(type) {
+			case int64:
+				return n, true
+			case int32:
+				return int64(n), true
+			}
+		}
+		w.log().WarnContext(ctx, "late rows not counted: reading the rows older than the watermark failed",
+			logkey.Interval, wm.Format(time.RFC3339), logkey.Error, fmt.Sprint(err))
+		return 0, false
+	}
+	before, ok := older()
+	if !ok {
+		return nil
+	}
+	return func() {
+		after, ok := older()
+		if !ok || after <= before {
+			return
+		}
+		w.rep.LateRows += after - before
+		w.log().WarnContext(ctx, "late rows applied: older than the watermark already published",
+			logkey.Rows, after-before, logkey.Interval, wm.Format(time.RFC3339), logkey.Generation, w.src.Serving)
+	}
 }

@@ -23,32 +23,43 @@ import (
 	"github.com/gapless-dev/gapless/state/sqlite"
 	"github.com/gapless-dev/gapless/warehouse"
 	"github.com/gapless-dev/gapless/warehouse/duckdb"
+	pgwarehouse "github.com/gapless-dev/gapless/warehouse/postgres"
 )
 
 const src = "raw.events"
 
 var epoch = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// engine is what the tests use of a warehouse: both engines are one.
+type engine interface {
+	warehouse.Ingester
+	ingest.Reader
+	Close() error
+}
+
 // env is one project folder landing raw.events from landing/*.csv
-// (settle 0s) into a real DuckDB warehouse, with a real state store.
+// (settle 0s) into a real warehouse (DuckDB or PostgreSQL), with a real
+// state store (SQLite or PostgreSQL).
 type env struct {
 	t     *testing.T
 	root  string
 	store state.Store
-	wh    *duckdb.Engine
+	wh    engine
 	clk   *clockwork.FakeClock
 	d     *source.Definition // set before the first pass
 	conn  *files.Connector
 	hooks ingest.Hooks
 }
 
-// eachStore runs fn on the SQLite and on the PostgreSQL state store.
+// eachStore runs fn on the matrix of state stores (SQLite, PostgreSQL)
+// and warehouse engines (DuckDB, PostgreSQL): subtests
+// sqlite_duckdb, sqlite_postgres, postgres_duckdb, postgres_postgres.
 func eachStore(t *testing.T, fn func(t *testing.T, e *env)) {
-	for _, name := range []string{"sqlite", "postgres"} {
-		t.Run(name, func(t *testing.T) {
+	for _, combo := range [][2]string{{"sqlite", "duckdb"}, {"sqlite", "postgres"}, {"postgres", "duckdb"}, {"postgres", "postgres"}} {
+		t.Run(combo[0]+"_"+combo[1], func(t *testing.T) {
 			ctx := t.Context()
 			var st state.Store
-			if name == "sqlite" {
+			if combo[0] == "sqlite" {
 				lite, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "state.db"))
 				require.NoError(t, err)
 				t.Cleanup(func() { require.NoError(t, lite.Close()) })
@@ -59,8 +70,16 @@ func eachStore(t *testing.T, fn func(t *testing.T, e *env)) {
 				t.Cleanup(func() { pg.Close() })
 				st = pg
 			}
-			wh, err := duckdb.Open(ctx, filepath.Join(t.TempDir(), "warehouse.duckdb"), duckdb.Options{})
-			require.NoError(t, err)
+			var wh engine
+			if combo[1] == "duckdb" {
+				duck, err := duckdb.Open(ctx, filepath.Join(t.TempDir(), "warehouse.duckdb"), duckdb.Options{})
+				require.NoError(t, err)
+				wh = duck
+			} else {
+				pg, err := pgwarehouse.Open(ctx, pgtest.NewDatabase(t))
+				require.NoError(t, err)
+				wh = pg
+			}
 			t.Cleanup(func() { require.NoError(t, wh.Close()) })
 			root := t.TempDir()
 			require.NoError(t, os.MkdirAll(filepath.Join(root, "landing"), 0o755))

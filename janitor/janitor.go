@@ -1,6 +1,7 @@
-// Package janitor removes what no environment needs any more: expired and
-// invalidated environments (their state, views and view schemas), then the
-// tables, intervals and snapshots of versions nothing serves once their
+// Package janitor removes what no environment needs any more: the tables
+// and markers of retired source generations, expired and invalidated
+// environments (their state, views and view schemas), then the tables,
+// intervals and snapshots of versions nothing serves once their
 // snapshot_ttl has passed, and last the saved plans nothing needs any more
 // (prunePlans).
 //
@@ -80,6 +81,14 @@ type Report struct {
 	// Resumed names environments an earlier janitor removed without
 	// dropping their views (it stopped half-way); this one dropped them.
 	Resumed []string `json:"resumed,omitempty"`
+	// SourceTables are the tables of retired source generations dropped
+	// (gapless__raw.<schema>__<table>__g<N>), SourceMarkers how many of
+	// their markers in gapless__ingest were deleted with them.
+	SourceTables  []string `json:"source_tables"`
+	SourceMarkers int64    `json:"source_markers"`
+	// KeptGenerations are retired source generations kept: retired within
+	// --grace, or still named by the warehouse fence.
+	KeptGenerations []KeptGeneration `json:"kept_generations"`
 }
 
 // RetainedVersion is a version kept by snapshot_ttl.
@@ -213,6 +222,11 @@ func closeRemoval(ctx context.Context, st state.Store, r removedEnv, at time.Tim
 //     pass), or since the last activity of a plan that references it.
 //     Until then its table, intervals and snapshots stay, so a revert is a
 //     view swap;
+//   - a retired source generation's table and markers are dropped only
+//     once opts.Grace has passed since it was retired, and never while the
+//     warehouse fence plans or serves it (dropRetiredGenerations): the
+//     serving and building generations, and the markers the fence checks
+//     batches, swaps and catch-ups against, stay;
 //   - a snapshot record a kept saved plan names is never deleted (the plan
 //     must resolve it: see plan.StoredFormat), and a saved plan is pruned
 //     only when nothing it names is still to be tracked (prunePlans), after
@@ -226,7 +240,11 @@ func Run(ctx context.Context, b *backend.Backend, exec time.Time, opts Options) 
 	}
 	rep := &Report{DryRun: opts.DryRun, Environments: []string{}, Views: []string{}, Schemas: []string{},
 		KeptSchemas: []KeptSchema{}, Tables: []string{}, Versions: []state.VersionKey{}, InFlight: []string{},
-		Retained: []RetainedVersion{}, PrunedPlans: []string{}}
+		Retained: []RetainedVersion{}, PrunedPlans: []string{}, SourceTables: []string{}, KeptGenerations: []KeptGeneration{}}
+	// Retired source generations first: they depend on no environment.
+	if err := g.dropRetiredGenerations(ctx, b.Store, b.Engine, exec, opts, rep); err != nil {
+		return nil, err
+	}
 	envs, err := b.Store.ListEnvironments(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("janitor: listing environments: %w", err)

@@ -65,7 +65,10 @@ func TestQuickstartExampleLoads(t *testing.T) {
 	t.Parallel()
 	p, err := load(t, filepath.Join("..", "examples", "quickstart"))
 	require.NoError(t, err)
-	require.Equal(t, []string{"demo.customers", "demo.events", "demo.daily_revenue", "demo.customer_totals", "demo.top_customers"}, p.Graph.Order())
+	require.Equal(t, []string{"demo.customers", "demo.events", "demo.daily_revenue", "demo.customer_totals", "demo.top_customers",
+		"raw.orders", "demo.orders_hourly"}, p.Graph.Order())
+	require.Equal(t, []string{"raw.orders"}, p.Graph.Parents("demo.orders_hourly"), "the example's model reads its source")
+	require.Contains(t, p.Sources, "raw.orders")
 	require.Equal(t, []string{"demo.customers", "demo.daily_revenue"}, p.Graph.Parents("demo.customer_totals"))
 	require.Empty(t, p.Graph.Parents("demo.events"), "generate_series is a table function, not a dependency")
 	for name, s := range p.Snapshots {

@@ -77,10 +77,14 @@ func TestRunAdvancesEveryModelInDAGOrder(t *testing.T) {
 	require.Equal(t, int64(15), b.Count(t, "demo.daily_revenue"))
 	require.Equal(t, []string{"864"}, b.Rows(t, "SELECT sum(events)::BIGINT FROM demo.customer_totals"))
 
-	// Nothing is due again at the same time.
+	// Nothing is due again at the same time: only the example's model
+	// reading its source, raw.orders, which has not landed, still waits.
 	res, err = runOnce(b.Ctx, b, plan.Prod, time.Date(2024, 1, 4, 0, 30, 0, 0, time.UTC), nil, run.Hooks{})
 	require.NoError(t, err)
-	require.Empty(t, res.Models)
+	require.Len(t, res.Models, 1)
+	require.Equal(t, "demo.orders_hourly", res.Models[0].Model)
+	require.Zero(t, res.Models[0].Batches)
+	require.Equal(t, []string{"waiting on raw.orders (not landed yet)"}, res.Models[0].WaitingOn)
 }
 
 // Scenario: a run selecting only the rollup does not compute its parent; the

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gapless-dev/gapless/ingest"
 	"github.com/gapless-dev/gapless/internal/logkey"
 )
 
@@ -24,6 +25,8 @@ const (
 	MsgEnvironmentAbsent = "scheduler tick: the environment does not exist (or is invalidated); nothing to do"
 	MsgTick              = "scheduler tick"
 	MsgModelUnscheduled  = "model has no valid schedule; the scheduler skips it"
+	MsgIngestFailed      = "the tick's ingest pass failed; the runs go on, the next tick retries"
+	MsgSourceIngested    = "scheduler ingest"
 )
 
 // Event is one thing the scheduler daemon reports in its log. The set is
@@ -92,6 +95,17 @@ type ModelUnscheduled struct {
 	Err                error
 }
 
+// IngestFailed: the tick's ingest pass failed as a whole (registering the
+// sources, reading their metrics) with Err.
+type IngestFailed struct{ Err error }
+
+// SourceIngested: the tick's ingest pass landed one source, with Report.
+// It is logged only when the pass staged, applied or built something, or
+// deferred a build (a source's failure is logged by the pass itself).
+type SourceIngested struct{ Report ingest.SourceReport }
+
+func (IngestFailed) isEvent()      {}
+func (SourceIngested) isEvent()    {}
 func (Started) isEvent()           {}
 func (Stopped) isEvent()           {}
 func (Serving) isEvent()           {}
@@ -169,6 +183,28 @@ func (e Ticked) log(ctx context.Context, l *slog.Logger) {
 func (e ModelUnscheduled) log(ctx context.Context, l *slog.Logger) {
 	l.WarnContext(ctx, MsgModelUnscheduled, slog.String(logkey.Environment, e.Environment),
 		slog.String(logkey.Model, e.Model), slog.Any(logkey.Error, e.Err))
+}
+
+func (e IngestFailed) log(ctx context.Context, l *slog.Logger) {
+	l.ErrorContext(ctx, MsgIngestFailed, slog.Any(logkey.Error, e.Err))
+}
+
+func (e SourceIngested) log(ctx context.Context, l *slog.Logger) {
+	r := e.Report
+	if r.Staged == 0 && r.Applied == 0 && r.Built == 0 && r.Deferred == "" {
+		return
+	}
+	attrs := []any{slog.String(logkey.Model, r.Source), slog.Int(logkey.Staged, r.Staged), slog.Int(logkey.Batches, r.Applied)}
+	if r.Built != 0 {
+		attrs = append(attrs, slog.Int64(logkey.Generation, r.Built))
+	}
+	if r.Deferred != "" {
+		attrs = append(attrs, slog.String(logkey.Reason, r.Deferred))
+	}
+	if !r.Watermark.IsZero() {
+		attrs = append(attrs, slog.Time(logkey.Watermark, r.Watermark))
+	}
+	l.InfoContext(ctx, MsgSourceIngested, attrs...)
 }
 
 // emit logs e with the scheduler's logger.

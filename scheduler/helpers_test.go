@@ -131,6 +131,16 @@ func (e *engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 	return n, err
 }
 
+// ApplyIngest and IngestState make the engine an Ingester, as the
+// bundle's is, for the daemon's ingest pass.
+func (e *engine) ApplyIngest(ctx context.Context, p warehouse.IngestParams) (warehouse.IngestResult, error) {
+	return e.Engine.(warehouse.Ingester).ApplyIngest(ctx, p)
+}
+
+func (e *engine) IngestState(ctx context.Context, src string) (warehouse.IngestState, error) {
+	return e.Engine.(warehouse.Ingester).IngestState(ctx, src)
+}
+
 // store counts a daemon's state reads and reports its lease attempts.
 type store struct {
 	state.Store

@@ -17,6 +17,19 @@ type metrics struct {
 	leaseLosses prometheus.Counter
 	lag         *prometheus.GaugeVec // env
 	fenced      *prometheus.CounterVec
+
+	// The sources' metrics, filled after each tick's ingest pass (see
+	// observeSources); label source is the source's name.
+	sourceState      *prometheus.GaugeVec   // source, state: 1 for its state, 0 for the others
+	sourceBatches    *prometheus.CounterVec // source
+	sourceRows       *prometheus.CounterVec // source, step: chunk | batch
+	sourceBlocked    *prometheus.GaugeVec   // source
+	sourceBlockedAge *prometheus.GaugeVec   // source
+	sourceLag        *prometheus.GaugeVec   // source
+	sourceWMLag      *prometheus.GaugeVec   // source
+	sourceFenced     *prometheus.CounterVec // source
+	sourceReplayed   *prometheus.CounterVec // source
+	sourceLateRows   *prometheus.CounterVec // source
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -49,8 +62,50 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "gapless_scheduler_fenced_total",
 			Help: "Runs stopped because the environment was promoted meanwhile (circuit breaker or a write refused by its fence).",
 		}, []string{"env"}),
+		sourceState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gapless_source_state",
+			Help: "A source's state after the last ingest pass: 1 for its state (PENDING_BACKFILL, BACKFILLING, PRIMED, NEEDS_RESYNC), 0 for the others.",
+		}, []string{"source", "state"}),
+		sourceBatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gapless_source_batches_applied_total",
+			Help: "Live batches applied to a source's serving generation.",
+		}, []string{"source"}),
+		sourceRows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gapless_source_rows_applied_total",
+			Help: "Rows written into a source's generation tables, by step: chunk (a build's snapshot) or batch (a live or catch-up batch).",
+		}, []string{"source", "step"}),
+		sourceBlocked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gapless_source_blocked_batches",
+			Help: "Staged batches held back by a batch that failed to apply (it included), after the last ingest pass; 0 when none failed.",
+		}, []string{"source"}),
+		sourceBlockedAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gapless_source_blocked_oldest_age_seconds",
+			Help: "How long ago the batch that blocks the source was staged; 0 when none failed.",
+		}, []string{"source"}),
+		sourceLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gapless_source_lag_batches",
+			Help: "Staged batches the serving generation has not applied yet, after the last ingest pass (all staged batches before the first build).",
+		}, []string{"source"}),
+		sourceWMLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gapless_source_watermark_lag_seconds",
+			Help: "How far the source's published watermark (complete through) is behind the clock; absent until it publishes one.",
+		}, []string{"source"}),
+		sourceFenced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gapless_source_fenced_total",
+			Help: "Stale writes the warehouse fence refused (a retired generation's chunk, batch or swap).",
+		}, []string{"source"}),
+		sourceReplayed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gapless_source_already_applied_total",
+			Help: "Ingest steps the warehouse refused as already applied (a replay after a crash, or a racing worker): written once.",
+		}, []string{"source"}),
+		sourceLateRows: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gapless_source_late_rows_total",
+			Help: "Rows applied whose time_column was older than the watermark already published when they arrived.",
+		}, []string{"source"}),
 	}
-	for _, c := range []prometheus.Collector{m.ticks, m.runs, m.intervals, m.deferred, m.leaseLosses, m.lag, m.fenced} {
+	for _, c := range []prometheus.Collector{m.ticks, m.runs, m.intervals, m.deferred, m.leaseLosses, m.lag, m.fenced,
+		m.sourceState, m.sourceBatches, m.sourceRows, m.sourceBlocked, m.sourceBlockedAge, m.sourceLag, m.sourceWMLag,
+		m.sourceFenced, m.sourceReplayed, m.sourceLateRows} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

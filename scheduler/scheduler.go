@@ -45,6 +45,7 @@ import (
 
 	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/execute"
+	"github.com/gapless-dev/gapless/ingest"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/model"
@@ -112,6 +113,10 @@ type Params struct {
 	Registerer prometheus.Registerer
 	// Hooks are passed to every run (tests act at exact points of a tick).
 	Hooks run.Hooks
+	// Ingest, when set and naming sources, is landed at the start of each
+	// tick, before the runs (see Tick); nil: the daemon ingests nothing
+	// (`gapless scheduler --ingest=false`).
+	Ingest *Ingest
 }
 
 // Scheduler is the daemon. Its ticks are serialised: Tick and Run may be
@@ -211,11 +216,19 @@ type TickResult struct {
 	Envs         []EnvResult
 	// Stopped says the tick was stopped before it finished its work.
 	Stopped bool
+	// Ingest is what the tick's ingest pass did (nil: no pass ran);
+	// IngestErr is its failure as a whole, if it failed (each source's own
+	// failure is in its report).
+	Ingest    *ingest.Report
+	IngestErr error
 }
 
-// Err joins the environments' errors.
+// Err joins the ingest pass's and the environments' errors.
 func (r TickResult) Err() error {
-	var errs []error
+	errs := []error{r.IngestErr}
+	if r.Ingest != nil {
+		errs = append(errs, r.Ingest.Err())
+	}
 	for _, e := range r.Envs {
 		if e.Err != nil {
 			errs = append(errs, e.Err)
@@ -258,6 +271,14 @@ type EnvResult struct {
 
 // Tick runs one pass over every environment at the execution time (the
 // clock's now, or Params.ExecutionTime).
+//
+// Ingesting: with Params.Ingest, the tick first runs one ingest pass over
+// its sources (ingest.Pass), on the warehouse the runs then use, so that
+// one process holds an embedded DuckDB file for both; the environments'
+// nothing-due checks come after it and see the watermarks it published,
+// so the runs compute what the sources now cover. A source that fails
+// holds back neither the other sources nor the runs (its readers wait on
+// its watermark); the failure is the tick's error.
 //
 // Stopping: cancelling ctx asks the tick to stop, it is not an abort. The
 // tick starts no further environment, run or model (the runs' before-model
@@ -343,6 +364,9 @@ func (s *Scheduler) tick(work, stop context.Context) (TickResult, error) {
 		return e, nil
 	}
 
+	if stop.Err() == nil {
+		res.Ingest, res.IngestErr = s.ingest(work, open)
+	}
 	for _, env := range s.p.Envs {
 		if stop.Err() != nil {
 			res.Stopped = true

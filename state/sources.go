@@ -115,6 +115,12 @@ type Generation struct {
 	CreatedAt     time.Time        `json:"created_at"`
 	SwappedAt     time.Time        `json:"swapped_at,omitzero"`
 	RetiredAt     time.Time        `json:"retired_at,omitzero"`
+	// AppliedSeq is the last live batch Seq the generation's table holds:
+	// the batches its snapshot covered, then those applied onto it in Seq
+	// order (RecordApplied). It is a cache of the warehouse's markers,
+	// which are the arbiter: written after the warehouse commits, it may
+	// lag them after a crash (an ingest pass heals it), never lead them.
+	AppliedSeq int64 `json:"applied_seq,omitempty"`
 }
 
 // Source is a source's state-store record: which generation builds, which
@@ -135,6 +141,10 @@ type Source struct {
 	Serving int64 `json:"serving,omitempty"`
 	// LastGeneration is the highest generation ever issued for the name.
 	LastGeneration int64 `json:"last_generation"`
+	// LastSeq is the highest batch Seq ever staged for the source (0:
+	// none). A source whose serving generation's AppliedSeq reaches it,
+	// with no build owed or in flight, has nothing to land.
+	LastSeq        int64 `json:"last_seq,omitempty"`
 	BuildRequested bool  `json:"build_requested,omitempty"`
 	// ParkedReason is why the source is NEEDS_RESYNC; "" when it is not.
 	ParkedReason string    `json:"parked_reason,omitempty"`
@@ -172,8 +182,9 @@ type EnsureSourcesParams struct {
 type PlanGenerationParams struct {
 	Source string
 	Kind   GenerationKind
-	// Pin is the position the build is pinned to: required for a backfill,
-	// nil for a replace run whose final batch has not arrived.
+	// Pin is the position the build is pinned to; nil for a replace run
+	// whose final batch has not arrived, or a backfill a resync planned,
+	// which the ingest pass that builds it pins (PinGeneration).
 	Pin      *int64
 	PinLabel string
 	Chunks   int
@@ -207,6 +218,14 @@ type RecordSwapParams struct {
 	Source     string
 	Generation int64
 	Now        time.Time
+}
+
+// RecordAppliedParams are the parameters of RecordApplied.
+type RecordAppliedParams struct {
+	Source     string
+	Generation int64
+	// Seq is the last live batch Seq the generation's table now holds.
+	Seq int64
 }
 
 // RequestBuildParams are the parameters of RequestBuild.
@@ -333,6 +352,15 @@ type SourceStore interface {
 	// park is cleared: a swapped generation is complete. Recording the swap
 	// of the generation that already serves is a no-op (a replay).
 	RecordSwap(ctx context.Context, p RecordSwapParams) (*Source, error)
+	// RecordApplied records that generation p.Generation of the source holds
+	// every live batch up to p.Seq (Generation.AppliedSeq), a
+	// compare-and-swap pinned to {source, generation} that only moves
+	// forward: a p.Seq at or below the recorded one is a no-op that returns
+	// the generation as stored (so concurrent recorders end at the
+	// greatest), a retired or unknown generation is refused with
+	// ErrConflictingGeneration, and a Seq never staged is refused. It
+	// appends no event: it is a cache of the warehouse's markers.
+	RecordApplied(ctx context.Context, p RecordAppliedParams) (Generation, error)
 	// RequestBuild requests a build (a resync) and clears the park, and
 	// with p.Retire retires that building generation in the same
 	// transaction.

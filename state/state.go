@@ -122,19 +122,25 @@ type Environment struct {
 }
 
 // Fence pins an interval write to evidence the writer holds, in one or
-// both of two forms:
+// more of three forms:
 //   - LeaseKey and LeaseToken: the write succeeds only while that token
 //     holds that lease, unexpired at Now;
 //   - Environment and Generation: the write succeeds only while that
-//     environment is still at that generation (no promotion since).
+//     environment is still at that generation (no promotion since);
+//   - Source and SourceGeneration: the write succeeds only while that
+//     source (defined, not removed) still serves that generation: a
+//     watermark computed from a generation that a swap or a removal has
+//     since replaced is not published.
 //
-// With both set, both must hold. The check and the write happen in one
+// With several set, all must hold. The check and the write happen in one
 // transaction.
 type Fence struct {
-	LeaseKey    string `json:"lease_key,omitempty"`
-	LeaseToken  string `json:"lease_token,omitempty"`
-	Environment string `json:"environment,omitempty"`
-	Generation  int64  `json:"generation,omitempty"`
+	LeaseKey         string `json:"lease_key,omitempty"`
+	LeaseToken       string `json:"lease_token,omitempty"`
+	Environment      string `json:"environment,omitempty"`
+	Generation       int64  `json:"generation,omitempty"`
+	Source           string `json:"source,omitempty"`
+	SourceGeneration int64  `json:"source_generation,omitempty"`
 }
 
 // IntervalsParams are the parameters of AddIntervals and RemoveIntervals.

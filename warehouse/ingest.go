@@ -303,3 +303,44 @@ func (f StagedFiles) scan() string {
 	}
 	return "read_parquet(" + list + ", union_by_name = true)"
 }
+
+// GenerationDropper is implemented by the engines that land sources (both
+// warehouse/duckdb and warehouse/postgres): the janitor removes what a
+// retired generation left with it. It is an interface of its own, beside
+// Ingester, so that the ingest worker cannot drop anything.
+type GenerationDropper interface {
+	// DropGeneration drops generation p.Generation's table p.Table and
+	// deletes its markers, in one transaction that holds the source's
+	// fence: when the fence's planned or serving generation is
+	// p.Generation, it refuses with ErrFenced, writing nothing (the fence
+	// still needs those markers, and a swap may still make that table
+	// serve). Dropping what is gone already (no table, no markers) is a
+	// no-op.
+	DropGeneration(ctx context.Context, p DropGenerationParams) (DropGenerationResult, error)
+}
+
+// DropGenerationParams are the parameters of DropGeneration.
+type DropGenerationParams struct {
+	Source     string
+	Generation int64
+	// Table is the generation's physical table.
+	Table Table
+}
+
+// DropGenerationResult is what DropGeneration removed.
+type DropGenerationResult struct {
+	TableDropped bool
+	Markers      int64 // markers deleted
+}
+
+// Validate refuses parameters that name no generation, wrapping
+// ErrInvalidArgument.
+func (p DropGenerationParams) Validate() error {
+	if p.Source == "" {
+		return fmt.Errorf("%w: dropping a generation of no source", ErrInvalidArgument)
+	}
+	if p.Generation < 1 {
+		return fmt.Errorf("%w: generation must be at least 1, got %d", ErrInvalidArgument, p.Generation)
+	}
+	return nil
+}

@@ -400,7 +400,8 @@ func (c *Connector) vanished(bs []state.Batch, l listing) []string {
 // position order, in chunks of at most ChunkFiles. It wraps
 // connector.ErrNotConsistent while a replace run folder exists that is not
 // yet complete (no _SUCCESS) or not yet staged, and is a
-// *connector.VanishedError when a live file is gone.
+// *connector.VanishedError, returned with the snapshot of the live files
+// that still exist, when a live file is gone.
 func (c *Connector) Snapshot(ctx context.Context, q connector.Queue) (connector.Snapshot, error) {
 	t, err := c.taken(ctx, q)
 	if err != nil {
@@ -453,7 +454,7 @@ func (c *Connector) Snapshot(ctx context.Context, q connector.Queue) (connector.
 		ch.To = b.To
 	}
 	if len(gone) > 0 {
-		return connector.Snapshot{}, &connector.VanishedError{Source: c.def.Name, Locations: gone}
+		return snap, &connector.VanishedError{Source: c.def.Name, Locations: gone}
 	}
 	return snap, nil
 }

@@ -233,7 +233,8 @@ func TestReplaceRunIncompleteThenComplete(t *testing.T) {
 
 // Scenario: a staged file is deleted before a build read it: Discover
 // reports it as vanished, and Snapshot refuses with a VanishedError naming
-// it.
+// it, returning beside it the snapshot of what still exists (b.csv alone,
+// pinned where the queue ends).
 func TestVanishedFileIsReported(t *testing.T) {
 	t.Parallel()
 	for name, st := range stores(t) {
@@ -249,11 +250,14 @@ func TestVanishedFileIsReported(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, d.Batches)
 			require.Equal(t, []string{"landing/a.csv"}, d.Vanished)
-			_, err = c.Snapshot(ctx, st)
+			snap, err := c.Snapshot(ctx, st)
 			var ve *connector.VanishedError
 			require.True(t, errors.As(err, &ve), "%v", err)
 			require.Equal(t, []string{"landing/a.csv"}, ve.Locations)
 			require.ErrorContains(t, err, "source raw.events: landing/a.csv vanished")
+			require.Equal(t, int64(2), snap.Pin)
+			require.Len(t, snap.Chunks, 1)
+			require.Equal(t, []string{"landing/b.csv"}, snap.Chunks[0].Locations)
 		})
 	}
 }

@@ -97,6 +97,7 @@ const (
 	Skipped            = "skipped"             // intervals found already covered
 	Snapshots          = "snapshots"           // a number of snapshots
 	Stage              = "stage"               // an apply stage
+	Staged             = "staged"              // a number of source batches staged
 	State              = "state"               // the state store's location
 	Suffix             = "suffix"              // the trailing range a verdict judged
 	Table              = "table"               // a warehouse table
@@ -106,6 +107,7 @@ const (
 	Version            = "version"             // a model version
 	Views              = "views"               // a number of views
 	Warehouse          = "warehouse"           // the warehouse's location
+	Watermark          = "watermark"           // a source's published watermark (complete through)
 	Whole              = "whole"               // a kind built whole
 )
 
@@ -118,7 +120,7 @@ var All = []string{
 	HolderHost, HolderPID, Host, Interval, Intervals, Invalidated, JitterMS, LagSeconds, Lease,
 	Leases, LockWaitMS, Model, Models, NextPlan, Owner, ParsedQueries, Path, PID, Plan, Policy, Project, Promoted,
 	RanModels, Reason, Round, Rows, Schema, SchemaVersion, Schemas, Skipped, Snapshots, Stage,
-	State, Suffix, Table, Tables, TickMS, Until, Version, Views, Warehouse, Whole,
+	Staged, State, Suffix, Table, Tables, TickMS, Until, Version, Views, Warehouse, Watermark, Whole,
 }
 
 // CheckRecord decodes one JSON log record (a line of slog's JSON handler)

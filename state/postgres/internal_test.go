@@ -43,6 +43,6 @@ func TestNewestEmbeddedVersion(t *testing.T) {
 	t.Parallel()
 	v, err := newestEmbedded()
 	require.NoError(t, err)
-	require.Equal(t, int64(7), v) // 00007_sources.sql
+	require.Equal(t, int64(8), v) // 00008_source_applied.sql
 	require.Equal(t, v, NewestSchemaVersion())
 }

@@ -475,8 +475,9 @@ func (s *Store) CheckFence(ctx context.Context, f state.Fence, now time.Time) er
 // queueFence queues, right after the batch's BEGIN, the check that the
 // evidence f holds at now, locking that evidence FOR SHARE until the
 // transaction ends: the lease row (its token unexpired at now), and/or the
-// environment row (still at the generation), in that order. A concurrent takeover, release,
-// promotion or deletion therefore waits for the write. When the evidence is
+// environment row (still at the generation), and/or the source row (still
+// serving the source generation), in that order. A concurrent takeover,
+// release, promotion, swap or deletion therefore waits for the write. When the evidence is
 // stale, the batch fails with an error wrapping state.ErrFenced.
 func queueFence(b *pgx.Batch, f state.Fence, now int64) {
 	if f.LeaseKey != "" {
@@ -494,6 +495,7 @@ func queueFence(b *pgx.Batch, f state.Fence, now int64) {
 			return nil
 		})
 	}
+	queueSourceFence(b, f)
 	if f.Environment == "" {
 		return
 	}
@@ -510,6 +512,30 @@ func queueFence(b *pgx.Batch, f state.Fence, now int64) {
 		}
 		if gen != f.Generation {
 			return fmt.Errorf("environment %q is at generation %d, the fence expects %d: %w", f.Environment, gen, f.Generation, state.ErrFenced)
+		}
+		return nil
+	})
+}
+
+// queueSourceFence queues the source form of f: the source is defined and
+// serves f.SourceGeneration, its row locked FOR SHARE.
+func queueSourceFence(b *pgx.Batch, f state.Fence) {
+	if f.Source == "" {
+		return
+	}
+	b.Queue(`
+		SELECT serving_generation FROM sources WHERE name = $1 AND removed_at_us = 0
+		FOR SHARE`, f.Source).QueryRow(func(row pgx.Row) error {
+		var serving int64
+		err := row.Scan(&serving)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("source %q is not defined (fence expects it to serve generation %d): %w", f.Source, f.SourceGeneration, state.ErrFenced)
+		}
+		if err != nil {
+			return fmt.Errorf("checking the fence on source %q: %w", f.Source, err)
+		}
+		if serving != f.SourceGeneration {
+			return fmt.Errorf("source %q serves generation %d, the fence expects %d: %w", f.Source, serving, f.SourceGeneration, state.ErrFenced)
 		}
 		return nil
 	})

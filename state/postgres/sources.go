@@ -29,8 +29,12 @@ const sourceColumns = `name, connector, definition_hash, building_generation, se
 	last_generation, build_requested, parked_reason, deferred_for_generation,
 	registered_at_us, updated_at_us, removed_at_us`
 
+// sourceReadColumns are sourceColumns and the queue head, last_batch_seq,
+// which PutSource never writes (the queue does: SetQueue).
+const sourceReadColumns = sourceColumns + `, last_batch_seq`
+
 const generationColumns = `source, generation, kind, pin, pin_label, chunks, status, retired_reason,
-	created_at_us, swapped_at_us, retired_at_us`
+	created_at_us, swapped_at_us, retired_at_us, applied_seq`
 
 func scanSource(row pgx.Row) (storekit.SourceRow, error) {
 	var (
@@ -39,7 +43,7 @@ func scanSource(row pgx.Row) (storekit.SourceRow, error) {
 		parked   *string
 	)
 	if err := row.Scan(&r.Name, &r.Connector, &r.DefinitionHash, &building, &r.Serving, &r.Last,
-		&r.Requested, &parked, &r.DeferredFor, &r.RegisteredAt, &r.UpdatedAt, &r.Removed); err != nil {
+		&r.Requested, &parked, &r.DeferredFor, &r.RegisteredAt, &r.UpdatedAt, &r.Removed, &r.LastSeq); err != nil {
 		return storekit.SourceRow{}, err
 	}
 	if building != nil {
@@ -59,7 +63,7 @@ func scanGeneration(row pgx.Row) (state.Generation, error) {
 		created, swapped, retired int64
 	)
 	if err := row.Scan(&g.Source, &g.Generation, &kind, &g.Pin, &g.PinLabel, &chunks, &status,
-		&g.RetiredReason, &created, &swapped, &retired); err != nil {
+		&g.RetiredReason, &created, &swapped, &retired, &g.AppliedSeq); err != nil {
 		return state.Generation{}, err
 	}
 	g.Kind, g.Status, g.Chunks = state.GenerationKind(kind), state.GenerationStatus(status), int(chunks)
@@ -75,7 +79,7 @@ type sourceTx struct {
 }
 
 func (t sourceTx) Source(ctx context.Context, name string) (storekit.SourceRow, bool, error) {
-	r, err := scanSource(t.tx.QueryRow(ctx, `SELECT `+sourceColumns+` FROM sources WHERE name = $1 FOR UPDATE`, name))
+	r, err := scanSource(t.tx.QueryRow(ctx, `SELECT `+sourceReadColumns+` FROM sources WHERE name = $1 FOR UPDATE`, name))
 	if t.afterRead != nil {
 		t.afterRead()
 	}
@@ -125,7 +129,7 @@ func (t sourceTx) PutSource(ctx context.Context, r storekit.SourceRow) error {
 
 func (t sourceTx) InsertGeneration(ctx context.Context, g state.Generation) error {
 	_, err := t.tx.Exec(ctx, `
-		INSERT INTO source_generations (`+generationColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		INSERT INTO source_generations (`+generationColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		generationArgs(g)...)
 	return err
 }
@@ -133,7 +137,8 @@ func (t sourceTx) InsertGeneration(ctx context.Context, g state.Generation) erro
 func (t sourceTx) PutGeneration(ctx context.Context, g state.Generation) error {
 	tag, err := t.tx.Exec(ctx, `
 		UPDATE source_generations SET kind = $3, pin = $4, pin_label = $5, chunks = $6, status = $7,
-			retired_reason = $8, created_at_us = $9, swapped_at_us = $10, retired_at_us = $11
+			retired_reason = $8, created_at_us = $9, swapped_at_us = $10, retired_at_us = $11,
+			applied_seq = $12
 		WHERE source = $1 AND generation = $2`,
 		generationArgs(g)...)
 	if err != nil {
@@ -148,7 +153,7 @@ func (t sourceTx) PutGeneration(ctx context.Context, g state.Generation) error {
 // generationArgs are g's columns in generationColumns order.
 func generationArgs(g state.Generation) []any {
 	return []any{g.Source, g.Generation, string(g.Kind), g.Pin, g.PinLabel, int32(g.Chunks), string(g.Status), g.RetiredReason,
-		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt)}
+		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt), g.AppliedSeq}
 }
 
 func (t sourceTx) AppendEvents(ctx context.Context, events []state.Event) error {
@@ -220,6 +225,17 @@ func (s *Store) RetireGeneration(ctx context.Context, p state.RetireGenerationPa
 func (s *Store) RecordSwap(ctx context.Context, p state.RecordSwapParams) (*state.Source, error) {
 	return s.sourceTransition(ctx, fmt.Sprintf("record the swap of generation %d of source %q", p.Generation, p.Source), p.Source,
 		func(t sourceTx) (*state.Source, error) { return storekit.RecordSwap(ctx, t, p) })
+}
+
+// RecordApplied moves a generation's applied seq forward (see
+// state.SourceStore): the source's row is locked FOR UPDATE first.
+func (s *Store) RecordApplied(ctx context.Context, p state.RecordAppliedParams) (state.Generation, error) {
+	var out state.Generation
+	err := s.sourceWrite(ctx, fmt.Sprintf("record batch %d applied to generation %d of source %q", p.Seq, p.Generation, p.Source), func(t sourceTx) (err error) {
+		out, err = storekit.RecordApplied(ctx, t, p)
+		return err
+	})
+	return out, err
 }
 
 // RequestBuild requests a build (see state.SourceStore).
@@ -313,7 +329,7 @@ func (s *Store) ListSources(ctx context.Context, f state.SourceFilter) ([]*state
 func (s *Store) listSources(ctx context.Context, f state.SourceFilter) ([]*state.Source, error) {
 	var out []*state.Source
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT `+sourceColumns+` FROM sources
+		rows, err := tx.Query(ctx, `SELECT `+sourceReadColumns+` FROM sources
 			WHERE ($1::text[] IS NULL OR name = ANY($1)) AND ($2 OR removed_at_us = 0)
 			ORDER BY name`, f.Names, f.IncludeRemoved)
 		if err != nil {

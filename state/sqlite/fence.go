@@ -52,9 +52,37 @@ const fenceBothQuery = `SELECT
 	EXISTS (SELECT 1 FROM leases WHERE key = ?1 AND token = ?2 AND expires_at_us > ?3),
 	(SELECT generation FROM environments WHERE name = ?4)`
 
-// fenceHolds checks every form f carries: the lease, then the generation.
-// st are the statements of q's pool.
+// fenceHolds checks every form f carries: the lease, then the generation,
+// then the source's serving generation. st are the statements of q's pool.
 func fenceHolds(ctx context.Context, q rowQuerier, st *stmts, f state.Fence, now time.Time) error {
+	if err := leaseAndEnvironmentHold(ctx, q, st, f, now); err != nil {
+		return err
+	}
+	return sourceHolds(ctx, q, f)
+}
+
+// sourceHolds checks the source form of f: the source is defined and
+// serves f.SourceGeneration.
+func sourceHolds(ctx context.Context, q rowQuerier, f state.Fence) error {
+	if f.Source == "" {
+		return nil
+	}
+	var serving int64
+	err := q.QueryRowContext(ctx, `SELECT serving_generation FROM sources WHERE name = ? AND removed_at_us = 0`, f.Source).Scan(&serving)
+	if errors.Is(err, sql.ErrNoRows) {
+		return fmt.Errorf("%w: source %q is not defined (fence expects it to serve generation %d)", state.ErrFenced, f.Source, f.SourceGeneration)
+	}
+	if err != nil {
+		return fmt.Errorf("checking source fence %q: %w", f.Source, err)
+	}
+	if serving != f.SourceGeneration {
+		return fmt.Errorf("%w: source %q serves generation %d, the fence expects %d", state.ErrFenced, f.Source, serving, f.SourceGeneration)
+	}
+	return nil
+}
+
+// leaseAndEnvironmentHold checks the lease and environment forms of f.
+func leaseAndEnvironmentHold(ctx context.Context, q rowQuerier, st *stmts, f state.Fence, now time.Time) error {
 	if f.LeaseKey != "" && f.Environment != "" {
 		var (
 			held bool

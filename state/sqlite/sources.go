@@ -22,8 +22,12 @@ const sourceColumns = `name, connector, definition_hash, building_generation, se
 	last_generation, build_requested, parked_reason, deferred_for_generation,
 	registered_at_us, updated_at_us, removed_at_us`
 
+// sourceReadColumns are sourceColumns and the queue head, last_batch_seq,
+// which PutSource never writes (the queue does: SetQueue).
+const sourceReadColumns = sourceColumns + `, last_batch_seq`
+
 const generationColumns = `source, generation, kind, pin, pin_label, chunks, status, retired_reason,
-	created_at_us, swapped_at_us, retired_at_us`
+	created_at_us, swapped_at_us, retired_at_us, applied_seq`
 
 func scanSource(sc interface{ Scan(...any) error }) (storekit.SourceRow, error) {
 	var (
@@ -33,7 +37,7 @@ func scanSource(sc interface{ Scan(...any) error }) (storekit.SourceRow, error) 
 		requested int64
 	)
 	if err := sc.Scan(&r.Name, &r.Connector, &r.DefinitionHash, &building, &r.Serving, &r.Last,
-		&requested, &parked, &r.DeferredFor, &r.RegisteredAt, &r.UpdatedAt, &r.Removed); err != nil {
+		&requested, &parked, &r.DeferredFor, &r.RegisteredAt, &r.UpdatedAt, &r.Removed, &r.LastSeq); err != nil {
 		return storekit.SourceRow{}, err
 	}
 	r.Building, r.Parked, r.Requested = building.Int64, parked.String, requested != 0
@@ -48,7 +52,7 @@ func scanGeneration(sc interface{ Scan(...any) error }) (state.Generation, error
 		created, swapped, retired int64
 	)
 	if err := sc.Scan(&g.Source, &g.Generation, &kind, &pin, &g.PinLabel, &g.Chunks, &status,
-		&g.RetiredReason, &created, &swapped, &retired); err != nil {
+		&g.RetiredReason, &created, &swapped, &retired, &g.AppliedSeq); err != nil {
 		return state.Generation{}, err
 	}
 	g.Kind, g.Status = state.GenerationKind(kind), state.GenerationStatus(status)
@@ -64,7 +68,7 @@ func scanGeneration(sc interface{ Scan(...any) error }) (state.Generation, error
 type sourceTx struct{ tx *sql.Tx }
 
 func (t sourceTx) Source(ctx context.Context, name string) (storekit.SourceRow, bool, error) {
-	r, err := scanSource(t.tx.QueryRowContext(ctx, `SELECT `+sourceColumns+` FROM sources WHERE name = ?`, name))
+	r, err := scanSource(t.tx.QueryRowContext(ctx, `SELECT `+sourceReadColumns+` FROM sources WHERE name = ?`, name))
 	if errors.Is(err, sql.ErrNoRows) {
 		return storekit.SourceRow{}, false, nil
 	}
@@ -115,7 +119,7 @@ func (t sourceTx) PutSource(ctx context.Context, r storekit.SourceRow) error {
 
 func (t sourceTx) InsertGeneration(ctx context.Context, g state.Generation) error {
 	_, err := t.tx.ExecContext(ctx, `
-		INSERT INTO source_generations (`+generationColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		INSERT INTO source_generations (`+generationColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		generationArgs(g)...)
 	return err
 }
@@ -123,7 +127,8 @@ func (t sourceTx) InsertGeneration(ctx context.Context, g state.Generation) erro
 func (t sourceTx) PutGeneration(ctx context.Context, g state.Generation) error {
 	res, err := t.tx.ExecContext(ctx, `
 		UPDATE source_generations SET kind = ?3, pin = ?4, pin_label = ?5, chunks = ?6, status = ?7,
-			retired_reason = ?8, created_at_us = ?9, swapped_at_us = ?10, retired_at_us = ?11
+			retired_reason = ?8, created_at_us = ?9, swapped_at_us = ?10, retired_at_us = ?11,
+			applied_seq = ?12
 		WHERE source = ?1 AND generation = ?2`,
 		generationArgs(g)...)
 	if err != nil {
@@ -142,7 +147,7 @@ func generationArgs(g state.Generation) []any {
 		pin = *g.Pin
 	}
 	return []any{g.Source, g.Generation, string(g.Kind), pin, g.PinLabel, g.Chunks, string(g.Status), g.RetiredReason,
-		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt)}
+		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt), g.AppliedSeq}
 }
 
 func (t sourceTx) AppendEvents(ctx context.Context, events []state.Event) error {
@@ -210,6 +215,17 @@ func (s *Store) RetireGeneration(ctx context.Context, p state.RetireGenerationPa
 func (s *Store) RecordSwap(ctx context.Context, p state.RecordSwapParams) (*state.Source, error) {
 	return s.sourceTransition(ctx, fmt.Sprintf("record the swap of generation %d of source %q", p.Generation, p.Source), p.Source,
 		func(t sourceTx) (*state.Source, error) { return storekit.RecordSwap(ctx, t, p) })
+}
+
+// RecordApplied moves a generation's applied seq forward (see
+// state.SourceStore), under the write lock.
+func (s *Store) RecordApplied(ctx context.Context, p state.RecordAppliedParams) (state.Generation, error) {
+	var out state.Generation
+	err := s.sourceWrite(ctx, fmt.Sprintf("record batch %d applied to generation %d of source %q", p.Seq, p.Generation, p.Source), func(t sourceTx) (err error) {
+		out, err = storekit.RecordApplied(ctx, t, p)
+		return err
+	})
+	return out, err
 }
 
 // RequestBuild requests a build (see state.SourceStore).
@@ -326,7 +342,7 @@ func (s *Store) listSources(ctx context.Context, f state.SourceFilter) ([]*state
 	if !f.IncludeRemoved {
 		where = append(where, `removed_at_us = 0`)
 	}
-	query := `SELECT ` + sourceColumns + ` FROM sources`
+	query := `SELECT ` + sourceReadColumns + ` FROM sources`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}

@@ -19,6 +19,7 @@ func fencingTests() []test {
 		{"MalformedFenceIsRefused", testFenceMalformed},
 		{"BothFormsMustHold", testFenceBothForms},
 		{"EmptyWriteStillChecksFence", testFenceEmptyWrite},
+		{"SourceGenerationFence", testFenceSourceGeneration},
 	}
 }
 
@@ -176,4 +177,37 @@ func testFenceEmptyWrite(t *testing.T, b *bundle) {
 	l := acquire(t, b, "run:m.a", "scheduler-1", hour(0), time.Hour)
 	err := fencedWrite(b, true, vkey("m.a", "v1"), interval.Set{}, leaseFence(l), hour(3))
 	require.ErrorIs(t, err, state.ErrFenced)
+}
+
+func testFenceSourceGeneration(t *testing.T, b *bundle) {
+	// Scenario: a source's watermark write is fenced on the generation it
+	// was computed from. While generation 1 serves, a fence on 1 writes;
+	// once generation 2 swaps in, the fence on 1 fails with ErrFenced for
+	// adds, removes and CheckFence alike and writes nothing, while a fence
+	// on 2 writes. A fence on a source that is not defined (unknown, or
+	// removed) fails; a source form without a generation is malformed.
+	k := state.SourceKey(src)
+	ensure(t, b, "h1", hour(0))
+	swap(t, b, plan(t, b, 5, hour(0)).Generation, hour(0))
+	g1 := state.Fence{Source: src, SourceGeneration: 1}
+	require.NoError(t, b.store.CheckFence(b.ctx, g1, hour(1)))
+	require.NoError(t, fencedWrite(b, true, k, set(hours(0, 2)), g1, hour(1)))
+
+	swap(t, b, plan(t, b, 6, hour(2)).Generation, hour(2))
+	for _, isAdd := range []bool{true, false} {
+		require.ErrorIsf(t, fencedWrite(b, isAdd, k, set(hours(0, 5)), g1, hour(3)), state.ErrFenced, "add=%t", isAdd)
+	}
+	require.ErrorIs(t, b.store.CheckFence(b.ctx, g1, hour(3)), state.ErrFenced)
+	requireIntervals(t, b, k, set(hours(0, 2)))
+	g2 := state.Fence{Source: src, SourceGeneration: 2}
+	require.NoError(t, fencedWrite(b, true, k, set(hours(2, 3)), g2, hour(3)))
+	requireIntervals(t, b, k, set(hours(0, 3)))
+
+	unknown := state.Fence{Source: "raw.nothing", SourceGeneration: 1}
+	require.ErrorIs(t, fencedWrite(b, true, k, set(hours(3, 4)), unknown, hour(3)), state.ErrFenced)
+	require.Error(t, fencedWrite(b, true, k, set(hours(3, 4)), state.Fence{Source: src}, hour(3)), "malformed")
+	_, err := b.store.RemoveSource(b.ctx, state.RemoveSourceParams{Source: src, Expect: state.SourceExpectation{Serving: 2}, Now: hour(4)})
+	require.NoError(t, err)
+	require.ErrorIs(t, fencedWrite(b, true, k, set(hours(3, 4)), g2, hour(4)), state.ErrFenced, "a removed source")
+	requireIntervals(t, b, k, set(hours(0, 3)))
 }

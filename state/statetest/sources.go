@@ -25,6 +25,7 @@ func sourceTests() []test {
 		{"SwapAndRetireRaceExactlyOneWins", testSourceSwapRetireRace},
 		{"RequestBuildRetiresOnlyTheGenerationRead", testSourceRequestBuild},
 		{"ReplaceRunIsPinnedWhenItsFinalArrives", testSourcePin},
+		{"ResyncBackfillIsPinnedLater", testSourcePinBackfill},
 		{"ParkKeepsServing", testSourcePark},
 		{"EachTransitionWritesItsEvent", testSourceEvents},
 		{"RejectsBadCalls", testSourceBadCalls},
@@ -436,6 +437,28 @@ func testSourcePin(t *testing.T, b *bundle) {
 	require.Equal(t, int64(1), swap(t, b, 1, hour(5)).Serving)
 }
 
+func testSourcePinBackfill(t *testing.T, b *bundle) {
+	// Scenario: a resync plans a backfill at once, without a pin, so that
+	// it can name the new generation; the pass that builds it pins it. It
+	// is building (no second plan while it is), kind backfill, unpinned,
+	// and its pin is recorded once.
+	ensure(t, b, "h1", hour(0))
+	g, err := b.store.PlanGeneration(b.ctx, state.PlanGenerationParams{Source: src, Kind: state.GenerationBackfill, Now: hour(1)})
+	require.NoError(t, err)
+	require.Nil(t, g.Pin)
+	require.Equal(t, state.GenerationBuilding, g.Status)
+	s := getSource(t, b)
+	require.Equal(t, g.Generation, s.Building)
+	require.Equal(t, state.GenerationBackfill, generation(t, s, g.Generation).Kind)
+	_, err = b.store.PlanGeneration(b.ctx, state.PlanGenerationParams{Source: src, Kind: state.GenerationBackfill, Pin: pin(3), Now: hour(2)})
+	require.ErrorIs(t, err, state.ErrBuildInFlight)
+	pinned, err := b.store.PinGeneration(b.ctx, state.PinGenerationParams{Source: src, Generation: g.Generation, Pin: 7, Chunks: 2, Now: hour(3)})
+	require.NoError(t, err)
+	require.Equal(t, int64(7), *pinned.Pin)
+	_, err = b.store.PinGeneration(b.ctx, state.PinGenerationParams{Source: src, Generation: g.Generation, Pin: 8, Now: hour(4)})
+	require.ErrorIs(t, err, state.ErrConflictingGeneration)
+}
+
 func testSourcePark(t *testing.T, b *bundle) {
 	// Scenario: a primed source loses a landing file it needs: it is parked
 	// NEEDS_RESYNC and keeps serving generation 1. A park pinned to stale
@@ -535,8 +558,8 @@ func testSourceEvents(t *testing.T, b *bundle) {
 
 func testSourceBadCalls(t *testing.T, b *bundle) {
 	// Scenario: calls without a Now (ErrNoNow), on an unknown source
-	// (ErrNotFound), or with bad input (unknown kind, a backfill without a
-	// pin, a retire or park without a reason, a definition twice) are
+	// (ErrNotFound), or with bad input (unknown kind, a negative chunk
+	// count, a retire or park without a reason, a definition twice) are
 	// refused and write nothing.
 	_, err := b.store.EnsureSources(b.ctx, state.EnsureSourcesParams{
 		Sources: []state.SourceDefinition{{Name: src, Connector: "files"}},
@@ -560,7 +583,6 @@ func testSourceBadCalls(t *testing.T, b *bundle) {
 	for _, p := range []state.PlanGenerationParams{
 		{Source: src, Kind: state.GenerationBackfill, Pin: pin(1)},
 		{Source: src, Kind: "snapshot", Pin: pin(1), Now: hour(1)},
-		{Source: src, Kind: state.GenerationBackfill, Now: hour(1)},
 		{Source: src, Kind: state.GenerationBackfill, Pin: pin(1), Chunks: -1, Now: hour(1)},
 		{Kind: state.GenerationBackfill, Pin: pin(1), Now: hour(1)},
 	} {

@@ -148,13 +148,14 @@ func groups() []struct {
 		{"Races", raceTests()},
 		{"Sources", sourceTests()},
 		{"Batches", batchTests()},
+		{"Applied", appliedTests()},
 	}
 }
 
 // Run runs every conformance test against stores from newStore, as parallel
 // subtests grouped by area (Snapshots, Intervals, LastWrites, LastServed,
 // Fencing, Environments, Plans, Leases, Events, Debts, Schema, Races, Sources,
-// Batches). Each
+// Batches, Applied). Each
 // test gets its own store.
 func Run(t *testing.T, newStore Factory) {
 	t.Helper()

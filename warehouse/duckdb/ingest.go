@@ -472,3 +472,52 @@ func (e *Engine) IngestState(ctx context.Context, source string) (warehouse.Inge
 	}
 	return st, nil
 }
+
+var _ warehouse.GenerationDropper = (*Engine)(nil)
+
+// DropGeneration drops a generation's table and markers (see
+// warehouse.GenerationDropper) in one transaction under the database's
+// write lock, which every ingestion step takes too: the fence read is
+// still the fence when the drop commits.
+func (e *Engine) DropGeneration(ctx context.Context, p warehouse.DropGenerationParams) (warehouse.DropGenerationResult, error) {
+	const op = "drop generation"
+	object := fmt.Sprintf("%s generation %d", p.Source, p.Generation)
+	if err := p.Validate(); err != nil {
+		return warehouse.DropGenerationResult{}, fail(op, object, err)
+	}
+	if err := checkTable(p.Table); err != nil {
+		return warehouse.DropGenerationResult{}, fail(op, object, err)
+	}
+	var res warehouse.DropGenerationResult
+	err := e.write(ctx, func(s *session) error {
+		defer e.shared.cols.forget(p.Table)
+		for _, ddl := range ingestDDL {
+			if _, err := s.exec(ctx, ddl); err != nil {
+				return err
+			}
+		}
+		return s.inTx(ctx, func() error {
+			res = warehouse.DropGenerationResult{}
+			fenced, err := s.findsRows(ctx, "SELECT 1 FROM "+fencesTable+" WHERE source = $1 AND (planned_generation = $2 OR serving_generation = $2)",
+				p.Source, p.Generation)
+			if err != nil {
+				return err
+			}
+			if fenced {
+				return fmt.Errorf("%w: generation %d of source %s is the fence's planned or serving generation", warehouse.ErrFenced, p.Generation, p.Source)
+			}
+			if isTable(ctx, s, p.Table) {
+				if _, err := s.exec(ctx, "DROP TABLE "+quoteTable(p.Table)); err != nil {
+					return err
+				}
+				res.TableDropped = true
+			}
+			res.Markers, err = s.exec(ctx, "DELETE FROM "+markersTable+" WHERE source = $1 AND generation = $2", p.Source, p.Generation)
+			return err
+		})
+	})
+	if err != nil {
+		return warehouse.DropGenerationResult{}, fail(op, object, err)
+	}
+	return res, nil
+}

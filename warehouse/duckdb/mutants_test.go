@@ -35,6 +35,7 @@ var mutants = []struct {
 	{"swap-without-catch-up", "Ingest/SwapRefusesWhenBehind"},
 	{"markers-without-generation", "Ingest/SwapRefusesWhenBehind"},
 	{"swap-serving-outside-transaction", "Ingest/SwapIsAtomic"},
+	{"drop-generation-without-fence", "DropGeneration/DropsRetiredKeepsFenced"},
 }
 
 // Scenario: the suite is the contract, so it must fail engines that break
@@ -174,6 +175,25 @@ func (m *mutant) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParam
 		return m.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: p.Table, Query: p.Query, WithData: true})
 	}
 	return m.Engine.ReplaceTable(ctx, p)
+}
+
+func (m *mutant) DropGeneration(ctx context.Context, p warehouse.DropGenerationParams) (warehouse.DropGenerationResult, error) {
+	if m.kind != "drop-generation-without-fence" {
+		return m.Engine.DropGeneration(ctx, p)
+	}
+	// A drop that does not look at the fence: the table and the markers
+	// go, whichever generation it is.
+	found, err := m.TablesExist(ctx, []warehouse.Table{p.Table})
+	if err != nil {
+		return warehouse.DropGenerationResult{}, wrap(p.Table, err)
+	}
+	if found[0] {
+		if err := m.DropTable(ctx, p.Table); err != nil {
+			return warehouse.DropGenerationResult{}, wrap(p.Table, err)
+		}
+	}
+	n, err := m.exec(ctx, "DELETE FROM gapless__ingest.markers WHERE source = $1 AND generation = $2", p.Source, p.Generation)
+	return warehouse.DropGenerationResult{TableDropped: found[0], Markers: n}, wrap(p.Table, err)
 }
 
 func (m *mutant) ApplyIngest(ctx context.Context, p warehouse.IngestParams) (warehouse.IngestResult, error) {

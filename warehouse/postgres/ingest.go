@@ -589,3 +589,63 @@ func (e *Engine) IngestState(ctx context.Context, source string) (warehouse.Inge
 	}
 	return st, nil
 }
+
+var _ warehouse.GenerationDropper = (*Engine)(nil)
+
+// DropGeneration drops a generation's table and markers (see
+// warehouse.GenerationDropper) in one transaction that locks the source's
+// fence row first (FOR UPDATE): a fence step or a swap, which update that
+// row, waits for the drop or is seen by it.
+func (e *Engine) DropGeneration(ctx context.Context, p warehouse.DropGenerationParams) (warehouse.DropGenerationResult, error) {
+	const op = "drop generation"
+	object := fmt.Sprintf("%s generation %d", p.Source, p.Generation)
+	if err := p.Validate(); err != nil {
+		return warehouse.DropGenerationResult{}, fail(op, object, "", err)
+	}
+	if containsNUL(p.Source) {
+		return warehouse.DropGenerationResult{}, fail(op, object, "", fmt.Errorf("%w: source name %q contains a NUL byte", warehouse.ErrInvalidArgument, p.Source))
+	}
+	if err := e.checkQualified(p.Table); err != nil {
+		return warehouse.DropGenerationResult{}, fail(op, object, "", err)
+	}
+	if err := e.ensureIngest(ctx); err != nil {
+		return warehouse.DropGenerationResult{}, failStep(op, object, err)
+	}
+	var res warehouse.DropGenerationResult
+	err := e.inTx(ctx, func(tx pgx.Tx) error {
+		res = warehouse.DropGenerationResult{}
+		var planned, serving int64
+		err := tx.QueryRow(ctx, "SELECT planned_generation, serving_generation FROM "+fencesTable+" WHERE source = $1 FOR UPDATE", p.Source).
+			Scan(&planned, &serving)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		case planned == p.Generation || serving == p.Generation:
+			return fmt.Errorf("%w: generation %d of source %s is the fence's planned or serving generation", warehouse.ErrFenced, p.Generation, p.Source)
+		}
+		if err := lockName(ctx, tx, p.Table); err != nil {
+			return err
+		}
+		rel, found, err := resolve(ctx, tx, p.Table)
+		if err != nil {
+			return err
+		}
+		if found && rel.kind == relkindTable {
+			if _, err := exec(ctx, tx, "DROP TABLE "+quoteTable(p.Table)); err != nil {
+				return err
+			}
+			res.TableDropped = true
+		}
+		tag, err := exec(ctx, tx, "DELETE FROM "+markersTable+" WHERE source = $1 AND generation = $2", p.Source, p.Generation)
+		if err != nil {
+			return err
+		}
+		res.Markers = tag.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		return warehouse.DropGenerationResult{}, failStep(op, object, err)
+	}
+	return res, nil
+}

@@ -24,6 +24,10 @@ type SourceRow struct {
 	// per generation, not one per tick.
 	DeferredFor                      int64
 	RegisteredAt, UpdatedAt, Removed int64
+	// LastSeq is the highest batch Seq ever staged. It is read with the
+	// row but written only by the queue (BatchTx.SetQueue), never by
+	// PutSource.
+	LastSeq int64
 }
 
 // Record returns the public record of r, without generations.
@@ -31,7 +35,7 @@ func (r SourceRow) Record() *state.Source {
 	return &state.Source{
 		Name: r.Name, Connector: r.Connector, DefinitionHash: r.DefinitionHash,
 		Building: r.Building, Serving: r.Serving, LastGeneration: r.Last,
-		BuildRequested: r.Requested, ParkedReason: r.Parked,
+		BuildRequested: r.Requested, ParkedReason: r.Parked, LastSeq: r.LastSeq,
 		RegisteredAt: FromMicros(r.RegisteredAt), UpdatedAt: FromMicros(r.UpdatedAt),
 		RemovedAt: FromMicros(r.Removed),
 	}
@@ -177,11 +181,9 @@ func PlanGeneration(ctx context.Context, tx SourceTx, p state.PlanGenerationPara
 		return state.Generation{}, nil, err
 	}
 	switch p.Kind {
-	case state.GenerationBackfill:
-		if p.Pin == nil {
-			return state.Generation{}, nil, fmt.Errorf("source %q: a backfill is planned at a pin", p.Source)
-		}
-	case state.GenerationReplace:
+	case state.GenerationBackfill, state.GenerationReplace:
+		// A backfill planned without a pin (a resync, which plans at once
+		// to name the generation) is pinned by the pass that builds it.
 	default:
 		return state.Generation{}, nil, fmt.Errorf("source %q: unknown generation kind %q (backfill or replace)", p.Source, p.Kind)
 	}
@@ -193,7 +195,7 @@ func PlanGeneration(ctx context.Context, tx SourceTx, p state.PlanGenerationPara
 		return state.Generation{}, nil, err
 	}
 	// The one-build-per-source compare-and-swap: building must be none.
-	if row.Building != 0 {
+	if row.Building != 0 && !mutated(MutantPlanNotExclusive) {
 		refused = fmt.Errorf("%w: source %q builds generation %d", state.ErrBuildInFlight, p.Source, row.Building)
 		if row.DeferredFor == row.Building {
 			return state.Generation{}, refused, nil
@@ -324,7 +326,7 @@ func RetireGeneration(ctx context.Context, tx SourceTx, p state.RetireGeneration
 	if p.Reason == "" {
 		return nil, fmt.Errorf("source %q: retiring generation %d needs a reason", p.Source, p.Generation)
 	}
-	row, gen, err := building(ctx, tx, p.Source, p.Generation)
+	row, gen, err := building(ctx, tx, p.Source, whateverBuilds(ctx, tx, MutantRetireAnyGeneration, p.Source, p.Generation))
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +355,7 @@ func RecordSwap(ctx context.Context, tx SourceTx, p state.RecordSwapParams) (*st
 	if cur.Serving == p.Generation {
 		return cur.Record(), nil // a replay of the swap already recorded
 	}
-	row, gen, err := building(ctx, tx, p.Source, p.Generation)
+	row, gen, err := building(ctx, tx, p.Source, whateverBuilds(ctx, tx, MutantSwapWithoutGenerationPredicate, p.Source, p.Generation))
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +406,7 @@ func RequestBuild(ctx context.Context, tx SourceTx, p state.RequestBuildParams) 
 	)
 	if p.Retire != 0 {
 		var gen state.Generation
-		if row, gen, err = building(ctx, tx, p.Source, p.Retire); err != nil {
+		if row, gen, err = building(ctx, tx, p.Source, whateverBuilds(ctx, tx, MutantRetireAnyGeneration, p.Source, p.Retire)); err != nil {
 			return nil, err
 		}
 		ev, err := retire(&row, &gen, p.Reason, p.Now)
@@ -533,4 +535,60 @@ func RemoveSource(ctx context.Context, tx SourceTx, p state.RemoveSourceParams) 
 		return nil, err
 	}
 	return row.Record(), nil
+}
+
+// AppliedTx is what RecordApplied needs of one store transaction: the
+// source's row, locked, and its queue head.
+type AppliedTx interface {
+	SourceTx
+	// Queue is BatchTx.Queue.
+	Queue(ctx context.Context, source string) (lastSeq, lastTo int64, found bool, err error)
+}
+
+// RecordApplied moves generation p.Generation's applied seq forward to
+// p.Seq (see state.SourceStore). The source's row is locked first, so the
+// check of the generation's status and applied seq holds at the write
+// against every transition (a concurrent RecordSwap retiring it, another
+// recorder): the compare-and-swap is pinned to {source, generation} and
+// to the stored seq, never to the source's displayed state.
+func RecordApplied(ctx context.Context, tx AppliedTx, p state.RecordAppliedParams) (state.Generation, error) {
+	if p.Source == "" {
+		return state.Generation{}, errors.New("the source name is required")
+	}
+	if p.Generation <= 0 {
+		return state.Generation{}, fmt.Errorf("source %q: generation %d: generations start at 1", p.Source, p.Generation)
+	}
+	if p.Seq < 0 {
+		return state.Generation{}, fmt.Errorf("source %q: generation %d: negative applied seq %d", p.Source, p.Generation, p.Seq)
+	}
+	if _, err := defined(ctx, tx, p.Source); err != nil {
+		return state.Generation{}, err
+	}
+	gen, found, err := tx.Generation(ctx, p.Source, p.Generation)
+	if err != nil {
+		return state.Generation{}, fmt.Errorf("reading generation %d of source %q: %w", p.Generation, p.Source, err)
+	}
+	if !found {
+		return state.Generation{}, fmt.Errorf("%w: source %q has no generation %d", state.ErrConflictingGeneration, p.Source, p.Generation)
+	}
+	if gen.Status == state.GenerationRetired {
+		return state.Generation{}, fmt.Errorf("%w: generation %d of source %q is retired: nothing is applied to it any more",
+			state.ErrConflictingGeneration, p.Generation, p.Source)
+	}
+	if p.Seq <= gen.AppliedSeq && !mutated(MutantAppliedMovesBackward) {
+		return gen, nil // behind or equal: another recorder got there first
+	}
+	lastSeq, _, _, err := tx.Queue(ctx, p.Source)
+	if err != nil {
+		return state.Generation{}, fmt.Errorf("reading the queue of source %q: %w", p.Source, err)
+	}
+	if p.Seq > lastSeq {
+		return state.Generation{}, fmt.Errorf("source %q: generation %d: batch %d was never staged (the queue ends at %d)",
+			p.Source, p.Generation, p.Seq, lastSeq)
+	}
+	gen.AppliedSeq = p.Seq
+	if err := tx.PutGeneration(ctx, gen); err != nil {
+		return state.Generation{}, fmt.Errorf("writing generation %d of source %q: %w", gen.Generation, p.Source, err)
+	}
+	return gen, nil
 }
