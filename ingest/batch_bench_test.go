@@ -28,10 +28,13 @@ import (
 //
 //	ms-pass        the pass that applies k batches
 //	ms-idle-pass   the pass with nothing new (registering the source,
-//	               reading its state and fence, discovery, the watermark)
-//	ms/batch       (ms-pass - ms-idle-pass) / k: what one more batch adds
-//	               (its fence check, data, marker and commit in the
-//	               warehouse, and the state store's records of it).
+//	               reading its state, discovery: it does not touch the
+//	               warehouse)
+//	ms/batch       (ms-pass - ms-idle-pass) / k: what landing a batch
+//	               adds (its fence check, data, marker and commit in the
+//	               warehouse, the state store's records of it, and the
+//	               pass's work for a source with something new, shared by
+//	               the k batches: the fence read, late rows, watermark).
 //
 // Issue 14's target is ms/batch under 5. The landing folder grows by k
 // files an iteration; discovery lists it in both passes.
