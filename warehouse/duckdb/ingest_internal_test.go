@@ -100,3 +100,38 @@ func TestChunkResetsInsertionOrder(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, preserved(), "after a chunk that failed")
 }
+
+// Scenario: the engine creates the fence and marker tables once, then
+// trusts they exist. Dropped behind its back, the next read and the next
+// step fail (nothing is silently re-created in the same call), and the
+// ones after ask the catalog again: the read finds no fence, the step
+// creates the tables and commits.
+func TestIngestTablesDroppedBehindTheEngine(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e, err := Open(ctx, "", Options{})
+	require.NoError(t, err)
+	defer e.Close()
+	fence := func(gen, from int64) error {
+		_, err := e.ApplyIngest(ctx, warehouse.IngestParams{Source: "raw.events", Step: warehouse.StepFence, Generation: gen, From: from})
+		return err
+	}
+	require.NoError(t, fence(1, 0))
+	require.True(t, e.shared.ingestReady.Load())
+	_, err = e.Query(ctx, "DROP SCHEMA "+quoteIdent(warehouse.IngestSchema)+" CASCADE")
+	require.NoError(t, err)
+
+	_, err = e.IngestState(ctx, "raw.events")
+	require.Error(t, err, "the tables are gone")
+	st, err := e.IngestState(ctx, "raw.events")
+	require.NoError(t, err)
+	require.False(t, st.Exists)
+
+	e.shared.ingestReady.Store(true) // as if a step had run since
+	require.Error(t, fence(1, 0), "the tables are gone")
+	require.NoError(t, fence(1, 0))
+	st, err = e.IngestState(ctx, "raw.events")
+	require.NoError(t, err)
+	require.True(t, st.Exists)
+	require.Equal(t, int64(1), st.PlannedGeneration)
+}
