@@ -55,6 +55,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -266,6 +267,9 @@ type shared struct {
 	wl   *writeLock
 	refs int // guarded by registry.mu
 	cols columnCache
+	// ingestReady says the fence and marker tables exist (ingestDDL ran
+	// and committed); written under the exclusive write lock.
+	ingestReady atomic.Bool
 }
 
 func newShared() *shared { return &shared{wl: newWriteLock()} }

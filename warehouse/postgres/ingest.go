@@ -33,10 +33,52 @@ var ingestDDL = []string{
 }
 
 // ingestReady remembers, per engine, that the fence and marker tables
-// exist.
+// exist, and holds the in-memory DuckDB that decodes staged files.
 type ingestReady struct {
 	mu    sync.Mutex
 	ready bool
+
+	duckMu sync.Mutex
+	// duck is opened by the first step that reads staged files and closed
+	// with the engine: opening a DuckDB instance costs milliseconds, about
+	// as much as a small batch's whole transaction (BenchmarkIngestBatch).
+	// It only ever runs read_parquet/read_csv/read_json queries, which
+	// leave nothing behind in it.
+	duck   *sql.DB
+	closed bool
+}
+
+// stagedReader returns the engine's in-memory DuckDB (see ingestReady).
+func (e *Engine) stagedReader() (*sql.DB, error) {
+	r := &e.ingest
+	r.duckMu.Lock()
+	defer r.duckMu.Unlock()
+	if r.closed {
+		return nil, errors.New("the engine is closed")
+	}
+	if r.duck == nil {
+		connector, err := duckdb.NewConnector("", nil)
+		if err != nil {
+			return nil, fmt.Errorf("opening the in-memory DuckDB that reads staged files: %w", err)
+		}
+		r.duck = sql.OpenDB(connector)
+	}
+	return r.duck, nil
+}
+
+// closeStagedReader closes the engine's in-memory DuckDB, if it opened
+// one; later steps that read staged files fail.
+func (e *Engine) closeStagedReader() error {
+	r := &e.ingest
+	r.duckMu.Lock()
+	defer r.duckMu.Unlock()
+	r.closed = true
+	if r.duck == nil {
+		return nil
+	}
+	err := r.duck.Close()
+	r.duck = nil
+	return err
 }
 
 // ensureIngest creates the fence and marker tables once per engine, under
@@ -82,9 +124,16 @@ func (e *Engine) ApplyIngest(ctx context.Context, p warehouse.IngestParams) (war
 	if err := e.ensureIngest(ctx); err != nil {
 		return warehouse.IngestResult{}, failStep(op, object, err)
 	}
+	var duck *sql.DB
+	if p.Step == warehouse.StepChunk || p.Step == warehouse.StepBatch {
+		var err error
+		if duck, err = e.stagedReader(); err != nil {
+			return warehouse.IngestResult{}, failStep(op, object, err)
+		}
+	}
 	var res warehouse.IngestResult
 	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		n, err := pgIngestStep(ctx, tx, p)
+		n, err := pgIngestStep(ctx, tx, p, duck)
 		res.Rows = n
 		return err
 	})
@@ -118,7 +167,7 @@ func (e *Engine) checkIngest(p warehouse.IngestParams) error {
 
 // pgIngestStep is the body of ApplyIngest's transaction: the marker (a
 // replay stops here), the fence, the predecessor check, the data.
-func pgIngestStep(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams) (int64, error) {
+func pgIngestStep(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, duck *sql.DB) (int64, error) {
 	if p.Step == warehouse.StepFence {
 		return 0, pgFenceStep(ctx, tx, p)
 	}
@@ -150,12 +199,12 @@ func pgIngestStep(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams) (int
 				return 0, err
 			}
 		}
-		rows, err = pgWriteRows(ctx, tx, p)
+		rows, err = pgWriteRows(ctx, tx, p, duck)
 	case warehouse.StepBatch:
 		if err := pgRequireMarker(ctx, tx, p, warehouse.MarkerBatch, warehouse.MarkerCovered, p.Index-1); err != nil {
 			return 0, err
 		}
-		rows, err = pgWriteRows(ctx, tx, p)
+		rows, err = pgWriteRows(ctx, tx, p, duck)
 	case warehouse.StepSwap:
 		err = pgSwapStep(ctx, tx, p)
 	}
@@ -225,19 +274,14 @@ type stagedRows struct {
 	rows  *sql.Rows
 	cols  []string
 	types []string // PostgreSQL types
-	vals  []any
+	vals  []any    // the current row; reused: COPY encodes a row before asking for the next
+	ptrs  []any    // pointers to vals, for Scan
 	err   error
 }
 
-// withStaged reads f (without the rows at or below pin) with an in-memory
-// DuckDB and hands the rows to fn, closing everything after it.
-func withStaged(ctx context.Context, f warehouse.StagedFiles, pin int64, fn func(*stagedRows) (int64, error)) (n int64, err error) {
-	connector, err := duckdb.NewConnector("", nil)
-	if err != nil {
-		return 0, err
-	}
-	db := sql.OpenDB(connector)
-	defer func() { err = errors.Join(err, db.Close()) }()
+// withStaged reads f (without the rows at or below pin) with the
+// in-memory DuckDB db and hands the rows to fn, closing them after it.
+func withStaged(ctx context.Context, db *sql.DB, f warehouse.StagedFiles, pin int64, fn func(*stagedRows) (int64, error)) (int64, error) {
 	q := f.DuckDBSelect(pin)
 	rows, err := db.QueryContext(ctx, q)
 	if err != nil {
@@ -258,7 +302,7 @@ func withStaged(ctx context.Context, f warehouse.StagedFiles, pin int64, fn func
 		s.cols = append(s.cols, ct.Name())
 		s.types = append(s.types, pt)
 	}
-	n, err = fn(s)
+	n, err := fn(s)
 	if err != nil {
 		return 0, err
 	}
@@ -311,21 +355,22 @@ func (s *stagedRows) Next() bool {
 		s.err = s.rows.Err()
 		return false
 	}
-	vals := make([]any, len(s.cols))
-	ptrs := make([]any, len(s.cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
+	if s.ptrs == nil {
+		s.vals = make([]any, len(s.cols))
+		s.ptrs = make([]any, len(s.cols))
+		for i := range s.vals {
+			s.ptrs[i] = &s.vals[i]
+		}
 	}
-	if err := s.rows.Scan(ptrs...); err != nil {
+	if err := s.rows.Scan(s.ptrs...); err != nil {
 		s.err = err
 		return false
 	}
-	for i, v := range vals {
+	for i, v := range s.vals {
 		if t, ok := v.(time.Time); ok {
-			vals[i] = t.UTC()
+			s.vals[i] = t.UTC()
 		}
 	}
-	s.vals = vals
 	return true
 }
 
@@ -336,8 +381,8 @@ func (s *stagedRows) Err() error             { return s.err }
 // from the files' columns (a crash may have left a half-built one, whose
 // markers rolled back with it); otherwise by p.Apply (chunks append, or
 // upsert).
-func pgWriteRows(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams) (int64, error) {
-	return withStaged(ctx, p.Files, p.Pin, func(src *stagedRows) (int64, error) {
+func pgWriteRows(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, duck *sql.DB) (int64, error) {
+	return withStaged(ctx, duck, p.Files, p.Pin, func(src *stagedRows) (int64, error) {
 		return pgWriteStaged(ctx, tx, p, src)
 	})
 }

@@ -135,10 +135,11 @@ func (e *Engine) QuoteIdent(name string) string { return pgx.Identifier{name}.Sa
 // name, resolved through the session's search_path.
 func (e *Engine) QuoteTable(t warehouse.Table) string { return quoteTable(t) }
 
-// Close closes the pool. It is safe to call more than once.
+// Close closes the pool and the in-memory DuckDB that reads staged files.
+// It is safe to call more than once.
 func (e *Engine) Close() error {
 	e.pool.Close()
-	return nil
+	return e.closeStagedReader()
 }
 
 func quoteTable(t warehouse.Table) string {

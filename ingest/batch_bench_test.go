@@ -1,0 +1,114 @@
+package ingest_test
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/connector"
+	"github.com/gapless-dev/gapless/connector/files"
+	"github.com/gapless-dev/gapless/ingest"
+	"github.com/gapless-dev/gapless/source"
+	"github.com/gapless-dev/gapless/state/sqlite"
+	"github.com/gapless-dev/gapless/warehouse/duckdb"
+)
+
+// BenchmarkPassTinyBatch measures the fixed cost of a live batch through
+// the whole ingest pass, on the embedded default (a DuckDB warehouse file
+// and a SQLite state file): a primed source of Parquet files (settle 0s,
+// a time_column, so the pass publishes a watermark), k files of one row
+// landing before each pass. Each iteration runs a pass that applies the k
+// batches and a pass with nothing new, and reports
+//
+//	ms-pass        the pass that applies k batches
+//	ms-idle-pass   the pass with nothing new (registering the source,
+//	               reading its state, discovery: it does not touch the
+//	               warehouse)
+//	ms/batch       (ms-pass - ms-idle-pass) / k: what landing a batch
+//	               adds (its fence check, data, marker and commit in the
+//	               warehouse, the state store's records of it, and the
+//	               pass's work for a source with something new, shared by
+//	               the k batches: the fence read, late rows, watermark).
+//
+// Issue 14's target is ms/batch under 5. The landing folder grows by k
+// files an iteration; discovery lists it in both passes.
+//
+//	go test -run '^$' -bench PassTinyBatch -benchtime 200x -count 3 ./ingest/
+func BenchmarkPassTinyBatch(b *testing.B) {
+	for _, k := range []int{1, 10} {
+		b.Run(fmt.Sprintf("batches=%d", k), func(b *testing.B) {
+			ctx := b.Context()
+			dir := benchDir(b)
+			st, err := sqlite.Open(ctx, filepath.Join(dir, "state.db"))
+			require.NoError(b, err)
+			b.Cleanup(func() { require.NoError(b, st.Close()) })
+			wh, err := duckdb.Open(ctx, filepath.Join(dir, "warehouse.duckdb"), duckdb.Options{})
+			require.NoError(b, err)
+			b.Cleanup(func() { require.NoError(b, wh.Close()) })
+			root := filepath.Join(dir, "project")
+			require.NoError(b, os.MkdirAll(filepath.Join(root, "landing"), 0o755))
+			d := &source.Definition{Name: src, File: "sources/events.yaml", Connector: source.ConnectorFiles,
+				Files: &source.Files{Path: "landing/*.parquet"}, Apply: source.ApplyAppend, TimeColumn: "event_ts"}
+			conn, err := files.New(d, files.Options{Root: root})
+			require.NoError(b, err)
+			next := 0
+			land := func() {
+				path := filepath.Join(root, "landing", fmt.Sprintf("part-%06d.parquet", next))
+				_, err := wh.Query(ctx, fmt.Sprintf("COPY (SELECT %d::BIGINT AS id, TIMESTAMP '2024-01-01' + to_seconds(%d) AS event_ts, 'v' AS v) TO '%s' (FORMAT parquet)",
+					next, next, strings.ReplaceAll(path, "'", "''")))
+				require.NoError(b, err)
+				next++
+			}
+			pass := func() ingest.SourceReport {
+				rep, err := ingest.Pass(ctx, ingest.Params{Store: st, Engine: wh, Sources: map[string]*source.Definition{src: d},
+					Connectors: []connector.Connector{conn}, Root: root, Logger: slog.New(slog.DiscardHandler)})
+				require.NoError(b, err)
+				require.Len(b, rep.Sources, 1)
+				require.NoError(b, rep.Sources[0].Err)
+				return rep.Sources[0]
+			}
+			land()
+			require.Equal(b, int64(1), pass().Built, "the first pass primes the source")
+			var busy, idle time.Duration
+			passes := 0
+			for b.Loop() {
+				b.StopTimer()
+				for range k {
+					land()
+				}
+				b.StartTimer()
+				began := time.Now()
+				r := pass()
+				busy += time.Since(began)
+				require.Equal(b, k, r.Applied)
+
+				began = time.Now()
+				r = pass()
+				idle += time.Since(began)
+				require.Zero(b, r.Applied)
+				passes++
+			}
+			n := float64(passes)
+			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / n }
+			b.ReportMetric(ms(busy), "ms-pass")
+			b.ReportMetric(ms(idle), "ms-idle-pass")
+			b.ReportMetric((ms(busy)-ms(idle))/float64(k), "ms/batch")
+		})
+	}
+}
+
+// benchDir is a temporary folder for b whose path holds no "key=value"
+// segment: b.TempDir is named after the benchmark ("rows=1"), which
+// DuckDB's readers would take for a hive partition and add as a column.
+func benchDir(b *testing.B) string {
+	dir, err := os.MkdirTemp("", "gapless-bench-")
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, os.RemoveAll(dir)) })
+	return dir
+}
