@@ -273,45 +273,59 @@ func (s *planCrash) PlanGeneration(ctx context.Context, p state.PlanGenerationPa
 }
 
 func TestResyncOwedBehindAReplaceRunSurvivesACrashAfterItsPlan(t *testing.T) {
-	// Scenario: raw.events serves generation 1 (a.csv); a resync is
-	// requested, and a replace run landing/full/r1 completes before the
-	// next pass. That pass plans the run's generation 2 of kind replace,
-	// the resync staying owed behind it, and the process dies right after
-	// the plan committed. The next pass swaps 2 in and then builds the
-	// resync as generation 3 of kind backfill: the request was kept by the
-	// planning transaction itself, not by a write after it. Generation 3
-	// serves the run's rows once each and no build is owed after it.
+	// Scenario: raw.events serves generation 1 (a.csv); a resync is owed,
+	// either requested (RequestBuild: nothing planned yet) or planned by
+	// `gapless sources resync` (ingest.Resync: generation 2, unpinned), and
+	// a replace run landing/full/r1 completes before the next pass. That
+	// pass plans the run's generation of kind replace (superseding the
+	// resync's generation 2, if planned), the resync staying owed behind
+	// it, and the process dies right after the plan committed. The next
+	// pass swaps the run in and then builds the resync as a generation of
+	// kind backfill: the request was kept by the planning transaction
+	// itself, not by a write after it. That last generation serves the
+	// run's rows once each, and no build is owed after it.
 	for _, b := range duckBackends {
-		t.Run(b.String(), func(t *testing.T) {
-			r := rigT(t, b)
-			r.csv("a.csv", 1, 2)
-			require.Equal(t, int64(1), r.pass(ingest.Hooks{}).Built)
+		for _, how := range []string{"requested", "planned"} {
+			t.Run(b.String()+"/"+how, func(t *testing.T) {
+				r := rigT(t, b)
+				r.csv("a.csv", 1, 2)
+				require.Equal(t, int64(1), r.pass(ingest.Hooks{}).Built)
 
-			_, err := r.store.RequestBuild(r.ctx, state.RequestBuildParams{Source: src, Reason: "resync", Now: r.clk.Now()})
-			require.NoError(t, err)
-			r.runFile("r1", "part-0.csv", 100, 101)
-			r.runSuccess("r1")
-			real := r.store
-			crashing := &planCrash{Store: real, kind: state.GenerationReplace}
-			r.store = crashing
-			rep := r.pass(ingest.Hooks{})
-			r.store = real
-			require.True(t, crashing.fired)
-			require.ErrorIs(t, rep.Err, errCrash)
-			s := r.source()
-			require.Equal(t, int64(2), s.Building)
-			require.True(t, s.BuildRequested, "the resync is still owed after the crash")
+				run := int64(2)
+				if how == "requested" {
+					_, err := r.store.RequestBuild(r.ctx, state.RequestBuildParams{Source: src, Reason: "resync", Now: r.clk.Now()})
+					require.NoError(t, err)
+				} else {
+					res, err := ingest.Resync(r.ctx, r.store, src, r.clk.Now())
+					require.NoError(t, err)
+					require.Equal(t, int64(2), res.Planned)
+					run = 3
+				}
+				r.runFile("r1", "part-0.csv", 100, 101)
+				r.runSuccess("r1")
+				real := r.store
+				crashing := &planCrash{Store: real, kind: state.GenerationReplace}
+				r.store = crashing
+				rep := r.pass(ingest.Hooks{})
+				r.store = real
+				require.True(t, crashing.fired)
+				require.ErrorIs(t, rep.Err, errCrash)
+				s := r.source()
+				require.Equal(t, run, s.Building)
+				require.True(t, s.BuildRequested, "the resync is still owed after the crash")
 
-			rep = r.pass(ingest.Hooks{})
-			require.NoError(t, rep.Err)
-			require.Equal(t, int64(3), rep.Built, "the resync is built after the run swapped")
-			s = r.source()
-			require.Equal(t, int64(3), s.Serving)
-			require.False(t, s.BuildRequested)
-			require.Equal(t, state.GenerationReplace, s.Generations[1].Kind)
-			require.Equal(t, state.GenerationSwapped, s.Generations[2].Status)
-			require.Equal(t, state.GenerationBackfill, s.Generations[2].Kind)
-			r.requireServesExactly([]int64{100, 101})
-		})
+				rep = r.pass(ingest.Hooks{})
+				require.NoError(t, rep.Err)
+				require.Equal(t, run+1, rep.Built, "the resync is built after the run swapped")
+				s = r.source()
+				require.Equal(t, run+1, s.Serving)
+				require.False(t, s.BuildRequested)
+				require.Equal(t, state.GenerationReplace, s.Generations[run-1].Kind)
+				require.Equal(t, state.GenerationRetired, s.Generations[run-1].Status, "replaced by the resync's build")
+				require.Equal(t, state.GenerationSwapped, s.Generations[run].Status)
+				require.Equal(t, state.GenerationBackfill, s.Generations[run].Kind)
+				r.requireServesExactly([]int64{100, 101})
+			})
+		}
 	}
 }

@@ -339,8 +339,8 @@ type SourceStore interface {
 	// one, only while none is in flight (the one-build-per-source CAS), and
 	// clears the build request unless KeepRequested: ErrBuildInFlight
 	// otherwise, in which case it appends one source_plan_deferred event
-	// per in-flight generation and changes nothing else. A parked source refuses with
-	// ErrSourceParked unless AllowParked.
+	// per in-flight generation and changes nothing else. A parked source
+	// refuses with ErrSourceParked unless AllowParked.
 	PlanGeneration(ctx context.Context, p PlanGenerationParams) (Generation, error)
 	// PinGeneration records the pin of the building generation p.Generation
 	// that has none yet (a replace run whose final batch arrived):

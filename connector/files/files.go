@@ -424,7 +424,7 @@ func (c *Connector) Snapshot(ctx context.Context, q connector.Queue) (connector.
 // at pin: that of the staged batches with To <= pin, chunked alike. It
 // wraps connector.ErrPinInvalid when a replace run is staged after pin
 // (it replaces what pin holds), when pin is past the queue's end, or when
-// the batches up to pin no longer end at pin (pruned); it is a
+// the queue no longer holds every batch live at pin (pruned); it is a
 // *connector.VanishedError, with the snapshot of what still exists, when a
 // file live at pin is gone. Replace run folders on disk not staged yet do
 // not concern it: the positions up to pin are fixed.
@@ -453,6 +453,16 @@ func (c *Connector) SnapshotAt(ctx context.Context, q connector.Queue, pin int64
 	}
 	if pin > 0 && (len(upTo) == 0 || upTo[len(upTo)-1].To != pin) {
 		return invalid("the queue no longer holds the batches before it")
+	}
+	replaced := false // a replace run among upTo: what precedes it is not live
+	for i, b := range upTo {
+		if i > 0 && b.From != upTo[i-1].To {
+			return invalid("the queue no longer holds positions %d to %d", upTo[i-1].To, b.From)
+		}
+		replaced = replaced || b.Kind == state.BatchReplaceFinal
+	}
+	if len(upTo) > 0 && upTo[0].From > 0 && !replaced {
+		return invalid("the queue no longer holds positions 0 to %d", upTo[0].From)
 	}
 	snap, err := c.snapshot(upTo, pin)
 	if errors.Is(err, connector.ErrNotConsistent) {

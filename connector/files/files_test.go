@@ -430,3 +430,30 @@ func TestSnapshotAtReportsAVanishedFile(t *testing.T) {
 		})
 	}
 }
+
+// Scenario: a.csv, b.csv, c.csv are staged and a build pins 3; the queue
+// then loses a.csv's batch (pruned): SnapshotAt 3 can no longer recompute
+// the snapshot and refuses with ErrPinInvalid, saying which positions are
+// missing, rather than return a snapshot without a.csv.
+func TestSnapshotAtRefusesAPrunedQueue(t *testing.T) {
+	t.Parallel()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			root := t.TempDir()
+			c := newConn(t, root, def(0), clockwork.NewFakeClockAt(epoch))
+			for _, f := range []string{"a", "b", "c"} {
+				write(t, root, "landing/"+f+".csv", "x", epoch)
+			}
+			pass(t, ctx, c, st)
+			_, err := c.SnapshotAt(ctx, st, 3)
+			require.NoError(t, err)
+			n, err := st.PruneBatches(ctx, state.PruneBatchesParams{Source: src, BelowSeq: 2})
+			require.NoError(t, err)
+			require.Equal(t, int64(1), n)
+			_, err = c.SnapshotAt(ctx, st, 3)
+			require.ErrorIs(t, err, connector.ErrPinInvalid)
+			require.ErrorContains(t, err, "snapshot at position 3: the queue no longer holds positions 0 to 1")
+		})
+	}
+}
