@@ -329,3 +329,43 @@ func TestResyncOwedBehindAReplaceRunSurvivesACrashAfterItsPlan(t *testing.T) {
 		}
 	}
 }
+
+func TestResyncPinnedByAnotherPassMeanwhileIsResumed(t *testing.T) {
+	// Scenario: raw.events serves generation 1; `gapless sources resync`
+	// plans generation 2 without a pin, and b.csv lands. Pass B reads 2
+	// unpinned and asks for the snapshot; meanwhile (a hook in B's
+	// snapshot) pass A pins 2 there and dies right after (AfterPlan). B's
+	// own pin then loses the compare-and-swap: B does not fail, it reads
+	// the state again and resumes 2 at A's pin, and 2 serves ids 1..3
+	// once each, with nothing retired.
+	for _, b := range duckBackends {
+		t.Run(b.String(), func(t *testing.T) {
+			r := rigT(t, b)
+			r.csv("a.csv", 1, 2)
+			require.Equal(t, int64(1), r.pass(ingest.Hooks{}).Built)
+			res, err := ingest.Resync(r.ctx, r.store, src, r.clk.Now())
+			require.NoError(t, err)
+			require.Equal(t, int64(2), res.Planned)
+			r.csv("b.csv", 3)
+
+			var repA ingest.SourceReport
+			var errA error
+			hook := &snapshotHook{Connector: r.conn, before: func() {
+				repA, errA = r.run(r.ctx, ingest.Hooks{AfterPlan: func(string, int64) error { return errCrash }})
+			}}
+			p := r.params(ingest.Hooks{})
+			p.Connectors = []connector.Connector{hook}
+			rep, err := ingest.Pass(r.ctx, p)
+			require.NoError(t, err)
+			require.NoError(t, errA)
+			require.ErrorIs(t, repA.Err, errCrash, "pass A pinned 2 and died")
+			require.Len(t, rep.Sources, 1)
+			repB := rep.Sources[0]
+			require.NoError(t, repB.Err)
+			require.Equal(t, int64(2), repB.Built)
+			r.requireServesExactly(ids(1, 3))
+			require.Empty(t, r.eventsOfKind(state.EventSourceRetired))
+			require.Len(t, r.eventsOfKind(state.EventSourcePinned), 1)
+		})
+	}
+}
