@@ -168,6 +168,9 @@ type applier struct {
 	tplMu sync.Mutex
 	tpls  map[string]*execute.Template
 	x     *execute.Executor
+	// checked is the columns checkModels derived, by model name: the
+	// templates of FULL models carry them (execute.Template.Columns).
+	checked map[string][]warehouse.Column
 	// unchangedViews names the models whose environment view already
 	// points at the right physical table: set only when this apply made
 	// the promotion and the environment it replaced had been finalised
@@ -394,10 +397,14 @@ func (a *applier) recordSnapshots(ctx context.Context) error {
 // the warehouse changed, is refused with the project's errors and leaves
 // no trace.
 func (a *applier) checkModels(ctx context.Context) error {
-	if err := Check(ctx, a.Plan, a.Engine, a.Parser, a.ProjectDir); err != nil {
+	cols, err := checkPlan(ctx, a.Plan, a.Engine, a.Parser, a.ProjectDir)
+	if err != nil {
 		a.log.DebugContext(ctx, "plan refused before its first stage", slog.Any(logkey.Error, err))
 		return err
 	}
+	a.tplMu.Lock()
+	a.checked = cols
+	a.tplMu.Unlock()
 	return nil
 }
 
@@ -410,13 +417,18 @@ func (a *applier) checkModels(ctx context.Context) error {
 // error is a project.Errors of *model.Error, each naming a model's file,
 // line and column.
 func Check(ctx context.Context, p *plan.Plan, engine warehouse.Engine, parser *sqlparse.Parser, projectDir string) error {
+	_, err := checkPlan(ctx, p, engine, parser, projectDir)
+	return err
+}
+
+// checkPlan is Check, returning the columns it derived by model name.
+func checkPlan(ctx context.Context, p *plan.Plan, engine warehouse.Engine, parser *sqlparse.Parser, projectDir string) (map[string][]warehouse.Column, error) {
 	builds := p.Builds()
 	if len(builds) == 0 {
-		return nil
+		return nil, nil
 	}
-	_, err := execute.Check(ctx, execute.CheckParams{Engine: engine, Parser: parser, ProjectDir: projectDir,
+	return execute.Check(ctx, execute.CheckParams{Engine: engine, Parser: parser, ProjectDir: projectDir,
 		Snapshots: p.Snapshots, Check: builds, Execution: p.ExecutionTime})
-	return err
 }
 
 // createTables creates, in DAG order, every physical schema and every
@@ -496,6 +508,7 @@ func (a *applier) template(ctx context.Context, name string) (*execute.Template,
 	}
 	a.tplMu.Lock()
 	defer a.tplMu.Unlock()
+	t.Columns = a.checked[name]
 	if built, ok := a.tpls[name]; ok {
 		return built, nil // another worker built it meanwhile; they are equal
 	}

@@ -1,6 +1,8 @@
 package apply_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,6 +11,8 @@ import (
 	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/execute/executetest"
 	"github.com/gapless-dev/gapless/plan"
+	"github.com/gapless-dev/gapless/warehouse"
+	"github.com/gapless-dev/gapless/warehouse/duckdb"
 )
 
 // Scenario: prod is deployed; someone drops the physical table of an
@@ -88,4 +92,48 @@ func TestRollbackRefusesADroppedTableByName(t *testing.T) {
 			require.Equal(t, "p2", env.PlanID)
 		})
 	}
+}
+
+// hintRecorder is a real DuckDB engine that records the column hints its
+// CreateTableAs calls get, by table name.
+type hintRecorder struct {
+	*duckdb.Engine
+	mu    sync.Mutex
+	hints map[string][]warehouse.Column
+}
+
+func (h *hintRecorder) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsParams) error {
+	h.mu.Lock()
+	h.hints[p.Table.Name] = p.Columns
+	h.mu.Unlock()
+	return h.Engine.CreateTableAs(ctx, p)
+}
+
+// Scenario: a first deploy's create stage makes a FULL model's empty table
+// from the columns the models' check derived (the warehouse need not bind
+// the query again), and an incremental model's from its query; the deploy
+// ends as ever, each table with its query's columns and rows.
+func TestCreateStagePassesTheCheckedColumnsOfFullModels(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, false, map[string]string{
+		"models/a.sql": "MODEL (name demo.a, kind FULL, cron '@daily', start '2024-01-01');\nSELECT 1 AS id, 'x' AS v",
+		"models/i.sql": "MODEL (name demo.i, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), cron '@daily', start '2024-01-01');\nSELECT TIMESTAMP '2024-01-01' AS ts, id FROM demo.a",
+	})
+	rec := &hintRecorder{Engine: b.Engine.(*duckdb.Engine), hints: map[string][]warehouse.Column{}}
+	b.Engine = rec
+	exec := at(2024, 1, 3, 0)
+	_, err := doApply(b, b.Plan(t, "p1", plan.Prod, exec, plan.Options{}), exec, apply.Hooks{}, nil)
+	require.NoError(t, err)
+	served, _ := b.Served(t, plan.Prod)
+	a, i := execute.PhysicalTable(served["demo.a"]), execute.PhysicalTable(served["demo.i"])
+	want := []warehouse.Column{{Name: "id", Type: "INTEGER"}, {Name: "v", Type: "VARCHAR"}}
+	require.Equal(t, want, rec.hints[a.Name], "the FULL model's checked columns")
+	require.Contains(t, rec.hints, i.Name)
+	require.Nil(t, rec.hints[i.Name], "an incremental table is made from its query")
+	cols, err := rec.Columns(b.Ctx, a)
+	require.NoError(t, err)
+	require.Equal(t, want, cols)
+	res, err := rec.Query(b.Ctx, "SELECT count(*) FROM "+rec.QuoteTable(i))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Rows[0][0], "its one row, of its first day")
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -26,12 +27,15 @@ generation that serves and the one building (with its chunks applied of
 total), the last staged batch applied against the last staged (seq and
 position), the lag (how long the oldest batch not applied yet has
 waited), the watermark (complete through), and the batches a failing one
-holds back, with its age. --json prints the fields documented in the
-README; --execution-time is the "now" ages are measured at.`,
+holds back, with how long it has failed and why, and the late rows
+applied. It reads the state store alone, so it answers while the
+scheduler (or another command) holds the DuckDB warehouse file. --json
+prints the fields documented in the README; --execution-time is the
+"now" ages are measured at.`,
 		Args: rangeArgs(0, 0),
 		RunE: func(cmd *cobra.Command, _ []string) (err error) {
 			ctx := cmd.Context()
-			return g.withSources(ctx, func(p ingest.InspectParams) error {
+			return g.withSources(ctx, false, func(p ingest.InspectParams) error {
 				rows, err := ingest.ListSummaries(ctx, p)
 				if err != nil {
 					return err
@@ -57,14 +61,16 @@ func newSourcesShowCmd(g *globals) *cobra.Command {
 		Long: `Shows one source: its summary (as gapless sources), every generation
 (kind, pin, chunks applied of total, status, why it was retired), the last
 --recent staged batches and whether the serving generation applied each,
-and the warehouse's fence and markers against the state store.`,
+and the warehouse's fence and markers against the state store. It does
+not wait for the warehouse: when another process holds the DuckDB file it
+says so and shows the state store's view.`,
 		Args: rangeArgs(1, 1),
 		RunE: func(cmd *cobra.Command, args []string) (err error) {
 			ctx := cmd.Context()
 			if recent < 1 {
 				return usagef("--recent must be at least 1, got %d", recent)
 			}
-			return g.withSources(ctx, func(p ingest.InspectParams) error {
+			return g.withSources(ctx, true, func(p ingest.InspectParams) error {
 				p.Recent = recent
 				d, err := ingest.Inspect(ctx, p, args[0])
 				if err != nil {
@@ -116,28 +122,45 @@ by the warehouse fence.`,
 	return cmd
 }
 
-// withSources opens the backend and hands fn the parameters the sources
-// reads take: the state store, the warehouse's fences and markers, and
-// --execution-time as the now ages are measured at.
-func (g *globals) withSources(ctx context.Context, fn func(ingest.InspectParams) error) (err error) {
+// withSources opens the state store and hands fn the parameters the
+// sources reads take, with --execution-time as the now ages are measured
+// at. With markers it also opens the warehouse to read its fences and
+// markers, without waiting: a DuckDB file another process holds leaves
+// Engine nil and says why in NotRead.
+func (g *globals) withSources(ctx context.Context, markers bool, fn func(ingest.InspectParams) error) (err error) {
 	now, err := g.execTime()
 	if err != nil {
 		return err
 	}
-	_, b, err := g.open(ctx, false)
+	cfg, b, err := g.open(ctx, true)
 	if err != nil {
 		return err
 	}
 	defer g.closeBackend(b, &err)
-	return fn(inspectParams(b, now))
-}
-
-func inspectParams(b *backend.Backend, now time.Time) ingest.InspectParams {
 	p := ingest.InspectParams{Store: b.Store, Now: now}
-	if in, ok := b.Engine.(warehouse.Ingester); ok {
+	if !markers {
+		return fn(p)
+	}
+	opts := g.backendOptions(false)
+	opts.LockWait = -1 // do not wait: show the state store's view instead
+	e, err := backend.OpenEngine(ctx, cfg.Warehouse, opts)
+	var locked *backend.LockedError
+	switch {
+	case errors.As(err, &locked):
+		p.NotRead = fmt.Sprintf("the warehouse file %s is in use by another process", locked.Path)
+		return fn(p)
+	case err != nil:
+		return err
+	}
+	defer func() {
+		if cerr := e.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("closing the warehouse: %w", cerr))
+		}
+	}()
+	if in, ok := e.(warehouse.Ingester); ok {
 		p.Engine = in
 	}
-	return p
+	return fn(p)
 }
 
 func genOrDash(g int64) string {
@@ -182,7 +205,8 @@ func printSources(w io.Writer, rows []ingest.Summary) error {
 		}
 		if b := r.Blocked; b != nil {
 			fmt.Fprintf(w, "  %s: blocked for %s at batch %d (%s); fix or remove the file and ingest again\n",
-				r.Source, ageText(b.AgeSeconds), b.Seq, b.Location)
+				r.Source, ageText(b.FailingSeconds), b.Seq, b.Location)
+			fmt.Fprintf(w, "    %s, last: %s\n", attemptsText(b.Attempts), firstLine(b.Reason))
 		}
 	}
 	return nil
@@ -197,6 +221,11 @@ func printSource(w io.Writer, d *ingest.Detail) error {
 	}
 	if b := d.Blocked; b != nil {
 		fmt.Fprintf(w, "Blocked: %d batch(es) held back, from batch %d (%s), staged %s, %s ago\n", d.BlockedBatches, b.Seq, b.Location, stamp(b.StagedAt), ageText(b.AgeSeconds))
+		fmt.Fprintf(w, "  on g%d since %s (%s ago), %s, last: %s\n", b.Generation, stamp(b.FirstFailedAt), ageText(b.FailingSeconds),
+			attemptsText(b.Attempts), firstLine(b.Reason))
+	}
+	if d.LateRows > 0 {
+		fmt.Fprintf(w, "Late rows: %d applied older than the watermark already published\n", d.LateRows)
 	}
 	fmt.Fprintln(w, "Generations:")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -238,6 +267,10 @@ func printSource(w io.Writer, d *ingest.Detail) error {
 		return err
 	}
 	wh := d.Warehouse
+	if !wh.Read {
+		fmt.Fprintf(w, "Warehouse: markers not read: %s; shown: the state store's record\n", wh.NotRead)
+		return nil
+	}
 	if !wh.Exists {
 		fmt.Fprintln(w, "Warehouse: no fence yet (nothing planned there)")
 	} else {
@@ -250,6 +283,20 @@ func printSource(w io.Writer, d *ingest.Detail) error {
 		fmt.Fprintln(w, "  "+s)
 	}
 	return nil
+}
+
+// firstLine is s up to its first line break: a failure's reason may go on
+// with the SQL that failed, which --json keeps.
+func firstLine(s string) string {
+	first, _, _ := strings.Cut(s, "\n")
+	return first
+}
+
+func attemptsText(n int) string {
+	if n == 1 {
+		return "failed once"
+	}
+	return fmt.Sprintf("failed %d times", n)
 }
 
 func printResync(w io.Writer, r ingest.ResyncResult) {

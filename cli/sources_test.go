@@ -155,7 +155,8 @@ func TestSourcesShowAndBadInput(t *testing.T) {
 	require.Equal(t, ExitFailure, run(t, dir, "ingest", "--once").code)
 
 	out := mustRun(t, dir, "sources", "--execution-time", "2024-03-01T10:31:30Z") // 90s after the files were staged
-	require.Contains(t, out, "  raw.events: blocked for 1m30s at batch 2 (landing/events/b.csv); fix or remove the file and ingest again\n")
+	require.Contains(t, out, "  raw.events: blocked for 1m30s at batch 2 (landing/events/b.csv); fix or remove the file and ingest again\n"+
+		"    failed once, last: source raw.events: batch 2 (landing/events/b.csv): ")
 	require.Regexp(t, `raw\.events +files +PRIMED +g1 +- +seq 1 / 2 +1m30s +2024-01-01T01:30:00Z +1\n`, out)
 
 	out = mustRun(t, dir, "sources", "show", "raw.events")
@@ -163,7 +164,8 @@ func TestSourcesShowAndBadInput(t *testing.T) {
 	require.Regexp(t, `(?m)^  g1 +backfill +pin \d+.* +chunks 1/1 +last batch 1 +swapped$`, out)
 	require.Regexp(t, `(?m)^  seq 1 .*landing/events/a\.csv +staged 2024-03-01T10:30:00Z +applied$`, out)
 	require.Regexp(t, `(?m)^  seq 2 .*landing/events/b\.csv .* pending$`, out)
-	require.Contains(t, out, "Blocked: 1 batch(es) held back, from batch 2 (landing/events/b.csv), staged 2024-03-01T10:30:00Z, 0s ago\n")
+	require.Contains(t, out, "Blocked: 1 batch(es) held back, from batch 2 (landing/events/b.csv), staged 2024-03-01T10:30:00Z, 0s ago\n"+
+		"  on g1 since 2024-03-01T10:30:00Z (0s ago), failed once, last: source raw.events: batch 2 (landing/events/b.csv): ")
 	require.Contains(t, out, "Warehouse: fenced for g1, serving g1")
 	require.Contains(t, out, "  agrees with the state store\n")
 
@@ -230,4 +232,63 @@ func TestInitWritesALandableSource(t *testing.T) {
 	require.Equal(t, int64(3), s.AppliedSeq)
 	st := statusOf(t, dir, "--execution-time", t1)
 	require.Equal(t, []string{"waiting on raw.orders (complete through 2024-01-02T00:35:00Z)"}, st["demo.orders_hourly"].WaitingOn)
+}
+
+// Scenario: raw.events serves generation 1 and b.csv, which does not
+// parse, blocks batch 2 (two passes failed on it); then another process
+// holds the DuckDB warehouse file, as the scheduler daemon does. `gapless
+// sources` answers at once from the state store (default --lock-wait, no
+// wait announced): applied seq 1 of head 2, the block with its age since
+// the first failure, its attempts and the reason naming the file, and
+// `--json` carries them (blocked.reason, blocked.attempts, late_rows).
+// `sources show` says in one line that it could not read the markers and
+// shows the state store's view of generation 1, exit 0. Once the file is
+// free it compares the markers with the state store again.
+func TestSourcesAnswerWhileTheWarehouseIsHeld(t *testing.T) {
+	t.Parallel()
+	dir := initProject(t)
+	addSource(t, dir)
+	landEvents(t, dir, "a.csv", ids(1, 4)...)
+	mustRun(t, dir, "ingest", "--once")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "landing", "events", "b.csv"), []byte("id,ts,amount\nx,not a time,1\n"), 0o644))
+	require.Equal(t, ExitFailure, run(t, dir, "ingest", "--once").code)
+	require.Equal(t, ExitFailure, run(t, dir, "ingest", "--once").code)
+
+	release := startHolder(t, filepath.Join(dir, "warehouse.duckdb"))
+	r := run(t, dir, "sources", "--execution-time", "2024-03-01T10:32:00Z")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	require.Empty(t, r.stderr, "nothing waited for the warehouse")
+	require.Regexp(t, `raw\.events +files +PRIMED +g1 +- +seq 1 / 2 +2m0s +2024-01-01T01:30:00Z +1\n`, r.stdout)
+	require.Contains(t, r.stdout, "  raw.events: blocked for 2m0s at batch 2 (landing/events/b.csv); fix or remove the file and ingest again\n"+
+		"    failed 2 times, last: source raw.events: batch 2 (landing/events/b.csv): ")
+	require.NotContains(t, r.stdout, "SQL:", "the reason's first line only")
+
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "sources", "--json", "--execution-time", "2024-03-01T10:32:00Z")), &rows))
+	require.Len(t, rows, 1)
+	require.Equal(t, float64(1), rows[0]["applied_seq"])
+	require.Equal(t, float64(0), rows[0]["late_rows"])
+	blocked, ok := rows[0]["blocked"].(map[string]any)
+	require.True(t, ok, "blocked: %v", rows[0]["blocked"])
+	require.Equal(t, float64(2), blocked["seq"])
+	require.Equal(t, "landing/events/b.csv", blocked["location"])
+	require.Equal(t, float64(2), blocked["attempts"])
+	require.Equal(t, float64(120), blocked["failing_seconds"])
+	require.Contains(t, blocked["reason"], "landing/events/b.csv")
+
+	r = run(t, dir, "sources", "show", "raw.events")
+	require.Equal(t, ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "Warehouse: markers not read: the warehouse file ")
+	require.Contains(t, r.stdout, "warehouse.duckdb is in use by another process; shown: the state store's record\n")
+	require.Regexp(t, `(?m)^  g1 +backfill +pin \d+.* +chunks 1/1 +last batch 1 +swapped$`, r.stdout)
+	var d ingest.Detail
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "sources", "show", "raw.events", "--json")), &d))
+	require.False(t, d.Warehouse.Read)
+	require.Contains(t, d.Warehouse.NotRead, "in use by another process")
+	require.Equal(t, 1, d.Generations[0].ChunksApplied)
+
+	release()
+	out := mustRun(t, dir, "sources", "show", "raw.events")
+	require.Contains(t, out, "Warehouse: fenced for g1, serving g1")
+	require.Contains(t, out, "  agrees with the state store\n")
 }

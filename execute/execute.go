@@ -290,12 +290,20 @@ func (x *Executor) create(ctx context.Context, t *Template, exec time.Time) erro
 		}
 		return created()
 	}
-	// Incremental and FULL: the query's columns, no rows.
+	// Incremental and FULL: the query's columns, no rows. A FULL model's
+	// columns derived by Check are a hint the engine may make the table
+	// from (its first build compares the table with the query anyway);
+	// an incremental table's batches insert by name, so it is made from
+	// the query itself.
 	sql, err := t.Render(firstRange, exec)
 	if err != nil {
 		return &BatchError{Model: s.Name, Version: s.Version, Err: err}
 	}
-	if err := x.Engine.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: t.Table, Query: sql}); err != nil {
+	p := warehouse.CreateTableAsParams{Table: t.Table, Query: sql}
+	if s.Model.Kind == model.KindFull {
+		p.Columns = t.Columns
+	}
+	if err := x.Engine.CreateTableAs(ctx, p); err != nil {
 		return &BatchError{Model: s.Name, Version: s.Version, SQL: sql, Err: err}
 	}
 	return created()

@@ -148,3 +148,38 @@ func TestPrepareSnapshotsBuildsTemplatesOnlyForMissingObjects(t *testing.T) {
 		})
 	}
 }
+
+// Scenario: a deploy's create stage hands a FULL model's template the
+// columns the check derived, and DuckDB makes the empty table from them
+// without binding the query again. Were they wrong (here a BIGINT where
+// the query gives an INTEGER), the first build still leaves the table
+// with the query's columns and rows. An incremental table, whose batches
+// insert by name, is made from its query whatever its template says.
+func TestFullTableIsMadeFromTheCheckedColumns(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, false, map[string]string{
+		"models/a.sql": "MODEL (name demo.a, kind FULL, cron '@daily', start '2024-01-01');\nSELECT 1 AS id",
+		"models/i.sql": "MODEL (name demo.i, kind INCREMENTAL_BY_TIME_RANGE (time_column ts), cron '@daily', start '2024-01-01');\nSELECT TIMESTAMP '2024-01-01' AS ts, 1 AS id",
+	})
+	pr := b.Load(t)
+	tpls, err := execute.Templates(b.Ctx, b.Parser, b.Engine, pr.Snapshots)
+	require.NoError(t, err)
+	full, inc := tpls["demo.a"], tpls["demo.i"]
+	full.Columns = []warehouse.Column{{Name: "id", Type: "BIGINT"}}
+	inc.Columns = []warehouse.Column{{Name: "ts", Type: "TIMESTAMP"}, {Name: "id", Type: "BIGINT"}}
+	exec := at(2024, 1, 3, 0)
+	x := &execute.Executor{Engine: b.Engine, Store: b.Store, ProjectDir: b.Dir, Logger: quiet, Clock: clockwork.NewFakeClockAt(exec)}
+	require.NoError(t, x.PrepareAll(b.Ctx, []*execute.Template{full, inc}, exec))
+	cols := func(tbl warehouse.Table) []warehouse.Column {
+		c, err := b.Engine.Columns(b.Ctx, tbl)
+		require.NoError(t, err)
+		return c
+	}
+	require.Equal(t, []warehouse.Column{{Name: "id", Type: "BIGINT"}}, cols(full.Table), "made from the checked columns")
+	require.Equal(t, []warehouse.Column{{Name: "ts", Type: "TIMESTAMP"}, {Name: "id", Type: "INTEGER"}}, cols(inc.Table), "made from its query")
+
+	res, err := x.Execute(b.Ctx, execute.Work{Template: full, Whole: true, Execution: exec, SkipCovered: true})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Rows)
+	require.Equal(t, []warehouse.Column{{Name: "id", Type: "INTEGER"}}, cols(full.Table), "the first build gives the table the query's columns")
+}

@@ -31,6 +31,10 @@ type Template struct {
 	// its name or @this_model): its batches then depend on each other's
 	// rows and run one after another whatever batch_concurrency says.
 	ReadsItself bool
+	// Columns, when set, are the columns Check derived for the query: the
+	// create stage passes them to the engine to make a FULL model's empty
+	// table from (warehouse.CreateTableAsParams.Columns).
+	Columns []warehouse.Column
 
 	thisModel string
 	dialect   string

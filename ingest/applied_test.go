@@ -180,7 +180,8 @@ func (f *failApplied) RecordApplied(ctx context.Context, p state.RecordAppliedPa
 func TestAppliedSeqBehindIsHealedFromTheMarkers(t *testing.T) {
 	// Scenario: on a primed source, a pass applies b.csv in the warehouse
 	// and crashes before the state store records it: the applied seq lags
-	// the markers. The next pass is not idle (applied < last staged): it
+	// the markers, which `sources show` reports as a disagreement (and not
+	// as a blocked batch). The next pass is not idle (applied < last staged): it
 	// opens the warehouse, heals the applied seq from the markers without
 	// applying b.csv again (each row served once), and the pass after it is
 	// idle.
@@ -199,6 +200,11 @@ func TestAppliedSeqBehindIsHealedFromTheMarkers(t *testing.T) {
 		require.ErrorIs(t, r.Err, crash)
 		require.Equal(t, int64(1), e.generation(1).AppliedSeq, "the state store lags")
 		e.requireServes(3)
+		d, err := ingest.Inspect(t.Context(), ingest.InspectParams{Store: e.store, Engine: e.wh, Now: e.clk.Now()}, src)
+		require.NoError(t, err)
+		require.Equal(t, []string{"the warehouse's markers hold batch 2 of generation 1, the state store records 1 (the next ingest pass records it)"},
+			d.Warehouse.Disagreements, "sources show compares the markers with the state store")
+		require.Nil(t, d.Blocked, "a lost record is not a failing batch")
 
 		fa.crash = nil
 		r, opened := e.passLazy()

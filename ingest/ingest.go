@@ -539,6 +539,11 @@ func (w *worker) healApplied(ctx context.Context) error {
 		if g == 0 {
 			continue
 		}
+		if g == w.src.Building {
+			if err := w.healChunks(ctx, g); err != nil {
+				return err
+			}
+		}
 		if m := markedSeq(w.ws, g); m > appliedSeq(w.src, g) {
 			if err := w.recordApplied(ctx, g, m); err != nil {
 				return err
@@ -546,6 +551,24 @@ func (w *worker) healApplied(ctx context.Context) error {
 			w.rep.Healed = append(w.rep.Healed, fmt.Sprintf("recorded batch %d applied to generation %d", m, g))
 			w.log().InfoContext(ctx, "healed: recorded the batches the warehouse applied", logkey.Reason, "applied_unrecorded",
 				logkey.Generation, g)
+		}
+	}
+	return nil
+}
+
+// healChunks moves the building generation g's chunks applied up to its
+// chunk markers where the state store lags (a crash between a chunk's
+// commit and its record).
+func (w *worker) healChunks(ctx context.Context, g int64) error {
+	marked := 0
+	for _, m := range w.ws.Markers {
+		if m.Generation == g && m.Kind == warehouse.MarkerChunk {
+			marked = max(marked, int(m.Index)+1)
+		}
+	}
+	for _, gen := range w.src.Generations {
+		if gen.Generation == g && marked > gen.ChunksApplied {
+			return w.recordChunks(ctx, g, marked)
 		}
 	}
 	return nil
@@ -1029,7 +1052,12 @@ func (w *worker) live(ctx context.Context) error {
 	n, err := w.catchUp(ctx, s, start, false)
 	w.rep.Applied += n
 	if n > 0 && late != nil {
-		late()
+		if rows := late(); rows > 0 {
+			if _, aerr := w.p.Store.AddLateRows(ctx, state.AddLateRowsParams{Source: w.name(), Generation: s, Rows: rows}); aerr != nil {
+				w.log().WarnContext(ctx, "late rows not added to the source's total", logkey.Rows, rows, logkey.Generation, s,
+					logkey.Error, aerr.Error())
+			}
+		}
 	}
 	return err
 }
@@ -1059,6 +1087,7 @@ func (w *worker) catchUp(ctx context.Context, gen, start int64, catchUp bool) (i
 			var be *BatchError
 			if w.rep.Blocked == nil && !errors.Is(err, warehouse.ErrFenced) && errors.As(err, &be) {
 				w.rep.Blocked = &BlockedBatch{Seq: b.Seq, Location: b.Location, StagedAt: b.StagedAt, Reason: be.Err.Error()}
+				w.recordBlocked(ctx, gen, be)
 			}
 			return n, err
 		}
@@ -1105,7 +1134,29 @@ func (w *worker) step(ctx context.Context, step warehouse.IngestStep, gen, idx i
 	if step == warehouse.StepBatch {
 		return w.recordApplied(ctx, gen, idx)
 	}
+	return w.recordChunks(ctx, gen, int(idx)+1) // chunks apply in order, from 0
+}
+
+// recordChunks records that generation gen holds its first n chunks,
+// after the warehouse committed them, so `gapless sources` shows a build's
+// progress from the state store.
+func (w *worker) recordChunks(ctx context.Context, gen int64, n int) error {
+	if _, err := w.p.Store.RecordApplied(ctx, state.RecordAppliedParams{Source: w.name(), Generation: gen, Chunks: n}); err != nil {
+		return fmt.Errorf("source %s: recording %d chunks applied to generation %d: %w", w.name(), n, gen, err)
+	}
 	return nil
+}
+
+// recordBlocked records in the state store that the batch of be failed on
+// generation gen (its seq, the reason naming the file, one more attempt);
+// RecordApplied clears it once the batch applies. Failing to record it is
+// logged: the pass already fails on the batch, which names it.
+func (w *worker) recordBlocked(ctx context.Context, gen int64, be *BatchError) {
+	_, err := w.p.Store.RecordBlocked(ctx, state.RecordBlockedParams{Source: w.name(), Generation: gen, Seq: be.Index,
+		Location: strings.Join(be.Locations, ", "), Reason: be.Error(), Now: w.p.Clock.Now()})
+	if err != nil {
+		w.log().WarnContext(ctx, "the blocked batch was not recorded in the state store", logkey.Generation, gen, logkey.Error, err.Error())
+	}
 }
 
 // files resolves locations against the project folder; one format per
@@ -1225,7 +1276,7 @@ func (w *worker) watermark(ctx context.Context) error {
 // (no time_column, no watermark yet, nothing to apply). The count is the
 // growth of the served rows older than the watermark, read before and
 // after; failing to read it is logged, never fails the pass.
-func (w *worker) lateRows(ctx context.Context, start int64) func() {
+func (w *worker) lateRows(ctx context.Context, start int64) func() int64 {
 	col := w.def.TimeColumn
 	r, ok := w.p.Engine.(Reader)
 	if col == "" || !ok {
@@ -1263,13 +1314,14 @@ func (w *worker) lateRows(ctx context.Context, start int64) func() {
 	if !ok {
 		return nil
 	}
-	return func() {
+	return func() int64 {
 		after, ok := older()
 		if !ok || after <= before {
-			return
+			return 0
 		}
 		w.rep.LateRows += after - before
 		w.log().WarnContext(ctx, "late rows applied: older than the watermark already published",
 			logkey.Rows, after-before, logkey.Interval, wm.Format(time.RFC3339), logkey.Generation, w.src.Serving)
+		return after - before
 	}
 }

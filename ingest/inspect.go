@@ -9,11 +9,15 @@ import (
 	"github.com/gapless-dev/gapless/warehouse"
 )
 
-// What `gapless sources` and `gapless sources show` print: read from the
-// state store (the sources, their generations and staged batches, the
-// published watermark) and from the warehouse's fence and markers, which
-// are the record of what is applied. Reading changes nothing. The JSON
-// forms are stable (snake_case, documented in the README).
+// What `gapless sources` and `gapless sources show` print. `gapless
+// sources` reads the state store alone (the sources, their generations
+// with the applied seq and chunks each holds, the blocked batch, the late
+// rows, the staged batches, the published watermark), so it answers while
+// another process holds the warehouse; `sources show` also reads the
+// warehouse's fence and markers, which are the record of what is applied,
+// when it can, and compares them with the state store. Reading changes
+// nothing. The JSON forms are stable (snake_case, documented in the
+// README): fields are added, never renamed.
 
 // Summary is one source's line of `gapless sources`.
 type Summary struct {
@@ -23,7 +27,8 @@ type Summary struct {
 	// ServingGeneration serves the source's view; 0: nothing yet.
 	ServingGeneration int64 `json:"serving_generation"`
 	// BuildingGeneration is the build in flight (0: none), with its chunks
-	// applied (warehouse markers) of Chunks (0 while unpinned).
+	// applied (the state store's record, or the warehouse's markers when
+	// read and ahead) of Chunks (0 while unpinned).
 	BuildingGeneration int64 `json:"building_generation"`
 	ChunksApplied      int   `json:"chunks_applied"`
 	Chunks             int   `json:"chunks"`
@@ -42,23 +47,37 @@ type Summary struct {
 	// (state.SourceKey's frontier); absent before anything is.
 	Watermark time.Time `json:"watermark,omitzero"`
 	// PendingBatches are the staged batches the serving generation has not
-	// applied; BlockedBatches those of them held back by a failing batch:
-	// every pending batch of a source that serves with no build owed (a
-	// pass applies every batch it stages, in order, and stops at the first
-	// that fails), whose first is Blocked.
+	// applied; BlockedBatches those held back by a failing batch (Blocked,
+	// the state store's record of it): it and every batch staged after it.
+	// A failure is shown while it holds the source back: on the build in
+	// flight, or on the serving generation when no build is owed (a build
+	// owed is what the batches then wait on).
 	PendingBatches int           `json:"pending_batches"`
 	BlockedBatches int           `json:"blocked_batches"`
 	Blocked        *BlockedSince `json:"blocked,omitempty"`
 	BuildRequested bool          `json:"build_requested"`
 	ParkedReason   string        `json:"parked_reason,omitempty"`
+	// LateRows is the source's running total of rows applied older than
+	// the watermark already published when they arrived.
+	LateRows int64 `json:"late_rows"`
 }
 
-// BlockedSince is the first blocked batch and how long it has waited.
+// BlockedSince is the failing batch that holds its source back.
 type BlockedSince struct {
-	Seq        int64     `json:"seq"`
-	Location   string    `json:"location"`
+	Seq      int64  `json:"seq"`
+	Location string `json:"location"`
+	// StagedAt is when the batch was staged, AgeSeconds how long ago (zero
+	// when its staged record was pruned: then since its first failure).
 	StagedAt   time.Time `json:"staged_at"`
 	AgeSeconds float64   `json:"age_seconds"`
+	// Generation is the generation it fails on; Reason the last failure,
+	// naming the file; FailingSeconds the time since FirstFailedAt.
+	Generation     int64     `json:"generation"`
+	Reason         string    `json:"reason"`
+	FirstFailedAt  time.Time `json:"first_failed_at"`
+	LastFailedAt   time.Time `json:"last_failed_at"`
+	FailingSeconds float64   `json:"failing_seconds"`
+	Attempts       int       `json:"attempts"`
 }
 
 // Detail is `gapless sources show SOURCE`.
@@ -82,7 +101,9 @@ type GenerationDetail struct {
 	// Reason is why it was retired ("" unless it is).
 	Reason string `json:"reason,omitempty"`
 	// ChunksApplied, LastBatch (the last batch applied or covered) and
-	// Swapped are what its markers in the warehouse record.
+	// Swapped are what its markers in the warehouse record; when the
+	// warehouse was not read (Warehouse.Read false), the state store's
+	// record of them.
 	ChunksApplied int       `json:"chunks_applied"`
 	LastBatch     int64     `json:"last_batch"`
 	Swapped       bool      `json:"swapped"`
@@ -107,6 +128,11 @@ type BatchDetail struct {
 
 // FenceDetail is the warehouse's fence against the state store's record.
 type FenceDetail struct {
+	// Read says the fence and markers were read; when not, NotRead says
+	// why (another process holds the DuckDB file) and the other fields
+	// are zero.
+	Read    bool   `json:"read"`
+	NotRead string `json:"not_read,omitempty"`
 	// Exists is false before the warehouse fenced any generation.
 	Exists            bool  `json:"exists"`
 	PlannedGeneration int64 `json:"planned_generation"`
@@ -120,10 +146,14 @@ type FenceDetail struct {
 // InspectParams are the parameters of ListSummaries and Inspect.
 type InspectParams struct {
 	Store state.Store
-	// Engine reads the fences and markers; nil reads none (applied
-	// positions and chunk counts are then unknown, 0).
+	// Engine reads the fences and markers; nil reads none: what is applied
+	// is then the state store's record of it (its applied seq and chunks
+	// per generation), which may lag the markers after a crash, never lead.
 	Engine warehouse.Ingester
-	Now    time.Time
+	// NotRead, with a nil Engine, is why the warehouse was not read
+	// (Detail.Warehouse.NotRead).
+	NotRead string
+	Now     time.Time
 	// Recent is how many of the last staged batches Inspect lists (0: 20).
 	Recent int
 }
@@ -159,6 +189,9 @@ func Inspect(ctx context.Context, p InspectParams, name string) (*Detail, error)
 	d := &Detail{Summary: r.summary(p.Now), Generations: []GenerationDetail{}, RecentBatches: []BatchDetail{}}
 	for _, g := range s.Generations {
 		m := r.markers[g.Generation]
+		if p.Engine == nil {
+			m = genMarkers{chunks: g.ChunksApplied, last: g.AppliedSeq, swapped: !g.SwappedAt.IsZero()}
+		}
 		d.Generations = append(d.Generations, GenerationDetail{Generation: g.Generation, Kind: g.Kind, Pin: g.Pin, PinLabel: g.PinLabel,
 			Chunks: g.Chunks, Status: g.Status, Reason: g.RetiredReason, ChunksApplied: m.chunks, LastBatch: m.last, Swapped: m.swapped,
 			CreatedAt: g.CreatedAt, SwappedAt: g.SwappedAt, RetiredAt: g.RetiredAt})
@@ -173,17 +206,32 @@ func Inspect(ctx context.Context, p InspectParams, name string) (*Detail, error)
 			Location: b.Location, Rows: b.Rows, StagedAt: b.StagedAt, Applied: s.Serving != 0 && b.Seq <= r.applied()})
 	}
 	ws := r.ws
-	d.Warehouse = FenceDetail{Exists: ws.Exists, PlannedGeneration: ws.PlannedGeneration, ServingGeneration: ws.ServingGeneration,
-		Markers: len(ws.Markers), Disagreements: disagreements(s, ws, p.Engine != nil)}
+	d.Warehouse = FenceDetail{Read: p.Engine != nil, NotRead: p.NotRead, Exists: ws.Exists, PlannedGeneration: ws.PlannedGeneration, ServingGeneration: ws.ServingGeneration,
+		Markers: len(ws.Markers), Disagreements: r.disagreements(p.Engine != nil)}
 	return d, nil
 }
 
 // disagreements compares the state store's generations with the
-// warehouse's fence.
-func disagreements(s *state.Source, ws warehouse.IngestState, read bool) []string {
+// warehouse's fence and markers (none when they were not read).
+func (r *reading) disagreements(read bool) []string {
+	s, ws := r.src, r.ws
 	out := []string{}
 	if !read {
 		return out
+	}
+	for _, g := range s.Generations {
+		if g.Status == state.GenerationRetired {
+			continue
+		}
+		m := r.markers[g.Generation]
+		if m.last > g.AppliedSeq {
+			out = append(out, fmt.Sprintf("the warehouse's markers hold batch %d of generation %d, the state store records %d (the next ingest pass records it)",
+				m.last, g.Generation, g.AppliedSeq))
+		}
+		if m.chunks > g.ChunksApplied {
+			out = append(out, fmt.Sprintf("the warehouse's markers hold %d chunk(s) of generation %d, the state store records %d (the next ingest pass records them)",
+				m.chunks, g.Generation, g.ChunksApplied))
+		}
 	}
 	if ws.ServingGeneration != s.Serving {
 		out = append(out, fmt.Sprintf("the warehouse serves generation %d, the state store records %d", ws.ServingGeneration, s.Serving))
@@ -258,10 +306,11 @@ func (r *reading) applied() int64 {
 func (r *reading) summary(now time.Time) Summary {
 	s := r.src
 	out := Summary{Source: s.Name, Connector: s.Connector, State: s.State(), ServingGeneration: s.Serving,
-		BuildingGeneration: s.Building, Watermark: r.watermark, BuildRequested: s.BuildRequested, ParkedReason: s.ParkedReason}
+		BuildingGeneration: s.Building, Watermark: r.watermark, BuildRequested: s.BuildRequested, ParkedReason: s.ParkedReason,
+		LateRows: s.LateRows}
 	for _, g := range s.Generations {
 		if g.Generation == s.Building && s.Building != 0 {
-			out.Chunks, out.ChunksApplied = g.Chunks, r.markers[g.Generation].chunks
+			out.Chunks, out.ChunksApplied = g.Chunks, max(r.markers[g.Generation].chunks, g.ChunksApplied)
 		}
 		if g.Generation == s.Serving && g.Pin != nil {
 			out.AppliedPosition = *g.Pin
@@ -271,8 +320,12 @@ func (r *reading) summary(now time.Time) Summary {
 		out.AppliedSeq = r.applied()
 	}
 	var oldest *state.Batch
+	blk := r.blocking()
 	for i, b := range r.batches {
 		out.HeadSeq, out.HeadPosition = max(out.HeadSeq, b.Seq), max(out.HeadPosition, b.To)
+		if blk != nil && b.Seq >= blk.Seq {
+			out.BlockedBatches++
+		}
 		if s.Serving != 0 && b.Seq <= out.AppliedSeq {
 			out.AppliedPosition = max(out.AppliedPosition, b.To)
 			continue
@@ -284,12 +337,35 @@ func (r *reading) summary(now time.Time) Summary {
 	}
 	out.HeadSeq, out.HeadPosition = max(out.HeadSeq, out.AppliedSeq), max(out.HeadPosition, out.AppliedPosition)
 	if oldest != nil {
-		age := max(0, now.Sub(oldest.StagedAt))
-		out.LagSeconds = age.Seconds()
-		if s.Serving != 0 && s.Building == 0 && !s.BuildRequested {
-			out.BlockedBatches = out.PendingBatches
-			out.Blocked = &BlockedSince{Seq: oldest.Seq, Location: oldest.Location, StagedAt: oldest.StagedAt, AgeSeconds: age.Seconds()}
+		out.LagSeconds = max(0, now.Sub(oldest.StagedAt)).Seconds()
+	}
+	if blk != nil {
+		failing := max(0, now.Sub(blk.FirstFailedAt)).Seconds()
+		out.Blocked = &BlockedSince{Seq: blk.Seq, Location: blk.Location, AgeSeconds: failing, Generation: blk.Generation,
+			Reason: blk.Reason, FirstFailedAt: blk.FirstFailedAt, LastFailedAt: blk.LastFailedAt, FailingSeconds: failing,
+			Attempts: blk.Attempts}
+		for _, b := range r.batches {
+			if b.Seq == blk.Seq {
+				out.Blocked.StagedAt, out.Blocked.AgeSeconds = b.StagedAt, max(0, now.Sub(b.StagedAt)).Seconds()
+			}
 		}
 	}
 	return out
+}
+
+// blocking is the state store's blocked batch of the source while it
+// holds the source back: on the build in flight, or on the serving
+// generation with no build owed or in flight (else the batches wait on
+// the build); nil otherwise.
+func (r *reading) blocking() *state.SourceBlock {
+	s, b := r.src, r.src.Blocked
+	switch {
+	case b == nil:
+		return nil
+	case s.Building != 0 && b.Generation == s.Building:
+		return b
+	case s.Building == 0 && !s.BuildRequested && b.Generation == s.Serving:
+		return b
+	}
+	return nil
 }

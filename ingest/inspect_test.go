@@ -18,7 +18,10 @@ func TestSummariesReportAppliedHeadAndTheBlockingBatch(t *testing.T) {
 	// Scenario: a.csv primes generation 1, b.csv is applied live, then
 	// c.csv, which does not parse, stops the source. The summary shows
 	// generation 1 serving, applied through seq 2 of head 3, c.csv
-	// blocking (one batch) with its age and the lag since it was staged.
+	// blocking (one batch) with its age and the lag since it was staged,
+	// and the state store's record of the failure (generation, reason,
+	// attempts, first failed at); the state store alone gives the same
+	// summary, and a detail without the warehouse's comparison.
 	// A resync then owes a build: generation 2 builds (unpinned, 0 of 0
 	// chunks), c.csv is pending but not called blocked, and the detail
 	// lists both generations, the batches with what is applied, and the
@@ -53,11 +56,31 @@ func TestSummariesReportAppliedHeadAndTheBlockingBatch(t *testing.T) {
 		require.Equal(t, staged, s.Blocked.StagedAt.UTC())
 		require.InDelta(t, 90, s.Blocked.AgeSeconds, 0.001)
 		require.InDelta(t, 90, s.LagSeconds, 0.001)
+		require.Equal(t, int64(1), s.Blocked.Generation)
+		require.Contains(t, s.Blocked.Reason, "landing/c.csv")
+		require.Equal(t, 1, s.Blocked.Attempts)
+		require.Equal(t, staged, s.Blocked.FirstFailedAt.UTC())
+		require.InDelta(t, 90, s.Blocked.FailingSeconds, 0.001)
+
+		// The state store alone (no warehouse read) gives the same summary.
+		alone := e.inspect()
+		alone.Engine = nil
+		sums, err = ingest.ListSummaries(t.Context(), alone)
+		require.NoError(t, err)
+		require.Equal(t, s, sums[0])
+		d, err := ingest.Inspect(t.Context(), alone, src)
+		require.NoError(t, err)
+		require.False(t, d.Warehouse.Read)
+		require.Empty(t, d.Warehouse.Disagreements, "nothing to compare")
+		require.Equal(t, 1, d.Generations[0].ChunksApplied)
+		require.Equal(t, int64(2), d.Generations[0].LastBatch)
+		require.True(t, d.Generations[0].Swapped)
 
 		_, err = ingest.Resync(t.Context(), e.store, src, e.clk.Now())
 		require.NoError(t, err)
-		d, err := ingest.Inspect(t.Context(), e.inspect(), src)
+		d, err = ingest.Inspect(t.Context(), e.inspect(), src)
 		require.NoError(t, err)
+		require.True(t, d.Warehouse.Read)
 		require.Equal(t, state.SourceBackfilling, d.State)
 		require.Equal(t, int64(2), d.BuildingGeneration)
 		require.Zero(t, d.Chunks)

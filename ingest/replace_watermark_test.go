@@ -97,7 +97,8 @@ func TestLateRowsAreCountedAndLogged(t *testing.T) {
 	// 11:00; the pass counts one late row and logs it with stable keys
 	// (rows, interval: the watermark it was late against). c.csv, all
 	// after the watermark, counts none. A replace generation's rows are a
-	// rebuild, not late.
+	// rebuild, not late. The state store keeps the source's running total
+	// (1), across the replace.
 	eachBackend(t, func(t *testing.T, e *renv) {
 		e.timedDef()
 		e.timed("a.csv", map[int]float64{1: 2, 2: 10})
@@ -110,6 +111,7 @@ func TestLateRowsAreCountedAndLogged(t *testing.T) {
 		require.NoError(t, r.Err)
 		require.Equal(t, 1, r.Applied)
 		require.Equal(t, int64(1), r.LateRows)
+		require.Equal(t, int64(1), e.source().LateRows, "the state store keeps the running total")
 		var rec map[string]any
 		for _, line := range strings.Split(e.logs.String(), "\n") {
 			if strings.Contains(line, "late rows applied") {
@@ -133,5 +135,6 @@ func TestLateRowsAreCountedAndLogged(t *testing.T) {
 		require.NoError(t, r.Err)
 		require.Equal(t, int64(2), r.Built)
 		require.Zero(t, r.LateRows)
+		require.Equal(t, int64(1), e.source().LateRows, "the total is the source's, across generations")
 	})
 }

@@ -121,6 +121,28 @@ type Generation struct {
 	// which are the arbiter: written after the warehouse commits, it may
 	// lag them after a crash (an ingest pass heals it), never lead them.
 	AppliedSeq int64 `json:"applied_seq,omitempty"`
+	// ChunksApplied is how many of the generation's chunks its table holds
+	// (RecordApplied, in chunk order): the progress of a build in flight,
+	// a cache of the warehouse's chunk markers like AppliedSeq.
+	ChunksApplied int `json:"chunks_applied,omitempty"`
+}
+
+// SourceBlock is a staged batch that failed to apply, holding back the
+// later ones of its source (RecordBlocked); RecordApplied clears it once
+// the batch applies. One per source: a pass stops a source at its first
+// failing batch.
+type SourceBlock struct {
+	// Generation is the generation the batch failed on (the serving one
+	// for a live batch, the building one for a catch-up).
+	Generation int64  `json:"generation"`
+	Seq        int64  `json:"seq"`
+	Location   string `json:"location"`
+	// Reason is the last failure's error, naming the file.
+	Reason        string    `json:"reason"`
+	FirstFailedAt time.Time `json:"first_failed_at"`
+	LastFailedAt  time.Time `json:"last_failed_at"`
+	// Attempts counts the failures recorded of the batch since the first.
+	Attempts int `json:"attempts"`
 }
 
 // Source is a source's state-store record: which generation builds, which
@@ -154,6 +176,13 @@ type Source struct {
 	// defined. A removed source is kept as a tombstone (its generations and
 	// LastGeneration stay) until EnsureSources defines it again.
 	RemovedAt time.Time `json:"removed_at,omitzero"`
+	// Blocked is the batch that fails and holds back the later ones; nil
+	// when none does, or when it failed on a generation that is no longer
+	// the building or the serving one (retired: the block went with it).
+	Blocked *SourceBlock `json:"blocked,omitempty"`
+	// LateRows is the running total of rows applied older than the
+	// watermark already published when they arrived (AddLateRows).
+	LateRows int64 `json:"late_rows,omitempty"`
 	// Generations are every generation ever issued to the name, by number.
 	Generations []Generation `json:"generations,omitempty"`
 }
@@ -232,6 +261,26 @@ type RecordAppliedParams struct {
 	Generation int64
 	// Seq is the last live batch Seq the generation's table now holds.
 	Seq int64
+	// Chunks, when above 0, is how many of the generation's chunks its
+	// table now holds (at most Generation.Chunks).
+	Chunks int
+}
+
+// RecordBlockedParams are the parameters of RecordBlocked.
+type RecordBlockedParams struct {
+	Source     string
+	Generation int64
+	Seq        int64
+	Location   string // required
+	Reason     string // required: the failure, naming the file
+	Now        time.Time
+}
+
+// AddLateRowsParams are the parameters of AddLateRows.
+type AddLateRowsParams struct {
+	Source     string
+	Generation int64 // the generation the rows were applied to
+	Rows       int64
 }
 
 // RequestBuildParams are the parameters of RequestBuild.
@@ -366,7 +415,25 @@ type SourceStore interface {
 	// greatest), a retired or unknown generation is refused with
 	// ErrConflictingGeneration, and a Seq never staged is refused. It
 	// appends no event: it is a cache of the warehouse's markers.
+	//
+	// With p.Chunks it moves the generation's ChunksApplied forward the same
+	// way (a count above the generation's Chunks is refused). When the seq
+	// reaches the source's blocked batch (Source.Blocked) on that
+	// generation, the block is cleared in the same transaction.
 	RecordApplied(ctx context.Context, p RecordAppliedParams) (Generation, error)
+	// RecordBlocked records that batch p.Seq failed on generation
+	// p.Generation, a compare-and-swap pinned to {source, generation}: a
+	// retired or unknown generation is refused with
+	// ErrConflictingGeneration, and a seq the generation already holds, or
+	// never staged, is refused. The same seq failing again keeps its first
+	// failure's time and counts one more attempt; another seq replaces the
+	// block. It appends no event (the pass logs the failure).
+	RecordBlocked(ctx context.Context, p RecordBlockedParams) (SourceBlock, error)
+	// AddLateRows adds p.Rows to the source's LateRows and returns the new
+	// total, pinned to {source, generation} like RecordBlocked (the rows
+	// were applied to a generation that is not retired). Rows below 0 are
+	// refused.
+	AddLateRows(ctx context.Context, p AddLateRowsParams) (int64, error)
 	// RequestBuild requests a build (a resync) and clears the park, and
 	// with p.Retire retires that building generation in the same
 	// transaction.

@@ -80,6 +80,14 @@ type CreateTableAsParams struct {
 	Table    Table
 	Query    string
 	WithData bool
+	// Columns is a hint for a table made without data: the columns Query
+	// produces, derived beforehand (execute.Check's, a deploy's create
+	// stage passes them for FULL models). An engine may make the table
+	// from them without binding Query again; it may ignore them. A hint
+	// gone wrong costs nothing but speed: a FULL model's first build
+	// (ReplaceTableParams.FirstBuild) compares the table with its query
+	// and swaps in the query's columns when they differ.
+	Columns []Column
 }
 
 // InsertIntervalParams replaces the rows of [Start, End) of TimeColumn in

@@ -29,21 +29,27 @@ const sourceColumns = `name, connector, definition_hash, building_generation, se
 	last_generation, build_requested, parked_reason, deferred_for_generation,
 	registered_at_us, updated_at_us, removed_at_us`
 
-// sourceReadColumns are sourceColumns and the queue head, last_batch_seq,
-// which PutSource never writes (the queue does: SetQueue).
-const sourceReadColumns = sourceColumns + `, last_batch_seq`
+// sourceReadColumns are sourceColumns and the columns PutSource never
+// writes: the queue head, last_batch_seq (SetQueue), the blocked batch
+// (PutBlock) and the late rows (PutLateRows).
+const sourceReadColumns = sourceColumns + `, last_batch_seq, blocked_generation, blocked_seq, blocked_location,
+	blocked_reason, blocked_first_failed_at_us, blocked_last_failed_at_us, blocked_attempts, late_rows`
 
 const generationColumns = `source, generation, kind, pin, pin_label, chunks, status, retired_reason,
-	created_at_us, swapped_at_us, retired_at_us, applied_seq`
+	created_at_us, swapped_at_us, retired_at_us, applied_seq, chunks_applied`
 
 func scanSource(row pgx.Row) (storekit.SourceRow, error) {
 	var (
 		r        storekit.SourceRow
 		building *int64
 		parked   *string
+		first    int64
+		last     int64
+		attempts int32
 	)
 	if err := row.Scan(&r.Name, &r.Connector, &r.DefinitionHash, &building, &r.Serving, &r.Last,
-		&r.Requested, &parked, &r.DeferredFor, &r.RegisteredAt, &r.UpdatedAt, &r.Removed, &r.LastSeq); err != nil {
+		&r.Requested, &parked, &r.DeferredFor, &r.RegisteredAt, &r.UpdatedAt, &r.Removed, &r.LastSeq,
+		&r.Block.Generation, &r.Block.Seq, &r.Block.Location, &r.Block.Reason, &first, &last, &attempts, &r.LateRows); err != nil {
 		return storekit.SourceRow{}, err
 	}
 	if building != nil {
@@ -52,6 +58,7 @@ func scanSource(row pgx.Row) (storekit.SourceRow, error) {
 	if parked != nil {
 		r.Parked = *parked
 	}
+	r.Block.FirstFailedAt, r.Block.LastFailedAt, r.Block.Attempts = storekit.FromMicros(first), storekit.FromMicros(last), int(attempts)
 	return r, nil
 }
 
@@ -59,14 +66,14 @@ func scanGeneration(row pgx.Row) (state.Generation, error) {
 	var (
 		g                         state.Generation
 		kind, status              string
-		chunks                    int32
+		chunks, chunksApplied     int32
 		created, swapped, retired int64
 	)
 	if err := row.Scan(&g.Source, &g.Generation, &kind, &g.Pin, &g.PinLabel, &chunks, &status,
-		&g.RetiredReason, &created, &swapped, &retired, &g.AppliedSeq); err != nil {
+		&g.RetiredReason, &created, &swapped, &retired, &g.AppliedSeq, &chunksApplied); err != nil {
 		return state.Generation{}, err
 	}
-	g.Kind, g.Status, g.Chunks = state.GenerationKind(kind), state.GenerationStatus(status), int(chunks)
+	g.Kind, g.Status, g.Chunks, g.ChunksApplied = state.GenerationKind(kind), state.GenerationStatus(status), int(chunks), int(chunksApplied)
 	g.CreatedAt, g.SwappedAt, g.RetiredAt = storekit.FromMicros(created), storekit.FromMicros(swapped), storekit.FromMicros(retired)
 	return g, nil
 }
@@ -129,7 +136,7 @@ func (t sourceTx) PutSource(ctx context.Context, r storekit.SourceRow) error {
 
 func (t sourceTx) InsertGeneration(ctx context.Context, g state.Generation) error {
 	_, err := t.tx.Exec(ctx, `
-		INSERT INTO source_generations (`+generationColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		INSERT INTO source_generations (`+generationColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		generationArgs(g)...)
 	return err
 }
@@ -138,7 +145,7 @@ func (t sourceTx) PutGeneration(ctx context.Context, g state.Generation) error {
 	tag, err := t.tx.Exec(ctx, `
 		UPDATE source_generations SET kind = $3, pin = $4, pin_label = $5, chunks = $6, status = $7,
 			retired_reason = $8, created_at_us = $9, swapped_at_us = $10, retired_at_us = $11,
-			applied_seq = $12
+			applied_seq = $12, chunks_applied = $13
 		WHERE source = $1 AND generation = $2`,
 		generationArgs(g)...)
 	if err != nil {
@@ -153,7 +160,7 @@ func (t sourceTx) PutGeneration(ctx context.Context, g state.Generation) error {
 // generationArgs are g's columns in generationColumns order.
 func generationArgs(g state.Generation) []any {
 	return []any{g.Source, g.Generation, string(g.Kind), g.Pin, g.PinLabel, int32(g.Chunks), string(g.Status), g.RetiredReason,
-		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt), g.AppliedSeq}
+		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt), g.AppliedSeq, int32(g.ChunksApplied)}
 }
 
 func (t sourceTx) AppendEvents(ctx context.Context, events []state.Event) error {
@@ -233,6 +240,28 @@ func (s *Store) RecordApplied(ctx context.Context, p state.RecordAppliedParams) 
 	var out state.Generation
 	err := s.sourceWrite(ctx, fmt.Sprintf("record batch %d applied to generation %d of source %q", p.Seq, p.Generation, p.Source), func(t sourceTx) (err error) {
 		out, err = storekit.RecordApplied(ctx, t, p)
+		return err
+	})
+	return out, err
+}
+
+// RecordBlocked records a batch that failed (see state.SourceStore),
+// the source's row locked FOR UPDATE first.
+func (s *Store) RecordBlocked(ctx context.Context, p state.RecordBlockedParams) (state.SourceBlock, error) {
+	var out state.SourceBlock
+	err := s.sourceWrite(ctx, fmt.Sprintf("record batch %d of source %q blocked on generation %d", p.Seq, p.Source, p.Generation), func(t sourceTx) (err error) {
+		out, err = storekit.RecordBlocked(ctx, t, p)
+		return err
+	})
+	return out, err
+}
+
+// AddLateRows adds to a source's late rows (see state.SourceStore),
+// the source's row locked FOR UPDATE first.
+func (s *Store) AddLateRows(ctx context.Context, p state.AddLateRowsParams) (int64, error) {
+	var out int64
+	err := s.sourceWrite(ctx, fmt.Sprintf("add %d late rows of generation %d of source %q", p.Rows, p.Generation, p.Source), func(t sourceTx) (err error) {
+		out, err = storekit.AddLateRows(ctx, t, p)
 		return err
 	})
 	return out, err
@@ -450,5 +479,18 @@ func (t sourceTx) DropBatches(ctx context.Context, source string) error {
 		return err
 	}
 	_, err := t.tx.Exec(ctx, `UPDATE sources SET last_batch_to = 0 WHERE name = $1`, source)
+	return err
+}
+
+func (t sourceTx) PutBlock(ctx context.Context, source string, b state.SourceBlock) error {
+	_, err := t.tx.Exec(ctx, `UPDATE sources SET blocked_generation = $1, blocked_seq = $2, blocked_location = $3,
+		blocked_reason = $4, blocked_first_failed_at_us = $5, blocked_last_failed_at_us = $6, blocked_attempts = $7
+		WHERE name = $8`, b.Generation, b.Seq, b.Location, b.Reason, storekit.Micros(b.FirstFailedAt), storekit.Micros(b.LastFailedAt),
+		int32(b.Attempts), source)
+	return err
+}
+
+func (t sourceTx) PutLateRows(ctx context.Context, source string, total int64) error {
+	_, err := t.tx.Exec(ctx, `UPDATE sources SET late_rows = $1 WHERE name = $2`, total, source)
 	return err
 }

@@ -22,12 +22,14 @@ const sourceColumns = `name, connector, definition_hash, building_generation, se
 	last_generation, build_requested, parked_reason, deferred_for_generation,
 	registered_at_us, updated_at_us, removed_at_us`
 
-// sourceReadColumns are sourceColumns and the queue head, last_batch_seq,
-// which PutSource never writes (the queue does: SetQueue).
-const sourceReadColumns = sourceColumns + `, last_batch_seq`
+// sourceReadColumns are sourceColumns and the columns PutSource never
+// writes: the queue head, last_batch_seq (SetQueue), the blocked batch
+// (PutBlock) and the late rows (PutLateRows).
+const sourceReadColumns = sourceColumns + `, last_batch_seq, blocked_generation, blocked_seq, blocked_location,
+	blocked_reason, blocked_first_failed_at_us, blocked_last_failed_at_us, blocked_attempts, late_rows`
 
 const generationColumns = `source, generation, kind, pin, pin_label, chunks, status, retired_reason,
-	created_at_us, swapped_at_us, retired_at_us, applied_seq`
+	created_at_us, swapped_at_us, retired_at_us, applied_seq, chunks_applied`
 
 func scanSource(sc interface{ Scan(...any) error }) (storekit.SourceRow, error) {
 	var (
@@ -35,12 +37,17 @@ func scanSource(sc interface{ Scan(...any) error }) (storekit.SourceRow, error) 
 		building  sql.NullInt64
 		parked    sql.NullString
 		requested int64
+		first     int64
+		last      int64
+		attempts  int64
 	)
 	if err := sc.Scan(&r.Name, &r.Connector, &r.DefinitionHash, &building, &r.Serving, &r.Last,
-		&requested, &parked, &r.DeferredFor, &r.RegisteredAt, &r.UpdatedAt, &r.Removed, &r.LastSeq); err != nil {
+		&requested, &parked, &r.DeferredFor, &r.RegisteredAt, &r.UpdatedAt, &r.Removed, &r.LastSeq,
+		&r.Block.Generation, &r.Block.Seq, &r.Block.Location, &r.Block.Reason, &first, &last, &attempts, &r.LateRows); err != nil {
 		return storekit.SourceRow{}, err
 	}
 	r.Building, r.Parked, r.Requested = building.Int64, parked.String, requested != 0
+	r.Block.FirstFailedAt, r.Block.LastFailedAt, r.Block.Attempts = storekit.FromMicros(first), storekit.FromMicros(last), int(attempts)
 	return r, nil
 }
 
@@ -52,7 +59,7 @@ func scanGeneration(sc interface{ Scan(...any) error }) (state.Generation, error
 		created, swapped, retired int64
 	)
 	if err := sc.Scan(&g.Source, &g.Generation, &kind, &pin, &g.PinLabel, &g.Chunks, &status,
-		&g.RetiredReason, &created, &swapped, &retired, &g.AppliedSeq); err != nil {
+		&g.RetiredReason, &created, &swapped, &retired, &g.AppliedSeq, &g.ChunksApplied); err != nil {
 		return state.Generation{}, err
 	}
 	g.Kind, g.Status = state.GenerationKind(kind), state.GenerationStatus(status)
@@ -119,7 +126,7 @@ func (t sourceTx) PutSource(ctx context.Context, r storekit.SourceRow) error {
 
 func (t sourceTx) InsertGeneration(ctx context.Context, g state.Generation) error {
 	_, err := t.tx.ExecContext(ctx, `
-		INSERT INTO source_generations (`+generationColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		INSERT INTO source_generations (`+generationColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		generationArgs(g)...)
 	return err
 }
@@ -128,7 +135,7 @@ func (t sourceTx) PutGeneration(ctx context.Context, g state.Generation) error {
 	res, err := t.tx.ExecContext(ctx, `
 		UPDATE source_generations SET kind = ?3, pin = ?4, pin_label = ?5, chunks = ?6, status = ?7,
 			retired_reason = ?8, created_at_us = ?9, swapped_at_us = ?10, retired_at_us = ?11,
-			applied_seq = ?12
+			applied_seq = ?12, chunks_applied = ?13
 		WHERE source = ?1 AND generation = ?2`,
 		generationArgs(g)...)
 	if err != nil {
@@ -147,7 +154,7 @@ func generationArgs(g state.Generation) []any {
 		pin = *g.Pin
 	}
 	return []any{g.Source, g.Generation, string(g.Kind), pin, g.PinLabel, g.Chunks, string(g.Status), g.RetiredReason,
-		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt), g.AppliedSeq}
+		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt), g.AppliedSeq, g.ChunksApplied}
 }
 
 func (t sourceTx) AppendEvents(ctx context.Context, events []state.Event) error {
@@ -223,6 +230,28 @@ func (s *Store) RecordApplied(ctx context.Context, p state.RecordAppliedParams) 
 	var out state.Generation
 	err := s.sourceWrite(ctx, fmt.Sprintf("record batch %d applied to generation %d of source %q", p.Seq, p.Generation, p.Source), func(t sourceTx) (err error) {
 		out, err = storekit.RecordApplied(ctx, t, p)
+		return err
+	})
+	return out, err
+}
+
+// RecordBlocked records a batch that failed (see state.SourceStore),
+// under the write lock.
+func (s *Store) RecordBlocked(ctx context.Context, p state.RecordBlockedParams) (state.SourceBlock, error) {
+	var out state.SourceBlock
+	err := s.sourceWrite(ctx, fmt.Sprintf("record batch %d of source %q blocked on generation %d", p.Seq, p.Source, p.Generation), func(t sourceTx) (err error) {
+		out, err = storekit.RecordBlocked(ctx, t, p)
+		return err
+	})
+	return out, err
+}
+
+// AddLateRows adds to a source's late rows (see state.SourceStore),
+// under the write lock.
+func (s *Store) AddLateRows(ctx context.Context, p state.AddLateRowsParams) (int64, error) {
+	var out int64
+	err := s.sourceWrite(ctx, fmt.Sprintf("add %d late rows of generation %d of source %q", p.Rows, p.Generation, p.Source), func(t sourceTx) (err error) {
+		out, err = storekit.AddLateRows(ctx, t, p)
 		return err
 	})
 	return out, err
@@ -485,5 +514,18 @@ func (t sourceTx) DropBatches(ctx context.Context, source string) error {
 		return err
 	}
 	_, err := t.tx.ExecContext(ctx, `UPDATE sources SET last_batch_to = 0 WHERE name = ?`, source)
+	return err
+}
+
+func (t sourceTx) PutBlock(ctx context.Context, source string, b state.SourceBlock) error {
+	_, err := t.tx.ExecContext(ctx, `UPDATE sources SET blocked_generation = ?, blocked_seq = ?, blocked_location = ?,
+		blocked_reason = ?, blocked_first_failed_at_us = ?, blocked_last_failed_at_us = ?, blocked_attempts = ?
+		WHERE name = ?`, b.Generation, b.Seq, b.Location, b.Reason, storekit.Micros(b.FirstFailedAt), storekit.Micros(b.LastFailedAt),
+		b.Attempts, source)
+	return err
+}
+
+func (t sourceTx) PutLateRows(ctx context.Context, source string, total int64) error {
+	_, err := t.tx.ExecContext(ctx, `UPDATE sources SET late_rows = ? WHERE name = ?`, total, source)
 	return err
 }

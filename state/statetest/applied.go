@@ -17,6 +17,7 @@ func appliedTests() []test {
 		{"KeptAcrossTransitions", testAppliedKept},
 		{"ConcurrentRecordersEndAtTheMax", testAppliedRace},
 		{"RejectsBadCalls", testAppliedBad},
+		{"ChunksMoveOnlyForward", testAppliedChunks},
 	}
 }
 
@@ -163,4 +164,38 @@ func testAppliedBad(t *testing.T, b *bundle) {
 		require.Errorf(t, err, "%+v", p)
 	}
 	require.Zero(t, appliedSeq(t, b, 1))
+}
+
+func testAppliedChunks(t *testing.T, b *bundle) {
+	// Scenario: generation 1 is planned with 3 chunks; its chunks applied
+	// move 0 -> 2, recording 1 is a no-op returning 2, 4 (above its 3
+	// chunks) is refused leaving 2, then 3; the applied seq is untouched.
+	// Once retired by a resync, generation 1 is refused its chunks.
+	ensure(t, b, "h1", hour(0))
+	stage(t, b, 1, file(1))
+	g := plan(t, b, 1, hour(2))
+	require.Equal(t, 3, g.Chunks)
+	rec := func(gen int64, chunks int) (state.Generation, error) {
+		return b.store.RecordApplied(b.ctx, state.RecordAppliedParams{Source: src, Generation: gen, Chunks: chunks})
+	}
+	chunksOf := func() int { return generation(t, getSource(t, b), 1).ChunksApplied }
+	require.Zero(t, chunksOf())
+	out, err := rec(1, 2)
+	require.NoError(t, err)
+	require.Equal(t, 2, out.ChunksApplied)
+	out, err = rec(1, 1)
+	require.NoError(t, err)
+	require.Equal(t, 2, out.ChunksApplied, "moving backward returns the stored count")
+	_, err = rec(1, 4)
+	require.Error(t, err)
+	require.Equal(t, 2, chunksOf())
+	_, err = rec(1, 3)
+	require.NoError(t, err)
+	require.Equal(t, 3, chunksOf())
+	require.Zero(t, appliedSeq(t, b, 1))
+
+	_, err = b.store.RequestBuild(b.ctx, state.RequestBuildParams{Source: src, Retire: 1, Reason: "resync", Now: hour(3)})
+	require.NoError(t, err)
+	_, err = rec(1, 3)
+	require.ErrorIs(t, err, state.ErrConflictingGeneration)
 }

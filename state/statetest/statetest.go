@@ -149,6 +149,7 @@ func groups() []struct {
 		{"Sources", sourceTests()},
 		{"Batches", batchTests()},
 		{"Applied", appliedTests()},
+		{"Blocked", blockedTests()},
 	}
 }
 

@@ -53,10 +53,32 @@ func columnNames(ctx context.Context, s *session, t warehouse.Table) ([]warehous
 // stores its answer only if nothing was forgotten since before its
 // transaction began (gen), so an answer read in a snapshot older than a
 // concurrent change cannot outlive that change.
+//
+// It also knows which tables are empty as CreateTableAs made them (see
+// madeEmpty), so that a first build can append to such a table without
+// asking DuckDB whether it holds rows.
 type columnCache struct {
 	mu  sync.Mutex
 	gen uint64
 	m   map[string][]warehouse.Column // by tableKey
+	// made holds, by tableKey, the tables CreateTableAs made without rows
+	// that nothing has written to since, with the columns it made the
+	// table of when it was given plain ones (nil when it made the table
+	// from its query). Invariant: an entry's table holds no row, has no
+	// constraint and no default (CreateTableAs makes none), is the one
+	// CreateTableAs made, and has the entry's columns, names and types as
+	// DESCRIBE spells them, when there are some. Every statement that may
+	// write rows to a table or change it removes its entry before it runs
+	// or, for DDL, before the write lock is let go: a row write through
+	// the engine (InsertInterval, MergeByKey, InsertRows, a first build's
+	// append) calls wrote, and every forget, forgetAll included, removes
+	// the entries it names.
+	made map[string]madeTable
+}
+
+// madeTable is an entry of columnCache.made.
+type madeTable struct {
+	cols []warehouse.Column
 }
 
 // tableKey folds t's name as DuckDB's catalog compares names, so that
@@ -93,13 +115,15 @@ func (c *columnCache) put(t warehouse.Table, cols []warehouse.Column, gen uint64
 	c.m[tableKey(t)] = cols
 }
 
-// forget drops what is cached for each of ts.
+// forget drops what is cached for each of ts, whether it is empty as made
+// included.
 func (c *columnCache) forget(ts ...warehouse.Table) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	for _, t := range ts {
 		delete(c.m, tableKey(t))
+		delete(c.made, tableKey(t))
 	}
 }
 
@@ -109,6 +133,38 @@ func (c *columnCache) forgetAll() {
 	defer c.mu.Unlock()
 	c.gen++
 	clear(c.m)
+	clear(c.made)
+}
+
+// markMade records that CreateTableAs has just made t without rows, of
+// cols when it made it of given columns (nil otherwise). It is called
+// under the write lock, after the CREATE committed and after the forget
+// of t.
+func (c *columnCache) markMade(t warehouse.Table, cols []warehouse.Column) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.made == nil {
+		c.made = map[string]madeTable{}
+	}
+	c.made[tableKey(t)] = madeTable{cols: cols}
+}
+
+// madeEmpty reports whether t is empty as CreateTableAs made it: nothing
+// has written to it or changed it since (see columnCache.made), and the
+// columns it was made of, when it was made of given ones.
+func (c *columnCache) madeEmpty(t warehouse.Table) ([]warehouse.Column, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.made[tableKey(t)]
+	return m.cols, ok
+}
+
+// wrote records that rows are about to be written to t: it is no longer
+// empty as made. Its cached column names stay (rows do not change them).
+func (c *columnCache) wrote(t warehouse.Table) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.made, tableKey(t))
 }
 
 // tableColumns returns t's column names for the write path: from the cache,
@@ -147,6 +203,7 @@ func (e *Engine) writeRangeColumns(ctx context.Context, t warehouse.Table, start
 		return err
 	}
 	defer release()
+	e.shared.cols.wrote(t)
 	s, err := e.session(ctx)
 	if err != nil {
 		return err
@@ -167,6 +224,7 @@ func (e *Engine) writeRangeColumns(ctx context.Context, t warehouse.Table, start
 // t's column names, forgetting them when it fails.
 func (e *Engine) columnsTx(ctx context.Context, t warehouse.Table, fn func(s *session, cols []warehouse.Column) error) func(s *session) error {
 	return func(s *session) error {
+		e.shared.cols.wrote(t)
 		gen := e.shared.cols.generation()
 		err := s.inTx(ctx, func() error {
 			cols, err := e.tableColumns(ctx, s, t, gen)

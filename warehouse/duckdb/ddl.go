@@ -3,6 +3,7 @@ package duckdb
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gapless-dev/gapless/warehouse"
@@ -64,7 +65,10 @@ func createTableSQL(p warehouse.CreateTableParams) (string, error) {
 
 // CreateTableAs creates a table from p.Query: with its rows when WithData,
 // with its columns only otherwise. It fails when a table or view of that
-// name exists.
+// name exists. Without data and with p.Columns that are plain (see
+// plainColumns), the table is made from p.Columns, and p.Query is not
+// bound: a CREATE TABLE without a query plans in a fraction of the time.
+// Either way the table is then empty as made (see columnCache.made).
 func (e *Engine) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsParams) error {
 	const op = "create table as"
 	object := p.Table.String()
@@ -75,14 +79,53 @@ func (e *Engine) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsPar
 		return fail(op, object, err)
 	}
 	q := "CREATE TABLE " + quoteTable(p.Table) + " AS\n" + body(p.Query) + "\n"
+	fromColumns := "" // CREATE TABLE of p.Columns, when they are given and plain
 	if !p.WithData {
 		q = "CREATE TABLE " + quoteTable(p.Table) + " AS SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q LIMIT 0"
+		if plainColumns(p.Columns) {
+			if create, err := createTableSQL(warehouse.CreateTableParams{Table: p.Table, Columns: p.Columns}); err == nil {
+				fromColumns = create
+			}
+		}
 	}
 	return fail(op, object, e.write(ctx, func(s *session) error {
-		defer e.shared.cols.forget(p.Table)
+		if fromColumns != "" && ctx.Err() == nil {
+			if _, err := s.exec(ctx, fromColumns); err == nil {
+				e.shared.cols.forget(p.Table)
+				e.shared.cols.markMade(p.Table, slices.Clone(p.Columns))
+				return nil
+			}
+			// Nothing was made (the statement is its own transaction):
+			// the query decides, and says why if it fails too.
+		}
 		_, err := s.exec(ctx, q)
+		e.shared.cols.forget(p.Table)
+		if err == nil && !p.WithData {
+			e.shared.cols.markMade(p.Table, nil)
+		}
 		return err
 	}))
+}
+
+// plainColumns reports whether cols can make a table in place of the
+// query they were derived for: there are some, their names are distinct as
+// DuckDB compares names (CREATE TABLE AS would rename a duplicate; CREATE
+// TABLE refuses it), and each type is a plain one spelt as DESCRIBE spells
+// it (plainName), so that the table's types are exactly those named and a
+// first build can compare them with the query's by name.
+func plainColumns(cols []warehouse.Column) bool {
+	if len(cols) == 0 {
+		return false
+	}
+	seen := make(map[string]bool, len(cols))
+	for _, c := range cols {
+		key := foldASCII(c.Name)
+		if seen[key] || !isPlainName(c.Type) {
+			return false
+		}
+		seen[key] = true
+	}
+	return true
 }
 
 // CreateOrReplaceView creates p.View as p.Query, or re-points it if it

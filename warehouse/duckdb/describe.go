@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -14,13 +18,15 @@ import (
 //	DESCRIBE SELECT * FROM (query) AS gapless_q
 //
 // which plans the query and runs none of it. The wrapping is CreateTableAs's,
-// so the names and types are those a table made from the query gets.
+// so the names and types are those a table made from the query gets. When
+// every column is of a plain type the answer is read from the prepared
+// SELECT instead, without running a statement (see describeQuery).
 //
 // With stand-ins it takes the write lock and works in one transaction that
 // is always rolled back: CREATE SCHEMA IF NOT EXISTS once per schema and
 // CREATE TABLE IF NOT EXISTS per stand-in (so a stand-in whose name a table
 // or view has is skipped, by DuckDB's rule for names, and no catalog is
-// scanned), then the DESCRIBE. DuckDB's
+// scanned), then the describe. DuckDB's
 // DDL is transactional, so the rollback leaves no stand-in and no schema;
 // readers never see them (MVCC serves them committed state), and the cached
 // column names of every stand-in are forgotten before the lock is let go.
@@ -44,18 +50,11 @@ func (e *Engine) Describe(ctx context.Context, p warehouse.DescribeParams) ([]wa
 		}
 		create = append(create, strings.Replace(q, "CREATE TABLE ", "CREATE TABLE IF NOT EXISTS ", 1))
 	}
-	q := "DESCRIBE SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q"
 	var cols []warehouse.Column
 	describe := func(s *session) error {
-		res, err := s.query(ctx, q)
-		if err != nil {
-			return err
-		}
-		cols, err = describedColumns(res)
-		if err != nil {
-			return &stmtError{sql: q, err: err}
-		}
-		return nil
+		var err error
+		cols, err = describeQuery(ctx, s, p.Query)
+		return err
 	}
 	if len(p.StandIns) == 0 {
 		return cols, fail(op, object, e.read(ctx, describe))
@@ -89,6 +88,81 @@ func (e *Engine) Describe(ctx context.Context, p warehouse.DescribeParams) ([]wa
 		return nil, fail(op, object, err)
 	}
 	return cols, nil
+}
+
+// describeQuery returns the columns query produces, as DESCRIBE SELECT *
+// FROM (query) AS gapless_q spells them, on s. It prepares the SELECT,
+// running none of it, and reads the prepared result columns; only when one
+// is of a type that is not plain (see plainType) does it run the DESCRIBE.
+// A plain type's prepared description is the whole type, and plainName
+// spells it as DESCRIBE does (TestDescribeSpellsPlainTypesAsDescribe).
+// A query that does not bind fails either way, with the binder's error.
+func describeQuery(ctx context.Context, s *session, query string) ([]warehouse.Column, error) {
+	q := "SELECT * FROM (\n" + body(query) + "\n) AS gapless_q"
+	prepared, err := preparedColumns(ctx, s, q)
+	if err == nil {
+		cols := make([]warehouse.Column, len(prepared))
+		for i, c := range prepared {
+			cols[i] = warehouse.Column{Name: c.name, Type: plainName(c.typ)}
+		}
+		return cols, nil
+	}
+	if !errors.Is(err, errNotPlain) {
+		return nil, err
+	}
+	d := "DESCRIBE " + q
+	res, err := s.query(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	cols, err := describedColumns(res)
+	if err != nil {
+		return nil, &stmtError{sql: d, err: err}
+	}
+	return cols, nil
+}
+
+// plainNames are the names DESCRIBE gives the plain scalar types.
+var plainNames = map[duckdb.Type]string{
+	duckdb.TYPE_BOOLEAN: "BOOLEAN", duckdb.TYPE_TINYINT: "TINYINT", duckdb.TYPE_SMALLINT: "SMALLINT",
+	duckdb.TYPE_INTEGER: "INTEGER", duckdb.TYPE_BIGINT: "BIGINT", duckdb.TYPE_UTINYINT: "UTINYINT",
+	duckdb.TYPE_USMALLINT: "USMALLINT", duckdb.TYPE_UINTEGER: "UINTEGER", duckdb.TYPE_UBIGINT: "UBIGINT",
+	duckdb.TYPE_HUGEINT: "HUGEINT", duckdb.TYPE_UHUGEINT: "UHUGEINT", duckdb.TYPE_FLOAT: "FLOAT",
+	duckdb.TYPE_DOUBLE: "DOUBLE", duckdb.TYPE_VARCHAR: "VARCHAR", duckdb.TYPE_BLOB: "BLOB",
+	duckdb.TYPE_UUID: "UUID", duckdb.TYPE_BIT: "BIT", duckdb.TYPE_BIGNUM: "BIGNUM",
+	duckdb.TYPE_DATE: "DATE", duckdb.TYPE_TIME: "TIME", duckdb.TYPE_TIME_TZ: "TIME WITH TIME ZONE",
+	duckdb.TYPE_INTERVAL: "INTERVAL", duckdb.TYPE_TIMESTAMP: "TIMESTAMP", duckdb.TYPE_TIMESTAMP_S: "TIMESTAMP_S",
+	duckdb.TYPE_TIMESTAMP_MS: "TIMESTAMP_MS", duckdb.TYPE_TIMESTAMP_NS: "TIMESTAMP_NS",
+	duckdb.TYPE_TIMESTAMP_TZ: "TIMESTAMP WITH TIME ZONE",
+}
+
+// plainName spells plain type t as DESCRIBE does.
+func plainName(t duckdb.TypeInfo) string {
+	if t.InternalType() == duckdb.TYPE_DECIMAL {
+		if d, ok := t.Details().(*duckdb.DecimalDetails); ok {
+			return fmt.Sprintf("DECIMAL(%d,%d)", d.Width, d.Scale)
+		}
+	}
+	return plainNames[t.InternalType()]
+}
+
+// decimalName is how DESCRIBE spells a DECIMAL.
+var decimalName = regexp.MustCompile(`^DECIMAL\(([0-9]{1,2}),([0-9]{1,2})\)$`)
+
+// isPlainName reports whether typ is a plain type spelt as plainName
+// spells it.
+func isPlainName(typ string) bool {
+	if m := decimalName.FindStringSubmatch(typ); m != nil {
+		w, _ := strconv.Atoi(m[1])
+		sc, _ := strconv.Atoi(m[2])
+		return w >= 1 && w <= 38 && sc <= w && fmt.Sprintf("DECIMAL(%d,%d)", w, sc) == typ
+	}
+	for _, n := range plainNames {
+		if n == typ {
+			return true
+		}
+	}
+	return false
 }
 
 // describedColumns reads DESCRIBE's result: one row per column, its name
@@ -246,15 +320,9 @@ func (e *Engine) describeChunk(ctx context.Context, s *session, ps []warehouse.D
 				}
 				made[keys[j]] = w.cols
 			}
-			q := "DESCRIBE SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q"
-			res, err := s.query(ctx, q)
-			if err != nil {
-				return err
-			}
-			if cols, err = describedColumns(res); err != nil {
-				return &stmtError{sql: q, err: err}
-			}
-			return nil
+			var err error
+			cols, err = describeQuery(ctx, s, p.Query)
+			return err
 		}()
 		if stmtErr != nil {
 			if ctx.Err() != nil {

@@ -17,12 +17,14 @@
 //   - Writes (every method but TableExists and Columns, and Query of
 //     anything but a SELECT or EXPLAIN) are serialised per database (one
 //     in-memory database per Engine, one database per file across all
-//     Engines of the process), with one exception: InsertInterval writes
+//     Engines of the process), with two exceptions: InsertInterval writes
 //     of different tables, or of disjoint ranges of one table, run
-//     together (see writeLock). DuckDB's optimistic concurrency would
-//     otherwise fail one of two transactions touching the same rows;
-//     ordering turns that into waiting. Reads never wait for writes:
-//     DuckDB's MVCC serves them a committed snapshot.
+//     together, and so does a first build's append into a table empty as
+//     made with the writes of other tables (see writeLock). DuckDB's
+//     optimistic concurrency would otherwise fail one of two transactions
+//     touching the same rows; ordering turns that into waiting. Reads
+//     never wait for writes: DuckDB's MVCC serves them a committed
+//     snapshot.
 //   - The write path (InsertInterval, MergeByKey) reads a table's column
 //     names from a cache shared like the write lock, not from the catalog
 //     on every batch. Every statement that can change a table's columns
@@ -30,9 +32,13 @@
 //     changed: the engine's own DDL (CreateTable, CreateTableAs,
 //     ReplaceTable, DropTable, DropView, the view methods) forgets that
 //     name, any statement run through Query but a SELECT or EXPLAIN
-//     forgets every table, and a failed write forgets its table. A change
-//     made outside the engine while it holds the database is not seen; no
-//     other process can hold the file meanwhile (see Open).
+//     forgets every table, and a failed write forgets its table. The same
+//     cache knows which tables are empty as CreateTableAs made them, until
+//     a write through the engine touches them: a first build appends to
+//     such a table without asking whether it holds rows (see
+//     ReplaceTable). A change made outside the engine while it holds the
+//     database is not seen; no other process can hold the file meanwhile
+//     (see Open).
 //   - Every connection runs with TimeZone 'UTC', so casts between TIMESTAMP
 //     and TIMESTAMPTZ in model SQL do not depend on the host's zone, in line
 //     with gapless's UTC intervals.

@@ -1,7 +1,9 @@
 package duckdb_test
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -255,4 +257,153 @@ func TestReplaceTableRowsKnowsTheAppendedRows(t *testing.T) {
 	res, err := e.Query(ctx, "SELECT count(*) FROM "+e.QuoteTable(tbl))
 	require.NoError(t, err)
 	require.EqualValues(t, 4, res.Rows[0][0], "rebuilt, not appended twice")
+}
+
+// Scenario: a deploy's create stage made a FULL model's table empty from
+// its query, and its first build appends the query's rows without asking
+// DuckDB anything first, but only to the table exactly as it was made.
+// Rows written meanwhile by any writer are replaced, never added to; a
+// query whose columns differ from the table's in type, width, name or
+// order takes the swap, and the table gets the query's columns, as
+// without the hint; a nested type is compared by DESCRIBE and appends
+// when equal.
+func TestFirstBuildTrustsOnlyTheTableAsMade(t *testing.T) {
+	t.Parallel()
+	e := memoryEngine(t)
+	defer func() { require.NoError(t, e.Close()) }()
+	ctx := t.Context()
+	require.NoError(t, e.CreateSchema(ctx, "gapless__demo"))
+	oid := func(tbl warehouse.Table) any {
+		res, err := e.Query(ctx, "SELECT table_oid FROM duckdb_tables() WHERE schema_name = $1 AND table_name = $2", tbl.Schema, tbl.Name)
+		require.NoError(t, err)
+		require.Len(t, res.Rows, 1)
+		return res.Rows[0][0]
+	}
+	count := func(tbl warehouse.Table) int64 {
+		res, err := e.Query(ctx, "SELECT count(*) FROM "+e.QuoteTable(tbl))
+		require.NoError(t, err)
+		return res.Rows[0][0].(int64)
+	}
+	first := func(tbl warehouse.Table, q string) {
+		require.NoError(t, e.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: tbl, Query: q, FirstBuild: true}))
+	}
+
+	const q = "SELECT TIMESTAMP '2024-01-01 00:00:00' AS ts, CAST(g AS INTEGER) AS id FROM generate_series(1, 3) AS s(g)"
+	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	writers := map[string]func(tbl warehouse.Table) error{
+		"InsertInterval": func(tbl warehouse.Table) error {
+			_, err := e.InsertInterval(ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: start, End: start.Add(time.Hour), Query: q})
+			return err
+		},
+		"MergeByKey": func(tbl warehouse.Table) error {
+			_, err := e.MergeByKey(ctx, warehouse.MergeParams{Table: tbl, Key: []string{"id"}, Query: q})
+			return err
+		},
+		"InsertRows": func(tbl warehouse.Table) error {
+			_, err := e.InsertRows(ctx, warehouse.InsertRowsParams{Table: tbl, Columns: []string{"ts", "id"}, Rows: [][]any{{start, 1}, {start, 2}}})
+			return err
+		},
+		"Query": func(tbl warehouse.Table) error {
+			_, err := e.Query(ctx, "INSERT INTO "+e.QuoteTable(tbl)+" "+q)
+			return err
+		},
+		"first build": func(tbl warehouse.Table) error {
+			return e.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: tbl, Query: q, FirstBuild: true})
+		},
+	}
+	for name, write := range writers {
+		tbl := warehouse.Table{Schema: "gapless__demo", Name: "written_by_" + strings.ReplaceAll(name, " ", "_")}
+		require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: q}))
+		require.NoError(t, write(tbl), name)
+		require.Positive(t, count(tbl), name)
+		first(tbl, q)
+		require.EqualValues(t, 3, count(tbl), "%s wrote rows: the first build replaces them", name)
+	}
+
+	same := warehouse.Table{Schema: "gapless__demo", Name: "same"}
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: same, Query: q}))
+	made := oid(same)
+	first(same, q)
+	require.Equal(t, made, oid(same), "the table as made, of the query's columns: appended")
+	require.EqualValues(t, 3, count(same))
+
+	for i, c := range []struct {
+		made, query string
+		want        []warehouse.Column
+	}{
+		{"SELECT CAST(1 AS INTEGER) AS id", "SELECT CAST(1 AS BIGINT) AS id", []warehouse.Column{{Name: "id", Type: "BIGINT"}}},
+		{"SELECT CAST(1 AS DECIMAL(10,2)) AS id", "SELECT CAST(1 AS DECIMAL(12,2)) AS id", []warehouse.Column{{Name: "id", Type: "DECIMAL(12,2)"}}},
+		{"SELECT 1 AS id", "SELECT 1 AS ID", []warehouse.Column{{Name: "ID", Type: "INTEGER"}}},
+		{"SELECT 1 AS id, 'a' AS v", "SELECT 'a' AS v, 1 AS id", []warehouse.Column{{Name: "v", Type: "VARCHAR"}, {Name: "id", Type: "INTEGER"}}},
+		{"SELECT 1 AS id", "SELECT 1 AS id, 'a' AS v", []warehouse.Column{{Name: "id", Type: "INTEGER"}, {Name: "v", Type: "VARCHAR"}}},
+		{"SELECT TIMESTAMP '2024-01-01' AS ts", "SELECT TIMESTAMPTZ '2024-01-01' AS ts", []warehouse.Column{{Name: "ts", Type: "TIMESTAMP WITH TIME ZONE"}}},
+		{"SELECT {'a': 1} AS s", "SELECT {'a': CAST(1 AS BIGINT)} AS s", []warehouse.Column{{Name: "s", Type: "STRUCT(a BIGINT)"}}},
+	} {
+		tbl := warehouse.Table{Schema: "gapless__demo", Name: fmt.Sprintf("other_%d", i)}
+		require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: c.made}))
+		made := oid(tbl)
+		first(tbl, c.query)
+		require.NotEqual(t, made, oid(tbl), "%s into a table of %s: swapped", c.query, c.made)
+		cols, err := e.Columns(ctx, tbl)
+		require.NoError(t, err)
+		require.Equal(t, c.want, cols, c.query)
+		require.EqualValues(t, 1, count(tbl), c.query)
+	}
+
+	nested := warehouse.Table{Schema: "gapless__demo", Name: "nested"}
+	const nq = "SELECT {'a': 1} AS s, ['x'] AS l"
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: nested, Query: nq}))
+	made = oid(nested)
+	first(nested, nq)
+	require.Equal(t, made, oid(nested), "nested types, compared by DESCRIBE, equal: appended")
+	require.EqualValues(t, 1, count(nested))
+}
+
+// Scenario: a deploy's create stage gives CreateTableAs the columns the
+// check derived for a FULL model's query. Plain, distinct columns make the
+// table (the query is not bound: here it could not be); duplicate names
+// (which CREATE TABLE AS renames) or a type that is not plain leave the
+// table to the query. A hint gone wrong is set right by the first build:
+// the table gets the query's columns and rows.
+func TestCreateTableAsMadeFromColumns(t *testing.T) {
+	t.Parallel()
+	e := memoryEngine(t)
+	defer func() { require.NoError(t, e.Close()) }()
+	ctx := t.Context()
+	require.NoError(t, e.CreateSchema(ctx, "gapless__demo"))
+	cols := func(tbl warehouse.Table) []warehouse.Column {
+		c, err := e.Columns(ctx, tbl)
+		require.NoError(t, err)
+		return c
+	}
+	hinted := warehouse.Table{Schema: "gapless__demo", Name: "hinted"}
+	hint := []warehouse.Column{{Name: "id", Type: "BIGINT"}, {Name: "amount", Type: "DECIMAL(12,2)"}, {Name: "at", Type: "TIMESTAMP WITH TIME ZONE"}}
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: hinted, Query: "SELECT nope FROM nowhere", Columns: hint}))
+	require.Equal(t, hint, cols(hinted), "made from the columns; the query is not bound")
+
+	for name, hint := range map[string][]warehouse.Column{
+		"dup":    {{Name: "id", Type: "BIGINT"}, {Name: "ID", Type: "BIGINT"}},
+		"nested": {{Name: "id", Type: "BIGINT"}, {Name: "s", Type: "STRUCT(a INTEGER)"}},
+		"spelt":  {{Name: "id", Type: "int8"}, {Name: "s", Type: "VARCHAR"}},
+	} {
+		tbl := warehouse.Table{Schema: "gapless__demo", Name: name}
+		require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: "SELECT 1 AS id, 'x' AS s", Columns: hint}))
+		require.Equal(t, []warehouse.Column{{Name: "id", Type: "INTEGER"}, {Name: "s", Type: "VARCHAR"}}, cols(tbl), "%s: made from the query", name)
+	}
+
+	wrong := warehouse.Table{Schema: "gapless__demo", Name: "wrong"}
+	const q = "SELECT CAST(g AS INTEGER) AS id FROM generate_series(1, 2) AS s(g)"
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: wrong, Query: q, Columns: []warehouse.Column{{Name: "id", Type: "BIGINT"}}}))
+	require.NoError(t, e.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: wrong, Query: q, FirstBuild: true}))
+	require.Equal(t, []warehouse.Column{{Name: "id", Type: "INTEGER"}}, cols(wrong), "the first build gives the query's columns")
+	res, err := e.Query(ctx, "SELECT count(*) FROM "+e.QuoteTable(wrong))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Rows[0][0])
+
+	right := warehouse.Table{Schema: "gapless__demo", Name: "right"}
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: right, Query: q, Columns: []warehouse.Column{{Name: "id", Type: "INTEGER"}}}))
+	rows, known, err := e.ReplaceTableRows(ctx, warehouse.ReplaceTableParams{Table: right, Query: q, FirstBuild: true})
+	require.NoError(t, err)
+	require.True(t, known, "appended")
+	require.EqualValues(t, 2, rows)
 }

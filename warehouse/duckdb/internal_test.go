@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,4 +138,150 @@ func TestQueryWritesTakeTheWriteLock(t *testing.T) {
 	res, err := e.Query(ctx, "SELECT * FROM t")
 	require.NoError(t, err)
 	require.Equal(t, []string{"x", "y"}, res.Columns)
+}
+
+// The engine trusts a table empty as CreateTableAs made it (a first build
+// then appends without asking DuckDB whether it holds rows), so every
+// write through the engine must end that trust: each writer here, run
+// after a CreateTableAs, leaves the table no longer empty as made.
+func TestEveryWriteEndsEmptyAsMade(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e, err := Open(ctx, "", Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	tbl := warehouse.Table{Schema: "s", Name: "t"}
+	const q = "SELECT TIMESTAMP '2024-01-01 00:00:00' AS ts, 1 AS id"
+	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	require.NoError(t, e.CreateSchema(ctx, "s"))
+	made := func() bool {
+		_, ok := e.shared.cols.madeEmpty(warehouse.Table{Schema: "S", Name: "T"})
+		return ok
+	}
+	writers := map[string]func() error{
+		"InsertInterval": func() error {
+			_, err := e.InsertInterval(ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: start, End: start.Add(time.Hour), Query: q})
+			return err
+		},
+		"MergeByKey": func() error {
+			_, err := e.MergeByKey(ctx, warehouse.MergeParams{Table: tbl, Key: []string{"id"}, Query: q})
+			return err
+		},
+		"InsertRows": func() error {
+			_, err := e.InsertRows(ctx, warehouse.InsertRowsParams{Table: tbl, Columns: []string{"ts", "id"}, Rows: [][]any{{start, 1}}})
+			return err
+		},
+		"ReplaceTable": func() error { return e.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: tbl, Query: q}) },
+		"ReplaceTable first build": func() error {
+			return e.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: tbl, Query: q, FirstBuild: true})
+		},
+		"Query INSERT":     func() error { _, err := e.Query(ctx, "INSERT INTO s.t "+q); return err },
+		"Query CHECKPOINT": func() error { _, err := e.Query(ctx, "CHECKPOINT"); return err },
+		"DropView":         func() error { _ = e.DropView(ctx, tbl); return nil }, // fails on a table; still forgets
+		"Describe stand-in": func() error {
+			_, err := e.Describe(ctx, warehouse.DescribeParams{Query: "SELECT * FROM s.t",
+				StandIns: []warehouse.CreateTableParams{{Table: tbl, Columns: []warehouse.Column{{Name: "x", Type: "INTEGER"}}}}})
+			return err
+		},
+	}
+	for name, write := range writers {
+		require.NoError(t, e.DropTable(ctx, tbl), name)
+		require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: q}), name)
+		require.True(t, made(), "%s: CreateTableAs without rows makes the table empty as made", name)
+		require.NoError(t, write(), name)
+		require.False(t, made(), "%s: the table is no longer empty as made", name)
+	}
+	require.NoError(t, e.DropTable(ctx, tbl))
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: q, WithData: true}))
+	require.False(t, made(), "made with its rows")
+}
+
+// A first build into a table empty as made runs one statement, the
+// INSERT: it does not ask DuckDB whether the table holds rows. Rows put
+// there behind the engine's back (here through its connection pool,
+// which no caller can reach) are therefore appended to; through the
+// engine they never are (TestEveryWriteEndsEmptyAsMade).
+func TestFirstBuildIntoATableAsMadeAsksNothing(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e, err := Open(ctx, "", Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	tbl := warehouse.Table{Schema: "s", Name: "t"}
+	const q = "SELECT CAST(g AS BIGINT) AS id FROM generate_series(1, 3) AS s(g)"
+	require.NoError(t, e.CreateSchema(ctx, "s"))
+	require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: q}))
+	_, err = e.db.ExecContext(ctx, "INSERT INTO s.t VALUES (100)")
+	require.NoError(t, err)
+	rows, known, err := e.ReplaceTableRows(ctx, warehouse.ReplaceTableParams{Table: tbl, Query: q, FirstBuild: true})
+	require.NoError(t, err)
+	require.True(t, known, "appended")
+	require.EqualValues(t, 3, rows)
+	res, err := e.Query(ctx, "SELECT count(*) FROM s.t")
+	require.NoError(t, err)
+	require.EqualValues(t, 4, res.Rows[0][0], "the row behind the engine's back was not looked for")
+}
+
+// describeQuery reads a query's columns from its prepared statement when
+// every type is plain, and must spell them exactly as DESCRIBE does, which
+// it runs otherwise: for every plain type and some that are not, its
+// answer is DESCRIBE's.
+func TestDescribeSpellsPlainTypesAsDescribe(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e, err := Open(ctx, "", Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	types := []string{
+		"BOOLEAN", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+		"HUGEINT", "UHUGEINT", "FLOAT", "DOUBLE", "DECIMAL(4,1)", "DECIMAL(18,3)", "DECIMAL(38,10)", "NUMERIC",
+		"VARCHAR", "BLOB", "UUID", "BIT", "BIGNUM", "DATE", "TIME", "TIMETZ", "INTERVAL", "TIMESTAMP",
+		"TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", "TIMESTAMPTZ",
+		// not plain: DESCRIBE answers
+		"INTEGER[]", "STRUCT(a INTEGER)", "MAP(VARCHAR, INTEGER)", "ENUM('a', 'b')", "JSON", "INTEGER[2]",
+	}
+	for _, typ := range types {
+		q := "SELECT CAST(NULL AS " + typ + ") AS c, 1 AS \"Odd Name\""
+		var got, want []warehouse.Column
+		require.NoError(t, e.read(ctx, func(s *session) error {
+			var err error
+			if got, err = describeQuery(ctx, s, q); err != nil {
+				return err
+			}
+			res, err := s.query(ctx, "DESCRIBE SELECT * FROM ("+q+") AS gapless_q")
+			if err != nil {
+				return err
+			}
+			want, err = describedColumns(res)
+			return err
+		}), typ)
+		require.Equal(t, want, got, typ)
+		plain := !strings.ContainsAny(typ, "[(") || strings.HasPrefix(typ, "DECIMAL")
+		if typ == "JSON" {
+			plain = false
+		}
+		require.Equal(t, plain, isPlainName(got[0].Type), "%s is spelt %s", typ, got[0].Type)
+		if plain {
+			// A table made of the spelt columns has exactly those types.
+			tbl := warehouse.Table{Schema: "main", Name: "made_" + strings.NewReplacer("(", "_", ")", "_", ",", "_").Replace(typ)}
+			require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: "SELECT nope", Columns: got}), typ)
+			made, ok := e.shared.cols.madeEmpty(tbl)
+			require.True(t, ok)
+			require.Equal(t, got, made, "%s: made of the columns", typ)
+			cols, err := e.Columns(ctx, tbl)
+			require.NoError(t, err)
+			require.Equal(t, got, cols, typ)
+		}
+	}
+	var got []warehouse.Column
+	require.NoError(t, e.read(ctx, func(s *session) error {
+		var err error
+		got, err = describeQuery(ctx, s, "SELECT NULL AS n")
+		return err
+	}))
+	require.Len(t, got, 1, "a NULL literal, which has no prepared type, is described by DESCRIBE")
+	require.Error(t, e.read(ctx, func(s *session) error {
+		_, err := describeQuery(ctx, s, "SELECT nope FROM (SELECT 1 AS id)")
+		return err
+	}), "a query that does not bind fails")
 }

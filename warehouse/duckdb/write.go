@@ -3,10 +3,14 @@ package duckdb
 import (
 	"context"
 	"crypto/rand"
+	"database/sql/driver"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -198,7 +202,12 @@ func (e *Engine) MergeByKey(ctx context.Context, p warehouse.MergeParams) (int64
 // transaction), under the same write lock: readers see it empty until
 // the commit and full after it, what the swap would show, at about half
 // its cost on a database file (one commit without catalog changes). Any
-// other table, or an append that fails, takes the swap.
+// other table, or an append that fails, takes the swap. A table still
+// empty as CreateTableAs made it is known empty and without constraints,
+// and the query's columns as DuckDB prepares it are compared with those
+// the table was made of, or with the table's as DuckDB prepares it: the
+// INSERT is then the one statement that runs, beside the writes of other
+// tables (see appendAsMade).
 func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParams) error {
 	_, _, err := e.ReplaceTableRows(ctx, p)
 	return err
@@ -222,9 +231,22 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 		return 0, false, fail(op, object, err)
 	}
 	tmp := warehouse.Table{Schema: p.Table.Schema, Name: tmpName}
+	tryAppend := p.FirstBuild
+	if _, made := e.shared.cols.madeEmpty(p.Table); p.FirstBuild && made {
+		n, outcome, err := e.appendAsMade(ctx, p)
+		if err != nil {
+			return 0, false, fail(op, object, err)
+		}
+		switch outcome {
+		case appended:
+			return n, true, nil
+		case appendRefused:
+			tryAppend = false
+		}
+	}
 	err = fail(op, object, e.write(ctx, func(s *session) error {
-		if p.FirstBuild {
-			if n, ok := appendFirstBuild(ctx, s, p); ok {
+		if tryAppend {
+			if n, ok := appendFirstBuild(ctx, s, &e.shared.cols, p); ok {
 				rows, known = n, true
 				return nil
 			}
@@ -247,14 +269,80 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 	return rows, known, nil
 }
 
+// appendOutcome is what appendAsMade did.
+type appendOutcome int
+
+const (
+	// appendUnknown: nothing was tried; appendFirstBuild decides.
+	appendUnknown appendOutcome = iota
+	// appended: the query's rows were appended.
+	appended
+	// appendRefused: the columns differ or the INSERT failed (and rolled
+	// back): the swap follows.
+	appendRefused
+)
+
+// appendAsMade is the first build of a table empty as CreateTableAs made
+// it (columnCache.madeEmpty: no rows, no constraint, no default). It holds
+// the whole table as a range write (see writeLock), so that first builds
+// of different tables run together; checks that the table is still empty
+// as made; compares the query's columns as DuckDB prepares it with those
+// the table was made of (columnsAre) or, when it was made from a query,
+// with the table's as DuckDB prepares both (sameColumns), running
+// nothing; and appends with the INSERT, the one statement it runs. A
+// table written meanwhile, or a type the comparison cannot tell apart, is
+// appendUnknown: appendFirstBuild asks DuckDB, under the exclusive lock.
+// Readers see the table empty until the INSERT commits and full after it.
+// It fails only when the wait for the lock or for a connection does.
+func (e *Engine) appendAsMade(ctx context.Context, p warehouse.ReplaceTableParams) (int64, appendOutcome, error) {
+	release, err := e.shared.wl.lockTable(ctx, p.Table)
+	if err != nil {
+		return 0, appendUnknown, err
+	}
+	defer release()
+	madeOf, made := e.shared.cols.madeEmpty(p.Table)
+	if !made {
+		return 0, appendUnknown, nil
+	}
+	s, err := e.session(ctx)
+	if err != nil {
+		return 0, appendUnknown, err
+	}
+	defer s.close()
+	table := quoteTable(p.Table)
+	query := "SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q"
+	var verdict columnsVerdict
+	if madeOf != nil {
+		verdict = columnsAre(ctx, s, query, madeOf)
+	} else {
+		verdict = sameColumns(ctx, s, "SELECT * FROM "+table, query)
+	}
+	switch verdict {
+	case columnsSame:
+	case columnsDiffer:
+		return 0, appendRefused, nil
+	default:
+		return 0, appendUnknown, nil
+	}
+	e.shared.cols.wrote(p.Table)
+	n, err := s.exec(ctx, "INSERT INTO "+table+"\n"+query)
+	if err != nil {
+		return 0, appendRefused, nil
+	}
+	return n, appended, nil
+}
+
 // appendFirstBuild appends p.Query's rows to p.Table when the table is
 // empty and has exactly the query's columns, and reports whether it did,
 // with the rows it appended (the INSERT's count). Anything else (a missing
 // table, a view, rows, other columns, a failure of any statement) reports
 // false having changed nothing: a failed INSERT is its own transaction,
-// rolled back. It runs under the write lock.
-func appendFirstBuild(ctx context.Context, s *session, p warehouse.ReplaceTableParams) (int64, bool) {
+// rolled back. It runs under the exclusive write lock and asks DuckDB:
+// whether the table holds a row, and DESCRIBE of both, which says
+// nullability, keys and defaults too.
+func appendFirstBuild(ctx context.Context, s *session, cols *columnCache, p warehouse.ReplaceTableParams) (int64, bool) {
 	table := quoteTable(p.Table)
+	query := "SELECT * FROM (\n" + body(p.Query) + "\n) AS gapless_q"
 	if found, err := s.findsRows(ctx, "SELECT 1 FROM "+table+" LIMIT 1"); err != nil || found {
 		return 0, false
 	}
@@ -262,12 +350,136 @@ func appendFirstBuild(ctx context.Context, s *session, p warehouse.ReplaceTableP
 	if err != nil {
 		return 0, false
 	}
-	want, err := s.query(ctx, "DESCRIBE SELECT * FROM (\n"+body(p.Query)+"\n) AS gapless_q")
+	want, err := s.query(ctx, "DESCRIBE "+query)
 	if err != nil || !reflect.DeepEqual(have.Rows, want.Rows) || !reflect.DeepEqual(have.Columns, want.Columns) {
 		return 0, false
 	}
-	n, err := s.exec(ctx, "INSERT INTO "+table+"\nSELECT * FROM (\n"+body(p.Query)+"\n) AS gapless_q")
+	cols.wrote(p.Table)
+	n, err := s.exec(ctx, "INSERT INTO "+table+"\n"+query)
 	return n, err == nil
+}
+
+// columnsVerdict is sameColumns' answer.
+type columnsVerdict int
+
+const (
+	// columnsUnknown: a statement failed to prepare, or a column has a
+	// type whose prepared description may hide a difference.
+	columnsUnknown columnsVerdict = iota
+	columnsSame
+	columnsDiffer
+)
+
+// sameColumns compares the result columns of two queries as DuckDB
+// prepares them, running neither: the same names (exactly, as DESCRIBE
+// spells them) in the same order, of the same types. It answers only for
+// plain types (see plainType), whose prepared description is the whole
+// type; for any other it says columnsUnknown, as it does when either
+// query does not prepare.
+func sameColumns(ctx context.Context, s *session, a, b string) columnsVerdict {
+	ca, err := preparedColumns(ctx, s, a)
+	if err != nil {
+		return columnsUnknown
+	}
+	cb, err := preparedColumns(ctx, s, b)
+	if err != nil {
+		return columnsUnknown
+	}
+	if len(ca) != len(cb) {
+		return columnsDiffer
+	}
+	for i := range ca {
+		if ca[i].name != cb[i].name || !reflect.DeepEqual(ca[i].typ, cb[i].typ) {
+			return columnsDiffer
+		}
+	}
+	return columnsSame
+}
+
+// columnsAre compares the result columns of q as DuckDB prepares it,
+// running none of it, with cols, names and types as DESCRIBE spells them:
+// the same names in the same order, of the same plain types. A column of
+// q of a type that is not plain is columnsUnknown.
+func columnsAre(ctx context.Context, s *session, q string, cols []warehouse.Column) columnsVerdict {
+	got, err := preparedColumns(ctx, s, q)
+	if err != nil {
+		return columnsUnknown
+	}
+	if len(got) != len(cols) {
+		return columnsDiffer
+	}
+	for i, c := range got {
+		if c.name != cols[i].Name || plainName(c.typ) != cols[i].Type {
+			return columnsDiffer
+		}
+	}
+	return columnsSame
+}
+
+type preparedColumn struct {
+	name string
+	typ  duckdb.TypeInfo
+}
+
+// preparedColumns prepares q on s (binding it, running none of it) and
+// returns its result columns. It fails when q does not prepare (with the
+// statement's error) or takes parameters, and with errNotPlain when a
+// column's type is not plain or cannot be read.
+func preparedColumns(ctx context.Context, s *session, q string) ([]preparedColumn, error) {
+	var out []preparedColumn
+	err := s.withStmt(ctx, q, nil, func(st driver.Stmt, _ *duckdb.Conn, _ []driver.NamedValue) error {
+		ds, ok := st.(*duckdb.Stmt)
+		if !ok {
+			return fmt.Errorf("unexpected driver statement %T", st)
+		}
+		n, err := ds.ColumnCount()
+		if err != nil {
+			return fmt.Errorf("%w: %w", errNotPlain, err)
+		}
+		for i := range n {
+			name, err := ds.ColumnName(i)
+			if err != nil {
+				return fmt.Errorf("%w: %w", errNotPlain, err)
+			}
+			typ, err := ds.ColumnTypeInfo(i)
+			if err != nil {
+				// SQLNULL, INVALID and other types without a TypeInfo.
+				return fmt.Errorf("%w: %w", errNotPlain, err)
+			}
+			if !plainType(typ) {
+				return errNotPlain
+			}
+			out = append(out, preparedColumn{name: name, typ: typ})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+var errNotPlain = errors.New("a column type a prepared statement does not describe whole")
+
+// plainType reports whether t is a type its TypeInfo describes whole, so
+// that two equal TypeInfos are one type: a scalar type without an alias
+// (JSON and extension types have one), or a DECIMAL (its width and scale).
+// Nested types, ENUMs, GEOMETRY (its CRS) and VARIANT are not: the slow
+// path compares them by DESCRIBE.
+func plainType(t duckdb.TypeInfo) bool {
+	if t.Alias() != "" {
+		return false
+	}
+	switch t.InternalType() {
+	case duckdb.TYPE_BOOLEAN, duckdb.TYPE_TINYINT, duckdb.TYPE_SMALLINT, duckdb.TYPE_INTEGER, duckdb.TYPE_BIGINT,
+		duckdb.TYPE_UTINYINT, duckdb.TYPE_USMALLINT, duckdb.TYPE_UINTEGER, duckdb.TYPE_UBIGINT,
+		duckdb.TYPE_HUGEINT, duckdb.TYPE_UHUGEINT, duckdb.TYPE_FLOAT, duckdb.TYPE_DOUBLE, duckdb.TYPE_DECIMAL,
+		duckdb.TYPE_VARCHAR, duckdb.TYPE_BLOB, duckdb.TYPE_UUID, duckdb.TYPE_BIT, duckdb.TYPE_BIGNUM,
+		duckdb.TYPE_DATE, duckdb.TYPE_TIME, duckdb.TYPE_TIME_TZ, duckdb.TYPE_INTERVAL,
+		duckdb.TYPE_TIMESTAMP, duckdb.TYPE_TIMESTAMP_S, duckdb.TYPE_TIMESTAMP_MS, duckdb.TYPE_TIMESTAMP_NS, duckdb.TYPE_TIMESTAMP_TZ:
+		return true
+	}
+	return false
 }
 
 // maxParams bounds the parameters of one INSERT statement of InsertRows.
@@ -315,6 +527,7 @@ func (e *Engine) InsertRows(ctx context.Context, p warehouse.InsertRowsParams) (
 	rest := p.Rows[full*perStmt:]
 	var inserted int64
 	err := e.write(ctx, func(s *session) error {
+		e.shared.cols.wrote(p.Table)
 		return s.inTx(ctx, func() error {
 			n, err := s.execBatches(ctx, insertValues(p.Table, cols, perStmt), batches)
 			if err != nil {

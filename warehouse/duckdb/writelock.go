@@ -12,7 +12,9 @@ import (
 // writeLock orders the writes to one database. A write is either exclusive
 // (DDL, merges, rebuilds, views, and anything run through Query that is not
 // a read) or a range write (InsertInterval: it deletes and inserts the rows
-// of one time range of one table, and nothing else).
+// of one time range of one table, and nothing else; a first build's append
+// into a table empty as made, which inserts into one table and holds all
+// of it: see lockTable).
 //
 // Invariant: an exclusive write runs alone. Range writes run together only
 // when they touch different tables or disjoint ranges of one table, which
@@ -148,4 +150,15 @@ func (l *writeLock) lockRange(ctx context.Context, t warehouse.Table, start, end
 			l.broadcast()
 		})
 	}, nil
+}
+
+// endOfTime ends the span lockTable holds: after every time a range write
+// can name.
+var endOfTime = time.Unix(1<<62, 0)
+
+// lockTable is lockRange of all of t: it waits until no exclusive write
+// runs or waits and no range write of t runs, and keeps range writes of t
+// from starting until it is released, while writes of other tables run.
+func (l *writeLock) lockTable(ctx context.Context, t warehouse.Table) (func(), error) {
+	return l.lockRange(ctx, t, time.Time{}, endOfTime)
 }

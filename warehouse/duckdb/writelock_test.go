@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -129,4 +130,48 @@ func TestInsertIntervalsOfDisjointRangesRunTogether(t *testing.T) {
 	res, err := e.Query(ctx, "SELECT count(*), count(DISTINCT id) FROM s.events")
 	require.NoError(t, err)
 	require.Equal(t, [][]any{{int64(120), int64(120)}}, res.Rows)
+}
+
+// Scenario: a deploy's workers first-build FULL tables that the create
+// stage made. A first build into a table empty as made holds only that
+// table: it runs while a batch of another table holds its range, and waits
+// while a batch of its own table does.
+func TestFirstBuildAsMadeHoldsOnlyItsTable(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e, err := Open(ctx, "", Options{})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, e.Close()) }()
+	a, b := warehouse.Table{Schema: "s", Name: "a"}, warehouse.Table{Schema: "s", Name: "b"}
+	const q = "SELECT CAST(g AS BIGINT) AS id FROM generate_series(1, 3) AS s(g)"
+	require.NoError(t, e.CreateSchema(ctx, "s"))
+	for _, tbl := range []warehouse.Table{a, b} {
+		require.NoError(t, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, Query: q}))
+	}
+	build := func(tbl warehouse.Table, got chan<- error) {
+		rows, known, err := e.ReplaceTableRows(ctx, warehouse.ReplaceTableParams{Table: tbl, Query: q, FirstBuild: true})
+		if err == nil && (!known || rows != 3) {
+			err = fmt.Errorf("first build of %s: %d rows, known %v", tbl, rows, known)
+		}
+		got <- err
+	}
+	batch, err := e.shared.wl.lockRange(ctx, a, hour(0), hour(1)) // a batch of a in flight
+	require.NoError(t, err)
+	blocked := make(chan string, 4)
+	e.shared.wl.onBlock = func(what string) { blocked <- what }
+
+	got := make(chan error, 1)
+	go build(b, got)
+	select {
+	case err := <-got:
+		require.NoError(t, err)
+	case what := <-blocked:
+		batch()
+		require.Failf(t, "the first build of s.b waited", "for %s", what)
+	}
+
+	go build(a, got)
+	require.Equal(t, "range of s.a", <-blocked, "the first build of s.a waits for the batch of s.a")
+	batch()
+	require.NoError(t, <-got)
 }

@@ -63,7 +63,7 @@ func StageBatches(ctx context.Context, tx BatchTx, p state.StageBatchesParams) (
 	out := make([]state.Batch, 0, len(p.Batches))
 	for _, b := range p.Batches {
 		b.Source = p.Source
-		if b.From < lastTo {
+		if b.From < lastTo && !mutated(MutantStageRenumbers) {
 			staged, ok, err := tx.BatchAt(ctx, p.Source, b.From)
 			if err != nil {
 				return nil, fmt.Errorf("reading the batch of source %q at position %d: %w", p.Source, b.From, err)

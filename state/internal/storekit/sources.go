@@ -28,6 +28,11 @@ type SourceRow struct {
 	// row but written only by the queue (BatchTx.SetQueue), never by
 	// PutSource.
 	LastSeq int64
+	// Block is the source's blocked batch (Block.Seq 0: none) and LateRows
+	// its late rows' running total: read with the row, written only by
+	// BlockTx.PutBlock and PutLateRows, never by PutSource.
+	Block    state.SourceBlock
+	LateRows int64
 }
 
 // Record returns the public record of r, without generations.
@@ -37,8 +42,20 @@ func (r SourceRow) Record() *state.Source {
 		Building: r.Building, Serving: r.Serving, LastGeneration: r.Last,
 		BuildRequested: r.Requested, ParkedReason: r.Parked, LastSeq: r.LastSeq,
 		RegisteredAt: FromMicros(r.RegisteredAt), UpdatedAt: FromMicros(r.UpdatedAt),
-		RemovedAt: FromMicros(r.Removed),
+		RemovedAt: FromMicros(r.Removed), LateRows: r.LateRows,
+		Blocked: r.blocked(),
 	}
+}
+
+// blocked is r's block as Source.Blocked shows it: nil when there is none,
+// or when it failed on a generation that is neither building nor serving
+// any more (retired: what failed on it is moot).
+func (r SourceRow) blocked() *state.SourceBlock {
+	b := r.Block
+	if b.Seq == 0 || b.Generation == 0 || (b.Generation != r.Building && b.Generation != r.Serving) {
+		return nil
+	}
+	return &b
 }
 
 // SourceTx is what the sources transitions need of one store transaction.
@@ -195,7 +212,7 @@ func PlanGeneration(ctx context.Context, tx SourceTx, p state.PlanGenerationPara
 		return state.Generation{}, nil, err
 	}
 	// The one-build-per-source compare-and-swap: building must be none.
-	if row.Building != 0 {
+	if row.Building != 0 && !mutated(MutantPlanNotExclusive) {
 		refused = fmt.Errorf("%w: source %q builds generation %d", state.ErrBuildInFlight, p.Source, row.Building)
 		if row.DeferredFor == row.Building {
 			return state.Generation{}, refused, nil
@@ -328,7 +345,7 @@ func RetireGeneration(ctx context.Context, tx SourceTx, p state.RetireGeneration
 	if p.Reason == "" {
 		return nil, fmt.Errorf("source %q: retiring generation %d needs a reason", p.Source, p.Generation)
 	}
-	row, gen, err := building(ctx, tx, p.Source, p.Generation)
+	row, gen, err := building(ctx, tx, p.Source, whateverBuilds(ctx, tx, MutantRetireAnyGeneration, p.Source, p.Generation))
 	if err != nil {
 		return nil, err
 	}
@@ -357,7 +374,7 @@ func RecordSwap(ctx context.Context, tx SourceTx, p state.RecordSwapParams) (*st
 	if cur.Serving == p.Generation {
 		return cur.Record(), nil // a replay of the swap already recorded
 	}
-	row, gen, err := building(ctx, tx, p.Source, p.Generation)
+	row, gen, err := building(ctx, tx, p.Source, whateverBuilds(ctx, tx, MutantSwapWithoutGenerationPredicate, p.Source, p.Generation))
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +425,7 @@ func RequestBuild(ctx context.Context, tx SourceTx, p state.RequestBuildParams) 
 	)
 	if p.Retire != 0 {
 		var gen state.Generation
-		if row, gen, err = building(ctx, tx, p.Source, p.Retire); err != nil {
+		if row, gen, err = building(ctx, tx, p.Source, whateverBuilds(ctx, tx, MutantRetireAnyGeneration, p.Source, p.Retire)); err != nil {
 			return nil, err
 		}
 		ev, err := retire(&row, &gen, p.Reason, p.Now)
@@ -539,58 +556,153 @@ func RemoveSource(ctx context.Context, tx SourceTx, p state.RemoveSourceParams) 
 	return row.Record(), nil
 }
 
-// AppliedTx is what RecordApplied needs of one store transaction: the
-// source's row, locked, and its queue head.
+// AppliedTx is what RecordApplied, RecordBlocked and AddLateRows need of
+// one store transaction: the source's row, locked, its queue head, and the
+// writes of its block and late rows.
 type AppliedTx interface {
 	SourceTx
 	// Queue is BatchTx.Queue.
 	Queue(ctx context.Context, source string) (lastSeq, lastTo int64, found bool, err error)
+	// PutBlock writes the source's block (b.Seq 0 clears it).
+	PutBlock(ctx context.Context, source string, b state.SourceBlock) error
+	// PutLateRows writes the source's late rows' running total.
+	PutLateRows(ctx context.Context, source string, total int64) error
 }
 
-// RecordApplied moves generation p.Generation's applied seq forward to
-// p.Seq (see state.SourceStore). The source's row is locked first, so the
-// check of the generation's status and applied seq holds at the write
-// against every transition (a concurrent RecordSwap retiring it, another
-// recorder): the compare-and-swap is pinned to {source, generation} and
-// to the stored seq, never to the source's displayed state.
+// live reads the locked row of the defined source and generation g of it,
+// refusing a retired or unknown generation with
+// state.ErrConflictingGeneration: the {source, generation} pin of
+// RecordApplied, RecordBlocked and AddLateRows.
+func live(ctx context.Context, tx AppliedTx, source string, g int64, what string) (SourceRow, state.Generation, error) {
+	if source == "" {
+		return SourceRow{}, state.Generation{}, errors.New("the source name is required")
+	}
+	if g <= 0 {
+		return SourceRow{}, state.Generation{}, fmt.Errorf("source %q: generation %d: generations start at 1", source, g)
+	}
+	row, err := defined(ctx, tx, source)
+	if err != nil {
+		return SourceRow{}, state.Generation{}, err
+	}
+	gen, found, err := tx.Generation(ctx, source, g)
+	if err != nil {
+		return SourceRow{}, state.Generation{}, fmt.Errorf("reading generation %d of source %q: %w", g, source, err)
+	}
+	if !found {
+		return SourceRow{}, state.Generation{}, fmt.Errorf("%w: source %q has no generation %d", state.ErrConflictingGeneration, source, g)
+	}
+	if gen.Status == state.GenerationRetired {
+		return SourceRow{}, state.Generation{}, fmt.Errorf("%w: generation %d of source %q is retired: %s",
+			state.ErrConflictingGeneration, g, source, what)
+	}
+	return row, gen, nil
+}
+
+// RecordApplied moves generation p.Generation's applied seq (and chunks
+// applied) forward to p.Seq (p.Chunks) (see state.SourceStore), and clears
+// the source's block on that generation once the seq reaches it. The
+// source's row is locked first, so the check of the generation's status
+// and applied seq holds at the write against every transition (a
+// concurrent RecordSwap retiring it, another recorder): the
+// compare-and-swap is pinned to {source, generation} and to the stored
+// seq, never to the source's displayed state.
 func RecordApplied(ctx context.Context, tx AppliedTx, p state.RecordAppliedParams) (state.Generation, error) {
-	if p.Source == "" {
-		return state.Generation{}, errors.New("the source name is required")
-	}
-	if p.Generation <= 0 {
-		return state.Generation{}, fmt.Errorf("source %q: generation %d: generations start at 1", p.Source, p.Generation)
-	}
 	if p.Seq < 0 {
 		return state.Generation{}, fmt.Errorf("source %q: generation %d: negative applied seq %d", p.Source, p.Generation, p.Seq)
 	}
-	if _, err := defined(ctx, tx, p.Source); err != nil {
+	if p.Chunks < 0 {
+		return state.Generation{}, fmt.Errorf("source %q: generation %d: negative chunks applied %d", p.Source, p.Generation, p.Chunks)
+	}
+	row, gen, err := live(ctx, tx, p.Source, p.Generation, "nothing is applied to it any more")
+	if err != nil {
 		return state.Generation{}, err
 	}
-	gen, found, err := tx.Generation(ctx, p.Source, p.Generation)
-	if err != nil {
-		return state.Generation{}, fmt.Errorf("reading generation %d of source %q: %w", p.Generation, p.Source, err)
+	moved := false
+	if p.Seq > gen.AppliedSeq || (p.Seq < gen.AppliedSeq && mutated(MutantAppliedMovesBackward)) {
+		lastSeq, _, _, err := tx.Queue(ctx, p.Source)
+		if err != nil {
+			return state.Generation{}, fmt.Errorf("reading the queue of source %q: %w", p.Source, err)
+		}
+		if p.Seq > lastSeq {
+			return state.Generation{}, fmt.Errorf("source %q: generation %d: batch %d was never staged (the queue ends at %d)",
+				p.Source, p.Generation, p.Seq, lastSeq)
+		}
+		gen.AppliedSeq, moved = p.Seq, true
 	}
-	if !found {
-		return state.Generation{}, fmt.Errorf("%w: source %q has no generation %d", state.ErrConflictingGeneration, p.Source, p.Generation)
+	if p.Chunks > gen.ChunksApplied {
+		if p.Chunks > gen.Chunks {
+			return state.Generation{}, fmt.Errorf("source %q: generation %d: %d chunks applied of %d", p.Source, p.Generation, p.Chunks, gen.Chunks)
+		}
+		gen.ChunksApplied, moved = p.Chunks, true
 	}
-	if gen.Status == state.GenerationRetired {
-		return state.Generation{}, fmt.Errorf("%w: generation %d of source %q is retired: nothing is applied to it any more",
-			state.ErrConflictingGeneration, p.Generation, p.Source)
-	}
-	if p.Seq <= gen.AppliedSeq {
+	if !moved {
 		return gen, nil // behind or equal: another recorder got there first
 	}
-	lastSeq, _, _, err := tx.Queue(ctx, p.Source)
-	if err != nil {
-		return state.Generation{}, fmt.Errorf("reading the queue of source %q: %w", p.Source, err)
-	}
-	if p.Seq > lastSeq {
-		return state.Generation{}, fmt.Errorf("source %q: generation %d: batch %d was never staged (the queue ends at %d)",
-			p.Source, p.Generation, p.Seq, lastSeq)
-	}
-	gen.AppliedSeq = p.Seq
 	if err := tx.PutGeneration(ctx, gen); err != nil {
 		return state.Generation{}, fmt.Errorf("writing generation %d of source %q: %w", gen.Generation, p.Source, err)
 	}
+	if b := row.Block; b.Seq != 0 && b.Generation == gen.Generation && b.Seq <= gen.AppliedSeq {
+		if err := tx.PutBlock(ctx, p.Source, state.SourceBlock{}); err != nil {
+			return state.Generation{}, fmt.Errorf("clearing the blocked batch %d of source %q: %w", b.Seq, p.Source, err)
+		}
+	}
 	return gen, nil
+}
+
+// RecordBlocked records that batch p.Seq failed on generation p.Generation
+// (see state.SourceStore), pinned to {source, generation} on the locked
+// row.
+func RecordBlocked(ctx context.Context, tx AppliedTx, p state.RecordBlockedParams) (state.SourceBlock, error) {
+	if err := checkCall(p.Source, p.Now); err != nil {
+		return state.SourceBlock{}, err
+	}
+	if p.Location == "" || p.Reason == "" {
+		return state.SourceBlock{}, fmt.Errorf("source %q: batch %d: a blocked batch needs its location and the reason", p.Source, p.Seq)
+	}
+	row, gen, err := live(ctx, tx, p.Source, p.Generation, "what fails on it no longer blocks the source")
+	if err != nil {
+		return state.SourceBlock{}, err
+	}
+	if p.Seq <= gen.AppliedSeq {
+		return state.SourceBlock{}, fmt.Errorf("source %q: generation %d already holds batch %d (applied through %d): it cannot block",
+			p.Source, p.Generation, p.Seq, gen.AppliedSeq)
+	}
+	lastSeq, _, _, err := tx.Queue(ctx, p.Source)
+	if err != nil {
+		return state.SourceBlock{}, fmt.Errorf("reading the queue of source %q: %w", p.Source, err)
+	}
+	if p.Seq > lastSeq {
+		return state.SourceBlock{}, fmt.Errorf("source %q: batch %d was never staged (the queue ends at %d)", p.Source, p.Seq, lastSeq)
+	}
+	now := FromMicros(Micros(p.Now))
+	b := row.Block
+	if b.Seq != p.Seq {
+		b = state.SourceBlock{Seq: p.Seq, FirstFailedAt: now}
+	}
+	b.Generation, b.Location, b.Reason, b.LastFailedAt = p.Generation, p.Location, p.Reason, now
+	b.Attempts++
+	if err := tx.PutBlock(ctx, p.Source, b); err != nil {
+		return state.SourceBlock{}, fmt.Errorf("recording the blocked batch %d of source %q: %w", p.Seq, p.Source, err)
+	}
+	return b, nil
+}
+
+// AddLateRows adds p.Rows to the source's late rows' running total (see
+// state.SourceStore), pinned to {source, generation} on the locked row.
+func AddLateRows(ctx context.Context, tx AppliedTx, p state.AddLateRowsParams) (int64, error) {
+	if p.Rows < 0 {
+		return 0, fmt.Errorf("source %q: negative late rows %d", p.Source, p.Rows)
+	}
+	row, _, err := live(ctx, tx, p.Source, p.Generation, "its late rows are not counted")
+	if err != nil {
+		return 0, err
+	}
+	if p.Rows == 0 {
+		return row.LateRows, nil
+	}
+	total := row.LateRows + p.Rows
+	if err := tx.PutLateRows(ctx, p.Source, total); err != nil {
+		return 0, fmt.Errorf("adding the late rows of source %q: %w", p.Source, err)
+	}
+	return total, nil
 }
