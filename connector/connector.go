@@ -25,6 +25,13 @@ import (
 // build to a later pass.
 var ErrNotConsistent = errors.New("source has no consistent snapshot yet")
 
+// ErrPinInvalid is wrapped by the error of SnapshotAt when the pin is no
+// longer a valid snapshot of the source: a replace run staged after it
+// replaces what it pinned, or the queue no longer holds the batches it
+// covers. The build pinned there cannot resume: the worker retires it,
+// naming the error, and plans anew.
+var ErrPinInvalid = errors.New("the pin is no longer a valid snapshot of the source")
+
 // ErrEscapes is wrapped by the error of a definition whose glob reaches
 // outside the project.
 var ErrEscapes = errors.New("path leaves the project")
@@ -87,6 +94,19 @@ type Connector interface {
 	// without the vanished locations: a build the user asked for after
 	// the loss (a resync) rebuilds from it; any other caller fails closed.
 	Snapshot(ctx context.Context, q Queue) (Snapshot, error)
+	// SnapshotAt returns the snapshot Snapshot returned when the queue's
+	// staged batches ended at pin: the same Pin, PinLabel and Chunks,
+	// computed from the staged batches up to pin alone, so that a build
+	// left in flight (by a crash, or by another process) resumes at its
+	// own pin however many batches were staged since; those are its live
+	// batches, caught up on after its chunks. It fails wrapping
+	// ErrPinInvalid, saying why, when pin is no longer a valid snapshot
+	// (a replace run staged after pin replaces it; the queue no longer
+	// holds the batches it covers), and is a *VanishedError, returned
+	// with the snapshot of what still exists, when a location it needs is
+	// gone. What arrives after pin (a replace run still arriving
+	// included) never changes the snapshot at pin.
+	SnapshotAt(ctx context.Context, q Queue, pin int64) (Snapshot, error)
 }
 
 // VanishedError is a snapshot that needs locations gone from the source.

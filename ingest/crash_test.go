@@ -72,8 +72,10 @@ func (r *rig) final() finalState {
 // pass with nothing new, which must resume. The history:
 //  1. a.csv, b.csv, c.csv: generation 1 is built in two chunks;
 //  2. d.csv, e.csv: two live batches (seq 4, 5) onto generation 1;
-//  3. a resync, and f.csv: generation 2 is built in three chunks;
-//  4. g.csv: a live batch (seq 7) onto generation 2.
+//  3. a resync, and f.csv: generation 2 is built in three chunks; once its
+//     chunk 0 commits, g.csv lands and is staged (by another worker): 2's
+//     catch-up applies it (seq 7) before its swap;
+//  4. h.csv: a live batch (seq 8) onto generation 2.
 //
 // It returns the final state and whether the crash fired.
 func crashHistory(t *testing.T, r *rig, cp *crashPoint) (finalState, bool) {
@@ -87,6 +89,7 @@ func crashHistory(t *testing.T, r *rig, cp *crashPoint) (finalState, bool) {
 		}
 		return errCrash
 	}
+	arrived := false
 	at := func(before bool, step warehouse.IngestStep, gen, index int64) bool {
 		return cp != nil && !fired && !cp.plan && cp.before == before && cp.step == step && cp.gen == gen && cp.index == index
 	}
@@ -104,6 +107,11 @@ func crashHistory(t *testing.T, r *rig, cp *crashPoint) (finalState, bool) {
 			return nil
 		},
 		AfterStep: func(_ string, step warehouse.IngestStep, gen, index int64) error {
+			if !arrived && step == warehouse.StepChunk && gen == 2 && index == 0 {
+				arrived = true
+				r.csv("g.csv", 9)
+				require.Equal(t, 1, r.stage(), "g.csv lands while generation 2 builds")
+			}
 			if at(false, step, gen, index) {
 				return crash()
 			}
@@ -148,22 +156,25 @@ func crashHistory(t *testing.T, r *rig, cp *crashPoint) (finalState, bool) {
 	require.NoError(t, err)
 	r.csv("f.csv", 8)
 	pass("the resync's build")
-	r.requireServesExactly(ids(1, 8))
-	r.csv("g.csv", 9)
-	pass("a live batch on generation 2")
+	require.True(t, arrived, "g.csv landed while generation 2 built")
 	r.requireServesExactly(ids(1, 9))
+	r.csv("h.csv", 10)
+	pass("a live batch on generation 2")
+	r.requireServesExactly(ids(1, 10))
 	return r.final(), fired
 }
 
 func TestCrashAtEachStepResumesToTheUncrashedState(t *testing.T) {
 	// Scenario: the history of crashHistory (build, live batches, resync
-	// build, live batch) is run once without a crash, then once per crash
-	// point, crashing there (a hook failing, or the pass's context
-	// cancelled) and running the next pass with nothing new: after
+	// build with a catch-up, live batch) is run once without a crash, then
+	// once per crash point, crashing there (a hook failing, or the pass's
+	// context cancelled) and running the next pass with nothing new: after
 	// PlanGeneration before the fence, between
 	// chunks, after a chunk's warehouse commit, between a live batch's
-	// warehouse commit and the pass's next write, after the swap commit
-	// before RecordSwap. Every run ends with the same table (ids 1..9, once
+	// warehouse commit and the pass's next write, before and after the
+	// commit of a catch-up batch (the build resumes at its pin although
+	// g.csv was staged after it), after the swap commit before
+	// RecordSwap. Every run ends with the same table (ids 1..10, once
 	// each), the same state-store record and generations, and the same
 	// warehouse fence and markers as the uncrashed run. SQLite and
 	// PostgreSQL state on DuckDB; the cases marked pg also on the
@@ -176,6 +187,9 @@ func TestCrashAtEachStepResumesToTheUncrashedState(t *testing.T) {
 		{name: "after the commit of the last chunk of 2", step: warehouse.StepChunk, gen: 2, index: 2},
 		{name: "after the commit of live batch 4", step: warehouse.StepBatch, gen: 1, index: 4},
 		{name: "cancelled after the commit of live batch 4", step: warehouse.StepBatch, gen: 1, index: 4, cancel: true},
+		{name: "before catch-up batch 7 of 2", before: true, step: warehouse.StepBatch, gen: 2, index: 7},
+		{name: "after the commit of catch-up batch 7 of 2", step: warehouse.StepBatch, gen: 2, index: 7, pg: true},
+		{name: "cancelled after the commit of catch-up batch 7 of 2", step: warehouse.StepBatch, gen: 2, index: 7, cancel: true},
 		{name: "after the swap commit of 1, before RecordSwap", step: warehouse.StepSwap, gen: 1, pg: true},
 		{name: "cancelled after the swap commit of 2, before RecordSwap", step: warehouse.StepSwap, gen: 2, cancel: true},
 	}
@@ -185,7 +199,7 @@ func TestCrashAtEachStepResumesToTheUncrashedState(t *testing.T) {
 				t.Skip("no case runs on this engine")
 			}
 			want, _ := crashHistory(t, rigT(t, b), nil)
-			require.Equal(t, ids(1, 9), want.IDs)
+			require.Equal(t, ids(1, 10), want.IDs)
 			require.Equal(t, state.SourcePrimed, want.State)
 			require.Equal(t, int64(2), want.Serving)
 			for _, cp := range points {

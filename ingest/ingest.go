@@ -25,12 +25,14 @@
 //     land) and without recomputing its watermark;
 //  2. heal: a swap the warehouse committed that the state has not recorded
 //     is recorded (RecordSwap). A build the state shows in flight is
-//     resumed in step 4 (its fence replayed when the warehouse's lags)
-//     when the snapshot still pins where it was planned, and otherwise
-//     retired (RequestBuild with Retire) and planned anew; a build planned
-//     without a pin (a resync) is pinned there (PinGeneration); a
-//     generation's applied seq the state store records behind the
-//     warehouse's markers is moved up to them (RecordApplied);
+//     resumed in step 4 at its own pin (its fence replayed when the
+//     warehouse's lags, the batches staged since caught up on) while the
+//     connector still gives the snapshot there (SnapshotAt), also beside
+//     another process's pass running it, and otherwise (a replace run
+//     staged after the pin) retired, naming why, and planned anew; a
+//     build planned without a pin (a resync) is pinned there
+//     (PinGeneration); a generation's applied seq the state store records
+//     behind the warehouse's markers is moved up to them (RecordApplied);
 //  3. discover and stage the connector's new batches;
 //  4. a replace run staged after what serves is a generation of kind
 //     replace: planned (the same one-build-per-source compare-and-swap as
@@ -675,16 +677,19 @@ type target struct {
 }
 
 // build plans (or resumes) a backfill generation and lands it up to its
-// swap. A build left in flight by an earlier pass is resumed when the
-// snapshot still pins where it did, and otherwise retired and planned
-// anew; a generation planned without a pin (a resync, which plans at once
-// to name it) is pinned here (PinGeneration), not retired.
+// swap. A build left in flight by an earlier pass (a crash, or another
+// process's pass, maybe running still) resumes at its own pin (resume);
+// a generation planned without a pin (a resync, which plans at once to
+// name it) is pinned here (PinGeneration), at the snapshot of now.
 //
 // A staged location gone from the source fails closed: the source is
 // parked NEEDS_RESYNC naming it, and nothing incomplete is swapped in.
 // Only pinning a generation planned without a pin, which a resync asked
 // for after the loss, builds from what still exists.
 func (w *worker) build(ctx context.Context, all []state.Batch) error {
+	if gen := w.building(); gen.Generation != 0 && gen.Pin != nil {
+		return w.resume(ctx, gen, all)
+	}
 	snap, err := w.conn.Snapshot(ctx, w.p.Store)
 	if errors.Is(err, connector.ErrNotConsistent) {
 		return w.deferBuild(ctx, "not_consistent", err)
@@ -694,7 +699,7 @@ func (w *worker) build(ctx context.Context, all []state.Batch) error {
 		return fmt.Errorf("source %s: snapshot: %w", w.name(), err)
 	}
 	gen := w.building()
-	if gen.Generation != 0 && gen.Pin == nil {
+	if gen.Generation != 0 {
 		if len(snap.Chunks) == 0 {
 			return w.deferBuild(ctx, "no_data", nil)
 		}
@@ -704,6 +709,12 @@ func (w *worker) build(ctx context.Context, all []state.Batch) error {
 		}
 		gen, err = w.p.Store.PinGeneration(ctx, state.PinGenerationParams{Source: w.name(), Generation: gen.Generation,
 			Pin: snap.Pin, PinLabel: snap.PinLabel, Chunks: len(snap.Chunks), Now: w.p.Clock.Now()})
+		if errors.Is(err, state.ErrConflictingGeneration) {
+			// Another pass pinned it (or retired it) first: the next round
+			// works on what the state store holds now.
+			w.again = true
+			return w.refresh(ctx)
+		}
 		if err != nil {
 			return fmt.Errorf("source %s: pinning generation %d: %w", w.name(), w.src.Building, err)
 		}
@@ -715,37 +726,72 @@ func (w *worker) build(ctx context.Context, all []state.Batch) error {
 	if gone != nil {
 		return w.park(ctx, gone.Locations)
 	}
-	if gen.Generation != 0 && (*gen.Pin != snap.Pin || gen.Chunks != len(snap.Chunks)) {
-		if _, err := w.p.Store.RequestBuild(ctx, state.RequestBuildParams{Source: w.name(), Retire: w.src.Building,
-			Reason: "the snapshot moved since the build began", Now: w.p.Clock.Now()}); err != nil {
-			return fmt.Errorf("source %s: retiring the stale build of generation %d: %w", w.name(), w.src.Building, err)
-		}
-		if err := w.refresh(ctx); err != nil {
-			return err
-		}
-		gen = state.Generation{}
-	}
 	if len(snap.Chunks) == 0 {
 		return w.deferBuild(ctx, "no_data", nil)
 	}
-	if gen.Generation == 0 {
-		pin := snap.Pin
-		gen, err = w.p.Store.PlanGeneration(ctx, state.PlanGenerationParams{Source: w.name(), Kind: state.GenerationBackfill,
-			Pin: &pin, PinLabel: snap.PinLabel, Chunks: len(snap.Chunks), Now: w.p.Clock.Now()})
-		if errors.Is(err, state.ErrBuildInFlight) {
-			return w.deferBuild(ctx, state.ReasonSourceBuildInFlight, err)
-		}
-		if errors.Is(err, state.ErrSourceParked) {
-			return w.deferBuild(ctx, "parked", err)
-		}
-		if err != nil {
-			return fmt.Errorf("source %s: planning a generation: %w", w.name(), err)
-		}
-		if err := w.refresh(ctx); err != nil {
-			return err
-		}
+	pin := snap.Pin
+	gen, err = w.p.Store.PlanGeneration(ctx, state.PlanGenerationParams{Source: w.name(), Kind: state.GenerationBackfill,
+		Pin: &pin, PinLabel: snap.PinLabel, Chunks: len(snap.Chunks), Now: w.p.Clock.Now()})
+	if errors.Is(err, state.ErrBuildInFlight) {
+		return w.deferBuild(ctx, state.ReasonSourceBuildInFlight, err)
+	}
+	if errors.Is(err, state.ErrSourceParked) {
+		return w.deferBuild(ctx, "parked", err)
+	}
+	if err != nil {
+		return fmt.Errorf("source %s: planning a generation: %w", w.name(), err)
+	}
+	if err := w.refresh(ctx); err != nil {
+		return err
 	}
 	return w.land(ctx, gen, target{pin: snap.Pin, label: snap.PinLabel, chunks: snap.Chunks}, all)
+}
+
+// resume lands the pinned backfill generation gen that an earlier pass
+// left in flight, at its own pin: its chunks are the connector's snapshot
+// at that pin (SnapshotAt), the same the pass that planned it loaded, and
+// every batch staged since is caught up on as a live batch; the
+// warehouse refuses each step already applied, so a resume beside the
+// pass still running it (another process) lands every row once and
+// retires neither. Only when the pin is no longer a valid snapshot of the
+// source (connector.ErrPinInvalid: a replace run staged after it replaces
+// it, the queue lost what it covers) or its snapshot no longer has the
+// chunks gen was planned with is gen retired, the retire event naming
+// why, and a build planned anew. A location the pin needs that vanished
+// parks the source, as for any build.
+func (w *worker) resume(ctx context.Context, gen state.Generation, all []state.Batch) error {
+	snap, err := w.conn.SnapshotAt(ctx, w.p.Store, *gen.Pin)
+	var gone *connector.VanishedError
+	reason := ""
+	switch {
+	case errors.As(err, &gone):
+		return w.park(ctx, gone.Locations)
+	case errors.Is(err, connector.ErrPinInvalid):
+		reason = err.Error()
+	case err != nil:
+		return fmt.Errorf("source %s: snapshot at the pin %d of generation %d: %w", w.name(), *gen.Pin, gen.Generation, err)
+	case len(snap.Chunks) != gen.Chunks:
+		reason = fmt.Sprintf("source %s: snapshot at position %d: %d chunks now, %d when generation %d was planned",
+			w.name(), *gen.Pin, len(snap.Chunks), gen.Chunks, gen.Generation)
+	}
+	if reason == "" {
+		w.log().InfoContext(ctx, "resuming the build in flight at its pin", logkey.Generation, gen.Generation,
+			logkey.Reason, "resume")
+		return w.land(ctx, gen, target{pin: *gen.Pin, label: gen.PinLabel, chunks: snap.Chunks}, all)
+	}
+	_, err = w.p.Store.RetireGeneration(ctx, state.RetireGenerationParams{Source: w.name(), Generation: gen.Generation,
+		Reason: reason, Now: w.p.Clock.Now()})
+	if err != nil && !errors.Is(err, state.ErrConflictingGeneration) {
+		return fmt.Errorf("source %s: retiring generation %d, whose pin is no longer valid: %w", w.name(), gen.Generation, err)
+	}
+	if err == nil {
+		w.log().InfoContext(ctx, "build retired: its pin is no longer a valid snapshot", logkey.Generation, gen.Generation,
+			logkey.Reason, reason)
+	}
+	// Retired here, or moved by another actor meanwhile: the next round
+	// plans from what the state store holds now.
+	w.again = true
+	return w.refresh(ctx)
 }
 
 // land lands the building generation gen, pinned at t.pin: the warehouse
@@ -925,7 +971,11 @@ func (w *worker) replace(ctx context.Context, r *replaceRun, all []state.Batch) 
 	chunks := runChunks(r)
 	label := "replace run " + r.name
 	if gen.Generation == 0 {
-		p := state.PlanGenerationParams{Source: w.name(), Kind: state.GenerationReplace, PinLabel: label, AllowParked: true, Now: w.p.Clock.Now()}
+		// A build that was owed (a resync) is not what the run is: it stays
+		// requested, in the planning transaction itself, and is built once
+		// the run serves.
+		p := state.PlanGenerationParams{Source: w.name(), Kind: state.GenerationReplace, PinLabel: label, AllowParked: true,
+			KeepRequested: carry, Now: w.p.Clock.Now()}
 		if r.final {
 			end := r.end()
 			p.Pin, p.Chunks = &end, len(chunks)
@@ -937,14 +987,6 @@ func (w *worker) replace(ctx context.Context, r *replaceRun, all []state.Batch) 
 		}
 		if err != nil {
 			return fmt.Errorf("source %s: planning the generation of replace run %s: %w", w.name(), r.name, err)
-		}
-		if carry {
-			// The build that was owed (a resync) is not what the run is:
-			// it stays requested, and is built once the run serves.
-			if _, err := w.p.Store.RequestBuild(ctx, state.RequestBuildParams{Source: w.name(),
-				Reason: "deferred behind replace run " + r.name, Now: w.p.Clock.Now()}); err != nil {
-				return fmt.Errorf("source %s: keeping the build deferred behind replace run %s: %w", w.name(), r.name, err)
-			}
 		}
 		if err := w.refresh(ctx); err != nil {
 			return err

@@ -357,15 +357,16 @@ func (e *env) coverage() interval.Set {
 	return m[state.SourceKey(src)]
 }
 
-func TestCrashBetweenPlanAndFenceIsResumedOrReplanned(t *testing.T) {
+func TestCrashBetweenPlanAndFenceIsResumed(t *testing.T) {
 	// Scenario: a pass plans generation 1 in the state store and crashes
 	// before the warehouse fence moves (a hook fails there). The next pass,
 	// with nothing new landed, finds the snapshot where it was pinned: it
 	// replays the fence and resumes generation 1. Then a second source
 	// history: the crash repeats on a resync (generation 2 planned, fence
-	// still at 1), a file lands meanwhile so the snapshot moved: the next
-	// pass retires generation 2 and builds generation 3, which serves
-	// every row once.
+	// still at 1), and a file lands meanwhile, after 2's pin: the next pass
+	// still resumes generation 2 at its pin, fencing it and catching it up
+	// on the new file, and 2 serves every row once; no generation is
+	// retired and none is planned beyond 2.
 	eachStore(t, func(t *testing.T, e *env) {
 		crash := errors.New("crash after plan")
 		e.hooks.AfterPlan = func(string, int64) error { return crash }
@@ -391,13 +392,18 @@ func TestCrashBetweenPlanAndFenceIsResumedOrReplanned(t *testing.T) {
 		e.csv("b.csv", 3)
 		r = e.pass()
 		require.NoError(t, r.Err)
-		require.Equal(t, int64(3), r.Built)
+		require.Equal(t, int64(2), r.Built, "generation 2 resumed at its pin")
 		s := e.source()
 		require.Equal(t, state.SourcePrimed, s.State())
-		require.Equal(t, int64(3), s.Serving)
+		require.Equal(t, int64(2), s.Serving)
+		require.Equal(t, int64(2), s.LastGeneration, "nothing replanned")
 		for _, g := range s.Generations {
-			if g.Generation == 2 {
-				require.Equal(t, state.GenerationRetired, g.Status)
+			switch g.Generation {
+			case 1:
+				require.Equal(t, state.RetiredReplaced, g.RetiredReason, "generation 1 is retired only by 2's swap")
+			case 2:
+				require.Equal(t, state.GenerationSwapped, g.Status)
+				require.Equal(t, int64(1), *g.Pin, "pinned before b.csv")
 			}
 		}
 		e.requireServes(3)

@@ -221,7 +221,13 @@ type PlanGenerationParams struct {
 	// the table from scratch, heals it); otherwise a parked source refuses
 	// with ErrSourceParked.
 	AllowParked bool
-	Now         time.Time
+	// KeepRequested leaves the source's build request as it is instead of
+	// clearing it: the generation planned is not the build asked for (a
+	// replace run planned while a resync is owed, which is built after
+	// it). Kept in the planning transaction, the request survives a crash
+	// right after it.
+	KeepRequested bool
+	Now           time.Time
 }
 
 // PinGenerationParams are the parameters of PinGeneration.
@@ -380,10 +386,10 @@ type SourceStore interface {
 	EnsureSources(ctx context.Context, p EnsureSourcesParams) ([]*Source, error)
 	// PlanGeneration issues generation LastGeneration+1 as the building
 	// one, only while none is in flight (the one-build-per-source CAS), and
-	// clears the build request: ErrBuildInFlight otherwise, in which case
-	// it appends one source_plan_deferred event per in-flight generation
-	// and changes nothing else. A parked source refuses with
-	// ErrSourceParked unless AllowParked.
+	// clears the build request unless KeepRequested: ErrBuildInFlight
+	// otherwise, in which case it appends one source_plan_deferred event
+	// per in-flight generation and changes nothing else. A parked source
+	// refuses with ErrSourceParked unless AllowParked.
 	PlanGeneration(ctx context.Context, p PlanGenerationParams) (Generation, error)
 	// PinGeneration records the pin of the building generation p.Generation
 	// that has none yet (a replace run whose final batch arrived):

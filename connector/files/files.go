@@ -32,6 +32,7 @@ package files
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -416,14 +417,76 @@ func (c *Connector) Snapshot(ctx context.Context, q connector.Queue) (connector.
 			return connector.Snapshot{}, fmt.Errorf("source %s: replace run %s is still arriving: %w", c.def.Name, r.dir, connector.ErrNotConsistent)
 		}
 	}
-	live := t.batches
-	for i := len(t.batches) - 1; i >= 0; i-- {
-		if t.batches[i].Kind == state.BatchReplaceFinal {
-			run, j := t.batches[i].ReplaceRun, i
-			for j > 0 && t.batches[j-1].ReplaceRun == run {
+	return c.snapshot(t.batches, t.next)
+}
+
+// SnapshotAt returns the snapshot Snapshot returned when the queue ended
+// at pin: that of the staged batches with To <= pin, chunked alike. It
+// wraps connector.ErrPinInvalid when a replace run is staged after pin
+// (it replaces what pin holds), when pin is past the queue's end, or when
+// the queue no longer holds every batch live at pin (pruned); it is a
+// *connector.VanishedError, with the snapshot of what still exists, when a
+// file live at pin is gone. Replace run folders on disk not staged yet do
+// not concern it: the positions up to pin are fixed.
+func (c *Connector) SnapshotAt(ctx context.Context, q connector.Queue, pin int64) (connector.Snapshot, error) {
+	t, err := c.taken(ctx, q)
+	if err != nil {
+		return connector.Snapshot{}, err
+	}
+	invalid := func(format string, args ...any) (connector.Snapshot, error) {
+		return connector.Snapshot{}, fmt.Errorf("source %s: snapshot at position %d: %s: %w",
+			c.def.Name, pin, fmt.Sprintf(format, args...), connector.ErrPinInvalid)
+	}
+	if pin < 0 || pin > t.next {
+		return invalid("the queue ends at position %d", t.next)
+	}
+	var upTo []state.Batch
+	for _, b := range t.batches {
+		switch {
+		case b.To <= pin:
+			upTo = append(upTo, b)
+		case b.From < pin:
+			return invalid("batch %d (%s) straddles it", b.Seq, b.Location)
+		case b.ReplaceRun != "":
+			return invalid("replace run %s, staged after it, replaces what it holds", b.ReplaceRun)
+		}
+	}
+	if pin > 0 && (len(upTo) == 0 || upTo[len(upTo)-1].To != pin) {
+		return invalid("the queue no longer holds the batches before it")
+	}
+	replaced := false // a replace run among upTo: what precedes it is not live
+	for i, b := range upTo {
+		if i > 0 && b.From != upTo[i-1].To {
+			return invalid("the queue no longer holds positions %d to %d", upTo[i-1].To, b.From)
+		}
+		replaced = replaced || b.Kind == state.BatchReplaceFinal
+	}
+	if len(upTo) > 0 && upTo[0].From > 0 && !replaced {
+		return invalid("the queue no longer holds positions 0 to %d", upTo[0].From)
+	}
+	snap, err := c.snapshot(upTo, pin)
+	if errors.Is(err, connector.ErrNotConsistent) {
+		return invalid("%v", err)
+	}
+	return snap, err
+}
+
+// snapshot is the snapshot pinned at pin of bs, the staged batches before
+// pin in Seq order: the files of the last replace run among them and the
+// appends after it, in chunks of at most ChunkFiles. It wraps
+// connector.ErrNotConsistent when a replace run among them has no final
+// batch, and is a *connector.VanishedError, returned with the snapshot of
+// the live files that still exist, when a live file is gone. Snapshot and
+// SnapshotAt share it, so that both chunk one pin alike.
+func (c *Connector) snapshot(bs []state.Batch, pin int64) (connector.Snapshot, error) {
+	live := bs
+	for i := len(bs) - 1; i >= 0; i-- {
+		if bs[i].Kind == state.BatchReplaceFinal {
+			run, j := bs[i].ReplaceRun, i
+			for j > 0 && bs[j-1].ReplaceRun == run {
 				j--
 			}
-			live = t.batches[j:]
+			live = bs[j:]
 			break
 		}
 	}
@@ -434,9 +497,9 @@ func (c *Connector) Snapshot(ctx context.Context, q connector.Queue) (connector.
 			return connector.Snapshot{}, fmt.Errorf("source %s: replace run %s has no final batch staged: %w", c.def.Name, b.ReplaceRun, connector.ErrNotConsistent)
 		}
 	}
-	snap := connector.Snapshot{Pin: t.next}
-	if len(t.batches) > 0 {
-		snap.PinLabel = fmt.Sprintf("file %d %s", t.next-1, t.batches[len(t.batches)-1].Location)
+	snap := connector.Snapshot{Pin: pin}
+	if len(bs) > 0 {
+		snap.PinLabel = fmt.Sprintf("file %d %s", pin-1, bs[len(bs)-1].Location)
 	}
 	var gone []string
 	for _, b := range live {

@@ -340,3 +340,120 @@ func TestTwoProcessesNeverRenumber(t *testing.T) {
 		})
 	}
 }
+
+// Scenario: old.csv, then a replace run r1 (two files), then a.csv, b.csv,
+// c.csv are staged; a build pins the snapshot at 6 (three chunks: r1's
+// files, a and b, c; old.csv is replaced). d.csv, e.csv land and a replace
+// run r2 starts arriving (part-0.csv, no _SUCCESS): Snapshot refuses, but
+// SnapshotAt the old pin returns exactly the old snapshot, label included,
+// also from a second connector (a restart). A pin at r1's end holds r1
+// alone; one inside r1, or past the queue, is refused with ErrPinInvalid.
+// Then r2 completes and is staged after the pin: SnapshotAt refuses with
+// ErrPinInvalid naming it.
+func TestSnapshotAtKeepsThePinWhileAppendsArrive(t *testing.T) {
+	t.Parallel()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			root := t.TempDir()
+			c := newConn(t, root, def(0), clockwork.NewFakeClockAt(epoch))
+			write(t, root, "landing/full/r1/part-0.csv", "x", epoch)
+			write(t, root, "landing/full/r1/part-1.csv", "x", epoch)
+			write(t, root, "landing/full/r1/_SUCCESS", "", epoch)
+			write(t, root, "landing/old.csv", "x", epoch)
+			pass(t, ctx, c, st) // old at 0 is replaced by r1 at 1, 2
+			write(t, root, "landing/a.csv", "x", epoch)
+			write(t, root, "landing/b.csv", "x", epoch)
+			write(t, root, "landing/c.csv", "x", epoch)
+			pass(t, ctx, c, st)
+			want, err := c.Snapshot(ctx, st)
+			require.NoError(t, err)
+			require.Equal(t, int64(6), want.Pin)
+			require.Len(t, want.Chunks, 3)
+
+			write(t, root, "landing/d.csv", "x", epoch)
+			write(t, root, "landing/e.csv", "x", epoch)
+			write(t, root, "landing/full/r2/part-0.csv", "x", epoch)
+			pass(t, ctx, c, st)
+			_, err = c.Snapshot(ctx, st)
+			require.ErrorIs(t, err, connector.ErrNotConsistent, "r2 is arriving")
+			for _, conn := range []*files.Connector{c, newConn(t, root, def(0), clockwork.NewFakeClockAt(epoch))} {
+				got, err := conn.SnapshotAt(ctx, st, want.Pin)
+				require.NoError(t, err)
+				require.Equal(t, want, got)
+			}
+			at3, err := c.SnapshotAt(ctx, st, 3)
+			require.NoError(t, err)
+			require.Equal(t, []connector.Chunk{{Index: 0, From: 1, To: 3, Locations: []string{"landing/full/r1/part-0.csv", "landing/full/r1/part-1.csv"}}}, at3.Chunks)
+			_, err = c.SnapshotAt(ctx, st, 2)
+			require.ErrorIs(t, err, connector.ErrPinInvalid, "a pin inside r1")
+			_, err = c.SnapshotAt(ctx, st, 9)
+			require.ErrorIs(t, err, connector.ErrPinInvalid, "a pin past the queue")
+			require.ErrorContains(t, err, "the queue ends at position 8")
+
+			write(t, root, "landing/full/r2/_SUCCESS", "", epoch)
+			pass(t, ctx, c, st)
+			_, err = c.SnapshotAt(ctx, st, want.Pin)
+			require.ErrorIs(t, err, connector.ErrPinInvalid)
+			require.ErrorContains(t, err, "source raw.events: snapshot at position 6: replace run landing/full/r2, staged after it, replaces what it holds")
+		})
+	}
+}
+
+// Scenario: a file live at a pin is deleted: SnapshotAt is a
+// VanishedError naming it, with the snapshot of what still exists; a file
+// staged after the pin vanishing does not concern it.
+func TestSnapshotAtReportsAVanishedFile(t *testing.T) {
+	t.Parallel()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			root := t.TempDir()
+			c := newConn(t, root, def(0), clockwork.NewFakeClockAt(epoch))
+			write(t, root, "landing/a.csv", "x", epoch)
+			write(t, root, "landing/b.csv", "x", epoch)
+			pass(t, ctx, c, st)
+			write(t, root, "landing/c.csv", "x", epoch)
+			pass(t, ctx, c, st)
+			require.NoError(t, os.Remove(filepath.Join(root, "landing", "c.csv")))
+			snap, err := c.SnapshotAt(ctx, st, 2)
+			require.NoError(t, err, "c.csv is after the pin")
+			require.Equal(t, []string{"landing/a.csv", "landing/b.csv"}, snap.Chunks[0].Locations)
+
+			require.NoError(t, os.Remove(filepath.Join(root, "landing", "a.csv")))
+			snap, err = c.SnapshotAt(ctx, st, 2)
+			var ve *connector.VanishedError
+			require.True(t, errors.As(err, &ve), "%v", err)
+			require.Equal(t, []string{"landing/a.csv"}, ve.Locations)
+			require.Equal(t, int64(2), snap.Pin)
+			require.Equal(t, []string{"landing/b.csv"}, snap.Chunks[0].Locations)
+		})
+	}
+}
+
+// Scenario: a.csv, b.csv, c.csv are staged and a build pins 3; the queue
+// then loses a.csv's batch (pruned): SnapshotAt 3 can no longer recompute
+// the snapshot and refuses with ErrPinInvalid, saying which positions are
+// missing, rather than return a snapshot without a.csv.
+func TestSnapshotAtRefusesAPrunedQueue(t *testing.T) {
+	t.Parallel()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			root := t.TempDir()
+			c := newConn(t, root, def(0), clockwork.NewFakeClockAt(epoch))
+			for _, f := range []string{"a", "b", "c"} {
+				write(t, root, "landing/"+f+".csv", "x", epoch)
+			}
+			pass(t, ctx, c, st)
+			_, err := c.SnapshotAt(ctx, st, 3)
+			require.NoError(t, err)
+			n, err := st.PruneBatches(ctx, state.PruneBatchesParams{Source: src, BelowSeq: 2})
+			require.NoError(t, err)
+			require.Equal(t, int64(1), n)
+			_, err = c.SnapshotAt(ctx, st, 3)
+			require.ErrorIs(t, err, connector.ErrPinInvalid)
+			require.ErrorContains(t, err, "snapshot at position 3: the queue no longer holds positions 0 to 1")
+		})
+	}
+}

@@ -24,6 +24,7 @@ func sourceTests() []test {
 		{"RetireRefusesOtherGeneration", testSourceRetireOther},
 		{"SwapAndRetireRaceExactlyOneWins", testSourceSwapRetireRace},
 		{"RequestBuildRetiresOnlyTheGenerationRead", testSourceRequestBuild},
+		{"PlanCanKeepTheBuildRequest", testSourcePlanKeepsRequest},
 		{"ReplaceRunIsPinnedWhenItsFinalArrives", testSourcePin},
 		{"ResyncBackfillIsPinnedLater", testSourcePinBackfill},
 		{"ParkKeepsServing", testSourcePark},
@@ -409,6 +410,33 @@ func testSourceRequestBuild(t *testing.T, b *bundle) {
 	require.ErrorIs(t, err, state.ErrConflictingGeneration)
 	require.Equal(t, before, getSource(t, b))
 	require.Len(t, sourceEvents(t, b), n)
+}
+
+func testSourcePlanKeepsRequest(t *testing.T, b *bundle) {
+	// Scenario: a primed source is owed a build (a resync); a replace run
+	// is planned with KeepRequested: it builds, and the request stays, in
+	// the same transaction, so that the resync is built after the run
+	// swaps. Planning that build (without KeepRequested) takes the
+	// request; KeepRequested never makes a request of its own.
+	primed(t, b)
+	_, err := b.store.RequestBuild(b.ctx, state.RequestBuildParams{Source: src, Reason: "resync", Now: hour(3)})
+	require.NoError(t, err)
+	g, err := b.store.PlanGeneration(b.ctx, state.PlanGenerationParams{Source: src, Kind: state.GenerationReplace,
+		Pin: pin(20), KeepRequested: true, Now: hour(4)})
+	require.NoError(t, err)
+	require.Equal(t, int64(2), g.Generation)
+	s := getSource(t, b)
+	require.Equal(t, int64(2), s.Building)
+	require.True(t, s.BuildRequested, "the resync is still owed")
+	swap(t, b, 2, hour(5))
+	require.True(t, getSource(t, b).BuildRequested, "the swap of the run keeps the request")
+	plan(t, b, 30, hour(6))
+	require.False(t, getSource(t, b).BuildRequested, "the resync's build takes it")
+	swap(t, b, 3, hour(7))
+	_, err = b.store.PlanGeneration(b.ctx, state.PlanGenerationParams{Source: src, Kind: state.GenerationReplace,
+		Pin: pin(40), KeepRequested: true, Now: hour(8)})
+	require.NoError(t, err)
+	require.False(t, getSource(t, b).BuildRequested, "nothing was owed: nothing is kept")
 }
 
 func testSourcePin(t *testing.T, b *bundle) {

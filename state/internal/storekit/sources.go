@@ -238,7 +238,9 @@ func PlanGeneration(ctx context.Context, tx SourceTx, p state.PlanGenerationPara
 	}
 	row.Last++
 	row.Building = row.Last
-	row.Requested = false
+	if !p.KeepRequested {
+		row.Requested = false
+	}
 	gen = state.Generation{
 		Source: p.Source, Generation: row.Last, Kind: p.Kind, Pin: clonePin(p.Pin), PinLabel: p.PinLabel,
 		Chunks: p.Chunks, Status: state.GenerationBuilding, CreatedAt: FromMicros(Micros(p.Now)),
