@@ -134,6 +134,11 @@ type IngestParams struct {
 	// that position, holds them already (a batch straddling the pin). The
 	// files must then have PositionColumn.
 	Pin int64
+	// Skip makes a StepBatch a skip: the same fence and in-order checks
+	// and the batch's marker (0 rows), in one transaction, but no data and
+	// no Files (a skip names none). It keeps the order when the batch's
+	// staged file is gone for good: the batch after it applies next.
+	Skip bool
 }
 
 // PositionColumn is the column of staged rows that holds their position
@@ -210,6 +215,9 @@ func (p IngestParams) Validate() error {
 	if p.Generation < 1 {
 		return bad("generation must be at least 1, got %d", p.Generation)
 	}
+	if p.Skip {
+		return p.validateSkip()
+	}
 	files := func() error {
 		switch p.Files.Format {
 		case FormatParquet, FormatCSV, FormatJSON:
@@ -263,6 +271,22 @@ func (p IngestParams) Validate() error {
 	return bad("ingest step %q is not one of fence, chunk, batch, swap", p.Step)
 }
 
+// validateSkip refuses a skip that is not a plain batch (see
+// IngestParams.Skip), wrapping ErrInvalidArgument.
+func (p IngestParams) validateSkip() error {
+	switch {
+	case p.Step != StepBatch:
+		return fmt.Errorf("%w: a skip is a batch step, not a %s", ErrInvalidArgument, p.Step)
+	case p.Index < 1:
+		return fmt.Errorf("%w: batch seq must be at least 1, got %d", ErrInvalidArgument, p.Index)
+	case len(p.Files.Paths) > 0:
+		return fmt.Errorf("%w: skip of batch %d of generation %d names staged files; a skip writes no rows", ErrInvalidArgument, p.Index, p.Generation)
+	case p.Pin != 0:
+		return fmt.Errorf("%w: skip of batch %d of generation %d has a pin; a skip writes no rows", ErrInvalidArgument, p.Index, p.Generation)
+	}
+	return nil
+}
+
 // Describe names the step for messages: "events generation 2 batch 7".
 func (p IngestParams) Describe() string {
 	s := fmt.Sprintf("%s generation %d %s", p.Source, p.Generation, p.Step)
@@ -271,6 +295,9 @@ func (p IngestParams) Describe() string {
 		s += fmt.Sprintf(" %d", p.Index)
 	case StepFence:
 		s += fmt.Sprintf(" from %d", p.From)
+	}
+	if p.Skip {
+		s += " (skip)"
 	}
 	return s
 }

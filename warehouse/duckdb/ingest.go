@@ -299,6 +299,9 @@ func fenceStep(ctx context.Context, s *session, p warehouse.IngestParams) error 
 // markers rolled back with it); otherwise by p.Apply (chunks append, or
 // upsert).
 func writeRows(ctx context.Context, s *session, p warehouse.IngestParams) (int64, error) {
+	if p.Skip {
+		return 0, nil // a skip writes its marker only
+	}
 	src := "(" + p.Files.DuckDBSelect(p.Pin) + ")"
 	t := quoteTable(p.Table)
 	if p.Step == warehouse.StepChunk && p.Index == 0 {

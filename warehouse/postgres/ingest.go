@@ -382,6 +382,9 @@ func (s *stagedRows) Err() error             { return s.err }
 // markers rolled back with it); otherwise by p.Apply (chunks append, or
 // upsert).
 func pgWriteRows(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, duck *sql.DB) (int64, error) {
+	if p.Skip {
+		return 0, nil // a skip writes its marker only
+	}
 	return withStaged(ctx, duck, p.Files, p.Pin, func(src *stagedRows) (int64, error) {
 		return pgWriteStaged(ctx, tx, p, src)
 	})

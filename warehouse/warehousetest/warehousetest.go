@@ -145,6 +145,7 @@ func Run(t *testing.T, newEngine Factory) {
 		{"InsertIntervalConcurrent", insertIntervalScenarios, true},
 		{"ConcurrencyConcurrent", concurrencyScenarios, true},
 		{"Ingest", ingestScenarios, false},
+		{"IngestSkip", skipScenarios, false},
 		{"DropGeneration", dropGenerationScenarios, false},
 	}
 	for _, g := range groups {
