@@ -183,6 +183,9 @@ type SourceReport struct {
 	// LateRows counts rows applied this pass whose time_column is older
 	// than the watermark already published when they arrived.
 	LateRows int64
+	// Skipped counts blocked batches this pass skipped because their
+	// staged file was removed (see skippable); they are not in Applied.
+	Skipped int
 	// Blocked is the first batch that failed and holds back the later ones
 	// (nil when none).
 	Blocked *BlockedBatch
@@ -1078,6 +1081,12 @@ func (w *worker) catchUp(ctx context.Context, gen, start int64, catchUp bool) (i
 	for _, b := range bs {
 		if b.ReplaceRun != "" {
 			return n, errReplace
+		}
+		if w.vanished[b.Location] && w.skippable(b, gen) {
+			if err := w.skip(ctx, gen, b, catchUp); err != nil {
+				return n, err
+			}
+			continue
 		}
 		if w.vanished[b.Location] {
 			return n, w.park(ctx, []string{b.Location})

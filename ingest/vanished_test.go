@@ -12,39 +12,43 @@ import (
 
 func TestLiveFileVanishedParksUntilResync(t *testing.T) {
 	// Scenario: raw.events serves a.csv. b.csv lands broken, so its batch
-	// is staged but fails, and is then deleted before any pass read it.
-	// The next pass does not skip it (that would serve a table without
-	// b.csv's rows as if complete): it parks the source NEEDS_RESYNC with a
-	// reason naming b.csv, fails the pass with the file's name, and applies
-	// nothing, not even c.csv that landed behind it; a pass while parked
-	// changes nothing. A resync unparks and rebuilds from what exists:
-	// generation 2 serves a.csv and c.csv, PRIMED.
+	// fails and blocks; c.csv lands behind it, staged and waiting, and is
+	// then deleted before any pass read it; b.csv is fixed. The next pass
+	// applies b.csv and does not skip c.csv (only the blocked batch whose
+	// file was removed is skipped: c.csv's rows would silently be missing
+	// from a table served as complete): it parks the source NEEDS_RESYNC
+	// with a reason naming c.csv and fails the pass with the file's name;
+	// a pass while parked changes nothing. A resync unparks and rebuilds
+	// from what exists: generation 2 serves a.csv and b.csv, PRIMED.
 	eachStoreDuck(t, func(t *testing.T, e *renv) {
 		e.csv("a.csv", 1, 2)
 		require.NoError(t, e.pass().Err)
 		e.write("b.csv", "id,v\nnot-an-id,x\n")
-		require.Error(t, e.pass().Err)
-		e.remove("b.csv")
 		e.csv("c.csv", 5)
+		require.Error(t, e.pass().Err)
+		e.remove("c.csv")
+		e.csv("b.csv", 3)
 
 		r := e.pass()
 		var ve *connector.VanishedError
 		require.ErrorAs(t, r.Err, &ve)
-		require.Equal(t, []string{"landing/b.csv"}, ve.Locations)
+		require.Equal(t, []string{"landing/c.csv"}, ve.Locations)
 		require.ErrorContains(t, r.Err, "sources/events.yaml")
 		require.Equal(t, "needs_resync", r.Deferred)
-		require.Zero(t, r.Applied)
+		require.Equal(t, 1, r.Applied, "b.csv")
+		require.Zero(t, r.Skipped)
 		s := e.source()
 		require.Equal(t, state.SourceNeedsResync, s.State())
-		require.Contains(t, s.ParkedReason, "landing/b.csv")
+		require.Contains(t, s.ParkedReason, "landing/c.csv")
 		require.Len(t, e.events(state.EventSourceNeedsResync), 1)
-		require.Equal(t, ints(1, 2), e.ids())
+		require.Empty(t, e.events(state.EventSourceBatchSkipped))
+		require.Equal(t, ints(1, 2, 3), e.ids())
 
 		r = e.pass()
 		require.NoError(t, r.Err)
 		require.Equal(t, "parked", r.Deferred)
 		require.Zero(t, r.Applied)
-		require.Equal(t, ints(1, 2), e.ids())
+		require.Equal(t, ints(1, 2, 3), e.ids())
 		require.Len(t, e.events(state.EventSourceNeedsResync), 1)
 
 		require.Equal(t, int64(2), e.resync())
@@ -54,7 +58,7 @@ func TestLiveFileVanishedParksUntilResync(t *testing.T) {
 		s = e.source()
 		require.Equal(t, state.SourcePrimed, s.State())
 		require.Empty(t, s.ParkedReason)
-		require.Equal(t, ints(1, 2, 5), e.ids())
+		require.Equal(t, ints(1, 2, 3), e.ids())
 	})
 }
 

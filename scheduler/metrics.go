@@ -30,6 +30,7 @@ type metrics struct {
 	sourceFenced     *prometheus.CounterVec // source
 	sourceReplayed   *prometheus.CounterVec // source
 	sourceLateRows   *prometheus.CounterVec // source
+	sourceSkipped    *prometheus.CounterVec // source
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -102,10 +103,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "gapless_source_late_rows_total",
 			Help: "Rows applied whose time_column was older than the watermark already published when they arrived.",
 		}, []string{"source"}),
+		sourceSkipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gapless_source_batches_skipped_total",
+			Help: "Blocked batches skipped because their staged file was removed (no row of them applied).",
+		}, []string{"source"}),
 	}
 	for _, c := range []prometheus.Collector{m.ticks, m.runs, m.intervals, m.deferred, m.leaseLosses, m.lag, m.fenced,
 		m.sourceState, m.sourceBatches, m.sourceRows, m.sourceBlocked, m.sourceBlockedAge, m.sourceLag, m.sourceWMLag,
-		m.sourceFenced, m.sourceReplayed, m.sourceLateRows} {
+		m.sourceFenced, m.sourceReplayed, m.sourceLateRows, m.sourceSkipped} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

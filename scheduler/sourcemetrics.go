@@ -12,11 +12,11 @@ import (
 var sourceStates = []state.SourceState{state.SourcePendingBackfill, state.SourceBackfilling, state.SourcePrimed, state.SourceNeedsResync}
 
 // observeSources fills the gapless_source_* metrics after a pass: the
-// counters from rep (batches applied, fenced writes, replays, late rows;
-// rows are counted by tickIngester as the steps commit), the gauges from
-// the state store (state, watermark lag, lag, blocked batches), never
-// from the warehouse. It reads one ListSources and one GetIntervals for
-// all sources, and one ListBatches per blocked source.
+// counters from rep (batches applied and skipped, fenced writes, replays,
+// late rows; rows are counted by tickIngester as the steps commit), the
+// gauges from the state store (state, watermark lag, lag, blocked
+// batches), never from the warehouse. It reads one ListSources and one
+// GetIntervals for all sources, and one ListBatches per blocked source.
 func (s *Scheduler) observeSources(ctx context.Context, rep ingest.Report) error {
 	m := s.metrics
 	names := make([]string, 0, len(rep.Sources))
@@ -28,6 +28,7 @@ func (s *Scheduler) observeSources(ctx context.Context, rep ingest.Report) error
 		m.sourceFenced.WithLabelValues(sr.Source).Add(float64(sr.Fenced))
 		m.sourceReplayed.WithLabelValues(sr.Source).Add(float64(sr.Replayed))
 		m.sourceLateRows.WithLabelValues(sr.Source).Add(float64(sr.LateRows))
+		m.sourceSkipped.WithLabelValues(sr.Source).Add(float64(sr.Skipped))
 	}
 	srcs, err := s.p.Store.ListSources(ctx, state.SourceFilter{Names: names})
 	if err != nil {

@@ -14,4 +14,5 @@ func SourceEventKinds() []string {
 var sourceEventKinds = []string{
 	EventSourceRegistered, EventSourcePlanned, EventSourcePlanDeferred, EventSourcePinned, EventSourceSwapped,
 	EventSourceRetired, EventSourceResyncRequest, EventSourceNeedsResync, EventSourceUnparked, EventSourceRemoved,
+	EventSourceBatchSkipped,
 }

@@ -342,6 +342,10 @@ const (
 	EventSourceNeedsResync   = "source_needs_resync"
 	EventSourceUnparked      = "source_unparked"
 	EventSourceRemoved       = "source_removed"
+	// EventSourceBatchSkipped is written by the ingest pass (not by a
+	// store transition) when it skips the blocked batch whose staged file
+	// was removed: Data names the generation, the seq and the file.
+	EventSourceBatchSkipped = "source_batch_skipped"
 )
 
 // Reasons of source events the store writes itself: of source_registered
@@ -370,6 +374,10 @@ type SourceEventData struct {
 	// transition.
 	Building int64 `json:"building,omitempty"`
 	Serving  int64 `json:"serving,omitempty"`
+	// Seq and Location are, for source_batch_skipped, the batch skipped
+	// and its staged file.
+	Seq      int64  `json:"seq,omitempty"`
+	Location string `json:"location,omitempty"`
 }
 
 // SourceStore is the part of the Store that keeps the sources state
