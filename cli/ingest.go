@@ -124,15 +124,19 @@ func ingestConnectors(g *globals, sources map[string]*source.Definition, root st
 }
 
 // printIngest prints one line per source of a pass; with changesOnly, of
-// the sources the pass staged, applied, built or failed something for.
+// the sources the pass staged, applied, skipped, built or failed something
+// for.
 func printIngest(g *globals, rep ingest.Report, changesOnly bool) {
 	sort.Slice(rep.Sources, func(i, j int) bool { return rep.Sources[i].Source < rep.Sources[j].Source })
 	out := g.env.Stdout
 	for _, s := range rep.Sources {
-		if changesOnly && s.Staged == 0 && s.Applied == 0 && s.Built == 0 && s.Err == nil {
+		if changesOnly && s.Staged == 0 && s.Applied == 0 && s.Skipped == 0 && s.Built == 0 && s.Err == nil {
 			continue
 		}
 		line := fmt.Sprintf("%s: %d staged, %d applied", s.Source, s.Staged, s.Applied)
+		if s.Skipped > 0 {
+			line += fmt.Sprintf(", %d skipped (its file was removed)", s.Skipped)
+		}
 		if s.Built != 0 {
 			line += fmt.Sprintf(", generation %d swapped in", s.Built)
 		}
