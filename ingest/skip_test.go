@@ -160,3 +160,47 @@ func TestSkipCommittedButUnrecordedIsHealedAndNotRepeated(t *testing.T) {
 		e.requireServes(3)
 	})
 }
+
+func TestRemovedBadFileIsSkippedInABuildsCatchUp(t *testing.T) {
+	// Scenario: a.csv primes generation 1; a resync plans generation 2 and
+	// its pass crashes right after the plan (a hook). b.csv (bad) and
+	// c.csv land after the pin: the next pass resumes generation 2, whose
+	// catch-up fails at b.csv and records the block on generation 2. Once
+	// b.csv is removed, the next pass skips it in the catch-up (fenced on
+	// the planned generation), catches up c.csv and swaps generation 2 in:
+	// it serves a.csv and c.csv once, PRIMED, not parked, the block gone.
+	eachStore(t, func(t *testing.T, e *env) {
+		e.csv("a.csv", 1, 2)
+		require.NoError(t, e.pass().Err)
+		_, err := e.store.RequestBuild(t.Context(), state.RequestBuildParams{Source: src, Reason: "resync", Now: e.clk.Now()})
+		require.NoError(t, err)
+		crash := errors.New("crash after plan")
+		e.hooks.AfterPlan = func(string, int64) error { return crash }
+		require.ErrorIs(t, e.pass().Err, crash)
+		e.hooks.AfterPlan = nil
+
+		e.write("b.csv", "id,v\nnot-an-id,x\n")
+		e.csv("c.csv", 3)
+		r := e.pass()
+		require.ErrorContains(t, r.Err, "landing/b.csv")
+		require.Zero(t, r.Built)
+		bl := e.source().Blocked
+		require.NotNil(t, bl)
+		require.Equal(t, int64(2), bl.Generation)
+		require.Equal(t, "landing/b.csv", bl.Location)
+
+		e.removeLanded("b.csv")
+		r = e.pass()
+		require.NoError(t, r.Err)
+		require.Equal(t, 1, r.Skipped)
+		require.Equal(t, int64(2), r.Built)
+		s := e.source()
+		require.Equal(t, state.SourcePrimed, s.State())
+		require.Equal(t, int64(2), s.Serving)
+		require.Nil(t, s.Blocked)
+		require.Equal(t, []int64{1, 2, 3}, e.servedIDs())
+		e.requireServes(3)
+		require.Equal(t, int64(0), e.batchMarker(2, 2).Rows)
+		require.Len(t, e.sourceEventsOf(state.EventSourceBatchSkipped), 1)
+	})
+}
