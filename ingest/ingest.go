@@ -60,10 +60,12 @@
 //     batch: it covers what the view serves.
 //
 // A source stops at its first failing batch: later batches wait, in
-// order, for a later pass (SourceReport.Blocked). A staged file that
-// vanished before the build or live apply that needs it read it parks the
-// source NEEDS_RESYNC, naming it, rather than serve a table without it; a
-// resync rebuilds from what exists. Other sources continue.
+// order, for a later pass (SourceReport.Blocked); when its file is then
+// removed, the batch is skipped and the later ones apply (skip.go). Any
+// other staged file that vanished before the build or live apply that
+// needs it read it parks the source NEEDS_RESYNC, naming it, rather than
+// serve a table without it; a resync rebuilds from what exists. Other
+// sources continue.
 package ingest
 
 import (
@@ -1070,7 +1072,8 @@ var errReplace = errors.New("replace run")
 // catchUp applies the batches after seq start onto gen, in Seq order, and
 // returns how many it applied. A replace run's batch is not applied: it
 // returns errReplace (the run is a generation of its own). A batch whose
-// file vanished parks the source; the first batch that fails is the
+// file vanished parks the source, unless it is the source's blocked batch
+// (skippable), which is skipped; the first batch that fails is the
 // report's Blocked, and holds back the later ones.
 func (w *worker) catchUp(ctx context.Context, gen, start int64, catchUp bool) (int, error) {
 	bs, err := w.batches(ctx, start)
