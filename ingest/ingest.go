@@ -55,7 +55,15 @@
 //     definition's start or else the least time served, fenced on {source,
 //     serving generation}. It grows with live batches and follows a swap,
 //     also down. It is published also when step 5 stopped at a failing
-//     batch: it covers what the view serves.
+//     batch: it covers what the view serves. The least and greatest
+//     times served are not read from the table per pass: each live
+//     batch's step reports those of the rows it wrote (and the late
+//     ones among them), folded into the generation's times the state
+//     store keeps as of its last batch (state.Generation.Times); the
+//     table is read once when they are not known as of the batch the
+//     warehouse's markers end at (a generation swapped in, a batch a
+//     crashed or concurrent pass applied) or an upsert replaced rows.
+//     A live batch whose staged rows lack the time_column is refused.
 //
 // A source stops at its first failing batch: later batches wait, in
 // order, for a later pass (SourceReport.Blocked). A staged file that
@@ -1335,7 +1343,7 @@ func (w *worker) servedTimes(ctx context.Context, r Reader, gen int64) (state.Ge
 	}
 	t := state.GenerationTimes{Seq: seq}
 	if len(res.Rows) != 1 || len(res.Rows[0]) != 2 {
-		return t, nil
+		return t, fmt.Errorf("%s: source %s: reading the time_column %s for its watermark: %d rows, not one of min and max", w.def.File, w.name(), col, len(res.Rows))
 	}
 	lo, okLo := res.Rows[0][0].(time.Time)
 	hi, okHi := res.Rows[0][1].(time.Time)
