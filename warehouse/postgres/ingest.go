@@ -326,7 +326,7 @@ func withStaged(ctx context.Context, db *sql.DB, f warehouse.StagedFiles, pin in
 	if err != nil {
 		return 0, err
 	}
-	s := &stagedRows{rows: rows}
+	s := &stagedRows{rows: rows, timeAt: -1}
 	for _, ct := range cts {
 		pt, ok := pgTypeOf(ct.DatabaseTypeName())
 		if !ok {
