@@ -57,7 +57,15 @@
 //     definition's start or else the least time served, fenced on {source,
 //     serving generation}. It grows with live batches and follows a swap,
 //     also down. It is published also when step 5 stopped at a failing
-//     batch: it covers what the view serves.
+//     batch: it covers what the view serves. The least and greatest
+//     times served are not read from the table per pass: each live
+//     batch's step reports those of the rows it wrote (and the late
+//     ones among them), folded into the generation's times the state
+//     store keeps as of its last batch (state.Generation.Times); the
+//     table is read once when they are not known as of the batch the
+//     warehouse's markers end at (a generation swapped in, a batch a
+//     crashed or concurrent pass applied) or an upsert replaced rows.
+//     A live batch whose staged rows lack the time_column is refused.
 //
 // A source stops at its first failing batch: later batches wait, in
 // order, for a later pass (SourceReport.Blocked); when its file is then
@@ -117,6 +125,10 @@ type Hooks struct {
 	// step it refused, as already applied or otherwise), before anything
 	// else, the state store included, hears of it.
 	AfterStep func(source string, step warehouse.IngestStep, gen, index int64) error
+	// BeforePublish runs once the pass knows the times the serving
+	// generation gen holds (kept from its steps, or read from the table),
+	// before it publishes the watermark from them.
+	BeforePublish func(source string, gen int64) error
 }
 
 // before runs the BeforeStep hook, if any.
@@ -347,6 +359,15 @@ type worker struct {
 	opener     *engineOpener
 	discovered bool
 	found      int
+	// What the pass knows of the serving generation's table as live()
+	// applies onto it (see keepTimes): its times (nil: not known) and the
+	// last batch seq it holds, both of generation timesGen; late, the
+	// lateness bound of the batches (the watermark already published; zero:
+	// none).
+	timesGen int64
+	times    *state.GenerationTimes
+	seq      int64
+	late     time.Time
 }
 
 // engineOpener is a pass's warehouse, opened on first use.
@@ -535,6 +556,55 @@ func (w *worker) recordApplied(ctx context.Context, gen, seq int64) error {
 		return fmt.Errorf("source %s: recording batch %d applied to generation %d: %w", w.name(), seq, gen, err)
 	}
 	return nil
+}
+
+// recordTimes is recordApplied with the times the table holds as of seq
+// (nil: not known, nothing recorded of them).
+func (w *worker) recordTimes(ctx context.Context, gen, seq int64, t *state.GenerationTimes) error {
+	if t == nil {
+		return w.recordApplied(ctx, gen, seq)
+	}
+	if _, err := w.p.Store.RecordApplied(ctx, state.RecordAppliedParams{Source: w.name(), Generation: gen, Seq: seq, Times: t}); err != nil {
+		return fmt.Errorf("source %s: recording batch %d applied to generation %d: %w", w.name(), seq, gen, err)
+	}
+	return nil
+}
+
+// keepTimes moves what the pass knows of the serving generation's times
+// past live batch p.Index, given what its step did (res, err): known as
+// of batch p.Index-1 and applied by this step, the batch's times fold in
+// (an append or an upsert that replaced nothing widens them to the
+// written rows'; a replace is the written rows'); anything else (the step
+// was applied before, by a crashed or concurrent pass, or an upsert
+// replaced rows whose times may have been the least or greatest) leaves
+// them unknown, and the watermark reads the table once.
+func (w *worker) keepTimes(p warehouse.IngestParams, res warehouse.IngestResult, err error) {
+	known := w.times
+	w.times = nil
+	if err != nil && !errors.Is(err, warehouse.ErrAlreadyApplied) {
+		w.times = known // nothing written
+		return
+	}
+	w.seq = max(w.seq, p.Index)
+	if err != nil || known == nil || known.Seq != p.Index-1 {
+		return
+	}
+	lo, hi := res.MinTime.UTC().Truncate(time.Microsecond), res.MaxTime.UTC().Truncate(time.Microsecond)
+	switch {
+	case p.Apply == warehouse.IngestReplace:
+	case res.Replaced > 0:
+		return
+	case hi.IsZero():
+		lo, hi = known.Min, known.Max
+	case !known.Max.IsZero():
+		if known.Min.Before(lo) {
+			lo = known.Min
+		}
+		if known.Max.After(hi) {
+			hi = known.Max
+		}
+	}
+	w.times = &state.GenerationTimes{Seq: p.Index, Min: lo, Max: hi}
 }
 
 // healApplied moves the applied seq of the serving and building
@@ -1053,15 +1123,31 @@ func (w *worker) live(ctx context.Context) error {
 			start = max(start, m.Index)
 		}
 	}
-	late := w.lateRows(ctx, start)
+	w.timesGen, w.seq, w.times, w.late = s, start, nil, time.Time{}
+	if w.def.TimeColumn != "" {
+		// The times the state store keeps are the table's when they are
+		// as of the batch the warehouse's markers end at.
+		for _, g := range w.src.Generations {
+			if g.Generation == s && g.Times != nil && g.Times.Seq == start {
+				w.times = g.Times
+			}
+		}
+		key := state.SourceKey(w.name())
+		if cov, err := w.p.Store.GetIntervals(ctx, []state.VersionKey{key}); err == nil {
+			w.late = cov[key].Frontier()
+		} else {
+			w.log().WarnContext(ctx, "late rows not counted: reading the published watermark failed", logkey.Error, err.Error())
+		}
+	}
+	before := w.rep.LateRows
 	n, err := w.catchUp(ctx, s, start, false)
 	w.rep.Applied += n
-	if n > 0 && late != nil {
-		if rows := late(); rows > 0 {
-			if _, aerr := w.p.Store.AddLateRows(ctx, state.AddLateRowsParams{Source: w.name(), Generation: s, Rows: rows}); aerr != nil {
-				w.log().WarnContext(ctx, "late rows not added to the source's total", logkey.Rows, rows, logkey.Generation, s,
-					logkey.Error, aerr.Error())
-			}
+	if rows := w.rep.LateRows - before; rows > 0 {
+		w.log().WarnContext(ctx, "late rows applied: older than the watermark already published",
+			logkey.Rows, rows, logkey.Interval, w.late.Format(time.RFC3339), logkey.Generation, s)
+		if _, aerr := w.p.Store.AddLateRows(ctx, state.AddLateRowsParams{Source: w.name(), Generation: s, Rows: rows}); aerr != nil {
+			w.log().WarnContext(ctx, "late rows not added to the source's total", logkey.Rows, rows, logkey.Generation, s,
+				logkey.Error, aerr.Error())
 		}
 	}
 	return err
@@ -1131,17 +1217,30 @@ func (w *worker) step(ctx context.Context, step warehouse.IngestStep, gen, idx i
 			p.Apply = warehouse.IngestReplace
 		}
 	}
+	onServing := step == warehouse.StepBatch && !catchUp && gen == w.timesGen && w.def.TimeColumn != ""
+	if onServing {
+		p.TimeColumn, p.LateBefore = w.def.TimeColumn, w.late
+	}
 	if err := w.p.Hooks.before(w.name(), step, gen, idx); err != nil {
 		return err
 	}
-	_, err = w.p.Engine.ApplyIngest(ctx, p)
+	res, err := w.p.Engine.ApplyIngest(ctx, p)
 	if w.count(err) != nil {
 		return fail(err)
+	}
+	if onServing {
+		w.keepTimes(p, res, err)
+		if err == nil && !w.late.IsZero() {
+			w.rep.LateRows += res.Late
+		}
 	}
 	if err == nil {
 		if err := w.p.Hooks.after(w.name(), step, gen, idx); err != nil {
 			return err
 		}
+	}
+	if onServing {
+		return w.recordTimes(ctx, gen, idx, w.times)
 	}
 	if step == warehouse.StepBatch {
 		return w.recordApplied(ctx, gen, idx)
@@ -1224,24 +1323,19 @@ func (w *worker) watermark(ctx context.Context) error {
 		return nil
 	}
 	gen := w.src.Serving
-	q := fmt.Sprintf("SELECT min(%[1]s), max(%[1]s) FROM %[2]s", r.QuoteIdent(col), r.QuoteTable(w.view()))
-	res, err := r.ReadOnlyQuery(ctx, q)
+	t, err := w.servedTimes(ctx, r, gen)
 	if err != nil {
-		return fmt.Errorf("%s: source %s: reading the time_column %s for its watermark: %w", w.def.File, w.name(), col, err)
+		return err
 	}
-	if len(res.Rows) != 1 || len(res.Rows[0]) != 2 {
-		return nil
+	if h := w.p.Hooks.BeforePublish; h != nil {
+		if err := h(w.name(), gen); err != nil {
+			return err
+		}
 	}
 	var want interval.Set
-	lo, okLo := res.Rows[0][0].(time.Time)
-	hi, okHi := res.Rows[0][1].(time.Time)
-	end := hi.UTC().Add(-w.def.Watermark.Lateness)
-	switch {
-	case res.Rows[0][1] == nil: // nothing served with a time
-	case !okLo || !okHi:
-		return fmt.Errorf("%s: source %s: time_column %s is %T, not a timestamp or date", w.def.File, w.name(), col, res.Rows[0][1])
-	default:
-		start := lo.UTC()
+	end := t.Max.Add(-w.def.Watermark.Lateness)
+	if !t.Max.IsZero() {
+		start := t.Min
 		if !w.def.Start.IsZero() {
 			start = w.def.Start.UTC()
 		}
@@ -1281,59 +1375,42 @@ func (w *worker) watermark(ctx context.Context) error {
 	return nil
 }
 
-// lateRows prepares the count of the late rows the live batches after seq
-// start bring: rows whose time_column is older than the watermark already
-// published. It returns the function to call once they are applied (it
-// adds them to the report and logs them), or nil when nothing can be late
-// (no time_column, no watermark yet, nothing to apply). The count is the
-// growth of the served rows older than the watermark, read before and
-// after; failing to read it is logged, never fails the pass.
-func (w *worker) lateRows(ctx context.Context, start int64) func() int64 {
+// servedTimes is the least and greatest time the serving generation gen
+// holds: what live() kept of them, as of the last batch it applied, or
+// else read from the view (one min/max over the table: after a swap, or
+// when a batch was applied by a crashed or concurrent pass) and recorded
+// in the state store as of the last batch the pass knows the table holds
+// (no later than what the read saw; a later batch folds in idempotently).
+func (w *worker) servedTimes(ctx context.Context, r Reader, gen int64) (state.GenerationTimes, error) {
+	if w.timesGen == gen && w.times != nil && w.times.Seq == w.seq {
+		return *w.times, nil
+	}
+	seq := markedSeq(w.ws, gen)
+	if w.timesGen == gen {
+		seq = w.seq
+	}
 	col := w.def.TimeColumn
-	r, ok := w.p.Engine.(Reader)
-	if col == "" || !ok {
-		return nil
-	}
-	next, err := w.p.Store.ListBatches(ctx, state.ListBatchesParams{Source: w.name(), AfterSeq: start, Limit: 1})
-	if err != nil || len(next) == 0 || next[0].ReplaceRun != "" {
-		return nil
-	}
-	key := state.SourceKey(w.name())
-	cov, err := w.p.Store.GetIntervals(ctx, []state.VersionKey{key})
+	q := fmt.Sprintf("SELECT min(%[1]s), max(%[1]s) FROM %[2]s", r.QuoteIdent(col), r.QuoteTable(w.view()))
+	res, err := r.ReadOnlyQuery(ctx, q)
 	if err != nil {
-		return nil
+		return state.GenerationTimes{}, fmt.Errorf("%s: source %s: reading the time_column %s for its watermark: %w", w.def.File, w.name(), col, err)
 	}
-	wm := cov[key].Frontier()
-	if wm.IsZero() {
-		return nil
+	t := state.GenerationTimes{Seq: seq}
+	if len(res.Rows) != 1 || len(res.Rows[0]) != 2 {
+		return t, fmt.Errorf("%s: source %s: reading the time_column %s for its watermark: %d rows, not one of min and max", w.def.File, w.name(), col, len(res.Rows))
 	}
-	q := fmt.Sprintf("SELECT count(*) FROM %s WHERE %s < $1", r.QuoteTable(w.view()), r.QuoteIdent(col))
-	older := func() (int64, bool) {
-		res, err := r.ReadOnlyQuery(ctx, q, wm)
-		if err == nil && len(res.Rows) == 1 && len(res.Rows[0]) == 1 {
-			switch n := res.Rows[0][0].(type) {
-			case int64:
-				return n, true
-			case int32:
-				return int64(n), true
-			}
-		}
-		w.log().WarnContext(ctx, "late rows not counted: reading the rows older than the watermark failed",
-			logkey.Interval, wm.Format(time.RFC3339), logkey.Error, fmt.Sprint(err))
-		return 0, false
+	lo, okLo := res.Rows[0][0].(time.Time)
+	hi, okHi := res.Rows[0][1].(time.Time)
+	switch {
+	case res.Rows[0][1] == nil: // nothing served with a time
+	case !okLo || !okHi:
+		return t, fmt.Errorf("%s: source %s: time_column %s is %T, not a timestamp or date", w.def.File, w.name(), col, res.Rows[0][1])
+	default:
+		t.Min, t.Max = lo.UTC().Truncate(time.Microsecond), hi.UTC().Truncate(time.Microsecond)
 	}
-	before, ok := older()
-	if !ok {
-		return nil
+	if _, err := w.p.Store.RecordApplied(ctx, state.RecordAppliedParams{Source: w.name(), Generation: gen, Seq: seq, Times: &t}); err != nil {
+		w.log().WarnContext(ctx, "the served times were not recorded: the next pass reads them again",
+			logkey.Generation, gen, logkey.Error, err.Error())
 	}
-	return func() int64 {
-		after, ok := older()
-		if !ok || after <= before {
-			return 0
-		}
-		w.rep.LateRows += after - before
-		w.log().WarnContext(ctx, "late rows applied: older than the watermark already published",
-			logkey.Rows, after-before, logkey.Interval, wm.Format(time.RFC3339), logkey.Generation, w.src.Serving)
-		return after - before
-	}
+	return t, nil
 }

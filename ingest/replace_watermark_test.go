@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/gapless-dev/gapless/ingest"
 	"github.com/gapless-dev/gapless/interval"
 )
 
@@ -53,32 +54,35 @@ func TestReplaceRunThatEndsEarlierTakesBackCoverage(t *testing.T) {
 
 func TestWatermarkOfAGenerationThatNoLongerServesIsNotPublished(t *testing.T) {
 	// Scenario: a pass A of raw.events, serving generation 1 (complete
-	// through 10:00), reads the served times for its watermark (up to
-	// 12:00, after b.csv); right after the read, before A writes (a hook),
-	// another worker B lands a replace run ending at 08:00 as generation 2
-	// and publishes [start, 08:00). A's write, fenced on {raw.events,
-	// generation 1}, is refused: A publishes nothing (Fenced 1, no
-	// watermark in its report), and the coverage stays B's.
+	// through 10:00), applies b.csv and knows the served times for its
+	// watermark (up to 12:00) from that step, without reading the table;
+	// right then, before A writes (a hook), another worker B lands a
+	// replace run ending at 08:00 as generation 2 and publishes [start,
+	// 08:00). A's write, fenced on {raw.events, generation 1}, is refused:
+	// A publishes nothing (Fenced 1, no watermark in its report), and the
+	// coverage stays B's.
 	eachStoreDuck(t, func(t *testing.T, e *renv) {
 		e.timedDef()
 		e.timed("a.csv", map[int]float64{1: 2, 2: 10})
 		require.NoError(t, e.pass().Err)
 		e.timed("b.csv", map[int]float64{3: 12})
 
+		reads := &readHook{match: "SELECT min(", after: func() {}}
+		e.wrapEngine = func(x engine) engine { reads.engine = x; return reads }
 		var b1 *renv
-		e.wrapEngine = func(x engine) engine {
-			return &readHook{engine: x, match: "SELECT min(", after: func() {
-				e.timed("full/r1/part-0.csv", map[int]float64{10: 1, 11: 8})
-				e.write("full/r1/_SUCCESS", "")
-				b := *e
-				b.wrapEngine = nil
-				b1 = &b
-				rep, err := passWith(t, b.params())
-				require.NoError(t, err)
-				require.NoError(t, rep.Err)
-				require.Equal(t, int64(2), rep.Built)
-				require.Equal(t, at(8), rep.Watermark)
-			}}
+		e.hooks.BeforePublish = func(_ string, gen int64) error {
+			require.Equal(t, int64(1), gen)
+			e.timed("full/r1/part-0.csv", map[int]float64{10: 1, 11: 8})
+			e.write("full/r1/_SUCCESS", "")
+			b := *e
+			b.wrapEngine, b.hooks = nil, ingest.Hooks{}
+			b1 = &b
+			rep, err := passWith(t, b.params())
+			require.NoError(t, err)
+			require.NoError(t, rep.Err)
+			require.Equal(t, int64(2), rep.Built)
+			require.Equal(t, at(8), rep.Watermark)
+			return nil
 		}
 		r := e.pass()
 		require.NotNil(t, b1, "the hook ran")
@@ -88,6 +92,9 @@ func TestWatermarkOfAGenerationThatNoLongerServesIsNotPublished(t *testing.T) {
 		require.Zero(t, r.Watermark)
 		require.Equal(t, upTo(8), e.coverage(), "the stale pass published nothing for generation 1")
 		require.Contains(t, e.logs.String(), "watermark not published: the generation it was read from no longer serves")
+		done := false
+		reads.once.Do(func() { done = true })
+		require.True(t, done, "pass A read no min/max of the table: the step reported the times")
 	})
 }
 

@@ -125,6 +125,19 @@ type Generation struct {
 	// (RecordApplied, in chunk order): the progress of a build in flight,
 	// a cache of the warehouse's chunk markers like AppliedSeq.
 	ChunksApplied int `json:"chunks_applied,omitempty"`
+	// Times is the least and greatest time_column value the generation's
+	// table holds as of an applied seq (nil: not known), which the ingest
+	// pass keeps the source's watermark from without reading the table
+	// (RecordApplied with Times).
+	Times *GenerationTimes `json:"-"`
+}
+
+// GenerationTimes is what a generation's table holds of its source's
+// time_column as of applied seq Seq: the least and greatest value (zero:
+// no row holds one), at microsecond precision.
+type GenerationTimes struct {
+	Seq      int64
+	Min, Max time.Time
 }
 
 // SourceBlock is a staged batch that failed to apply, holding back the
@@ -264,6 +277,11 @@ type RecordAppliedParams struct {
 	// Chunks, when above 0, is how many of the generation's chunks its
 	// table now holds (at most Generation.Chunks).
 	Chunks int
+	// Times, when not nil, is what the table holds of the time_column as
+	// of applied seq Times.Seq (at most the applied seq): it replaces the
+	// generation's Times when their Seq is behind (forward only, like the
+	// applied seq).
+	Times *GenerationTimes
 }
 
 // RecordBlockedParams are the parameters of RecordBlocked.

@@ -139,6 +139,14 @@ type IngestParams struct {
 	// no Files (a skip names none). It keeps the order when the batch's
 	// staged file is gone for good: the batch after it applies next.
 	Skip bool
+	// TimeColumn, for a StepChunk or StepBatch, is the source's
+	// time_column: the result then reports its least and greatest value
+	// over the rows the step wrote, and how many of them are older than
+	// LateBefore (when not zero), computed in the step's transaction from
+	// the rows written, so that the ingest pass keeps a source's watermark
+	// without reading its table. The staged rows must hold the column.
+	TimeColumn string
+	LateBefore time.Time
 }
 
 // PositionColumn is the column of staged rows that holds their position
@@ -148,6 +156,15 @@ const PositionColumn = "_gapless_pos"
 // IngestResult is what a committed step did.
 type IngestResult struct {
 	Rows int64 // rows written (inserted, or upserted)
+	// MinTime and MaxTime are, with IngestParams.TimeColumn, the least and
+	// greatest time of the rows written (zero: no row written holds one);
+	// Late is how many rows written are older than LateBefore.
+	MinTime, MaxTime time.Time
+	Late             int64
+	// Replaced is, for an upsert, how many rows of the table the step
+	// replaced (deleted by key before inserting the staged rows): the
+	// times of the table's other rows are then all a caller knows of it.
+	Replaced int64
 }
 
 // IngestMarker is one applied step.
@@ -208,6 +225,9 @@ func (p IngestParams) Validate() error {
 	}
 	if p.Source == "" {
 		return bad("ingest step has no source")
+	}
+	if p.TimeColumn != "" && p.Step != StepChunk && p.Step != StepBatch {
+		return bad("a time column (%q) is for chunks and batches only", p.TimeColumn)
 	}
 	if p.Pin < 0 || (p.Pin > 0 && p.Step != StepBatch) {
 		return bad("a pin (%d) is for live batches only, and not negative", p.Pin)

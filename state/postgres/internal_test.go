@@ -43,6 +43,6 @@ func TestNewestEmbeddedVersion(t *testing.T) {
 	t.Parallel()
 	v, err := newestEmbedded()
 	require.NoError(t, err)
-	require.Equal(t, int64(9), v) // 00009_source_progress.sql
+	require.Equal(t, int64(10), v) // 00010_source_times.sql
 	require.Equal(t, v, NewestSchemaVersion())
 }

@@ -36,7 +36,8 @@ const sourceReadColumns = sourceColumns + `, last_batch_seq, blocked_generation,
 	blocked_reason, blocked_first_failed_at_us, blocked_last_failed_at_us, blocked_attempts, late_rows`
 
 const generationColumns = `source, generation, kind, pin, pin_label, chunks, status, retired_reason,
-	created_at_us, swapped_at_us, retired_at_us, applied_seq, chunks_applied`
+	created_at_us, swapped_at_us, retired_at_us, applied_seq, chunks_applied,
+	times_seq, times_min_us, times_max_us`
 
 func scanSource(row pgx.Row) (storekit.SourceRow, error) {
 	var (
@@ -68,13 +69,16 @@ func scanGeneration(row pgx.Row) (state.Generation, error) {
 		kind, status              string
 		chunks, chunksApplied     int32
 		created, swapped, retired int64
+		timesSeq                  int64
+		timesMin, timesMax        *int64
 	)
 	if err := row.Scan(&g.Source, &g.Generation, &kind, &g.Pin, &g.PinLabel, &chunks, &status,
-		&g.RetiredReason, &created, &swapped, &retired, &g.AppliedSeq, &chunksApplied); err != nil {
+		&g.RetiredReason, &created, &swapped, &retired, &g.AppliedSeq, &chunksApplied, &timesSeq, &timesMin, &timesMax); err != nil {
 		return state.Generation{}, err
 	}
 	g.Kind, g.Status, g.Chunks, g.ChunksApplied = state.GenerationKind(kind), state.GenerationStatus(status), int(chunks), int(chunksApplied)
 	g.CreatedAt, g.SwappedAt, g.RetiredAt = storekit.FromMicros(created), storekit.FromMicros(swapped), storekit.FromMicros(retired)
+	g.Times = storekit.ScanTimes(timesSeq, timesMin, timesMax)
 	return g, nil
 }
 
@@ -136,7 +140,7 @@ func (t sourceTx) PutSource(ctx context.Context, r storekit.SourceRow) error {
 
 func (t sourceTx) InsertGeneration(ctx context.Context, g state.Generation) error {
 	_, err := t.tx.Exec(ctx, `
-		INSERT INTO source_generations (`+generationColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		INSERT INTO source_generations (`+generationColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
 		generationArgs(g)...)
 	return err
 }
@@ -145,7 +149,7 @@ func (t sourceTx) PutGeneration(ctx context.Context, g state.Generation) error {
 	tag, err := t.tx.Exec(ctx, `
 		UPDATE source_generations SET kind = $3, pin = $4, pin_label = $5, chunks = $6, status = $7,
 			retired_reason = $8, created_at_us = $9, swapped_at_us = $10, retired_at_us = $11,
-			applied_seq = $12, chunks_applied = $13
+			applied_seq = $12, chunks_applied = $13, times_seq = $14, times_min_us = $15, times_max_us = $16
 		WHERE source = $1 AND generation = $2`,
 		generationArgs(g)...)
 	if err != nil {
@@ -159,8 +163,10 @@ func (t sourceTx) PutGeneration(ctx context.Context, g state.Generation) error {
 
 // generationArgs are g's columns in generationColumns order.
 func generationArgs(g state.Generation) []any {
+	timesSeq, timesMin, timesMax := storekit.TimesArgs(g.Times)
 	return []any{g.Source, g.Generation, string(g.Kind), g.Pin, g.PinLabel, int32(g.Chunks), string(g.Status), g.RetiredReason,
-		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt), g.AppliedSeq, int32(g.ChunksApplied)}
+		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt), g.AppliedSeq, int32(g.ChunksApplied),
+		timesSeq, timesMin, timesMax}
 }
 
 func (t sourceTx) AppendEvents(ctx context.Context, events []state.Event) error {

@@ -29,7 +29,8 @@ const sourceReadColumns = sourceColumns + `, last_batch_seq, blocked_generation,
 	blocked_reason, blocked_first_failed_at_us, blocked_last_failed_at_us, blocked_attempts, late_rows`
 
 const generationColumns = `source, generation, kind, pin, pin_label, chunks, status, retired_reason,
-	created_at_us, swapped_at_us, retired_at_us, applied_seq, chunks_applied`
+	created_at_us, swapped_at_us, retired_at_us, applied_seq, chunks_applied,
+	times_seq, times_min_us, times_max_us`
 
 func scanSource(sc interface{ Scan(...any) error }) (storekit.SourceRow, error) {
 	var (
@@ -57,9 +58,11 @@ func scanGeneration(sc interface{ Scan(...any) error }) (state.Generation, error
 		pin                       sql.NullInt64
 		kind, status              string
 		created, swapped, retired int64
+		timesSeq                  int64
+		timesMin, timesMax        *int64
 	)
 	if err := sc.Scan(&g.Source, &g.Generation, &kind, &pin, &g.PinLabel, &g.Chunks, &status,
-		&g.RetiredReason, &created, &swapped, &retired, &g.AppliedSeq, &g.ChunksApplied); err != nil {
+		&g.RetiredReason, &created, &swapped, &retired, &g.AppliedSeq, &g.ChunksApplied, &timesSeq, &timesMin, &timesMax); err != nil {
 		return state.Generation{}, err
 	}
 	g.Kind, g.Status = state.GenerationKind(kind), state.GenerationStatus(status)
@@ -68,6 +71,7 @@ func scanGeneration(sc interface{ Scan(...any) error }) (state.Generation, error
 		g.Pin = &v
 	}
 	g.CreatedAt, g.SwappedAt, g.RetiredAt = storekit.FromMicros(created), storekit.FromMicros(swapped), storekit.FromMicros(retired)
+	g.Times = storekit.ScanTimes(timesSeq, timesMin, timesMax)
 	return g, nil
 }
 
@@ -126,7 +130,7 @@ func (t sourceTx) PutSource(ctx context.Context, r storekit.SourceRow) error {
 
 func (t sourceTx) InsertGeneration(ctx context.Context, g state.Generation) error {
 	_, err := t.tx.ExecContext(ctx, `
-		INSERT INTO source_generations (`+generationColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		INSERT INTO source_generations (`+generationColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		generationArgs(g)...)
 	return err
 }
@@ -135,7 +139,7 @@ func (t sourceTx) PutGeneration(ctx context.Context, g state.Generation) error {
 	res, err := t.tx.ExecContext(ctx, `
 		UPDATE source_generations SET kind = ?3, pin = ?4, pin_label = ?5, chunks = ?6, status = ?7,
 			retired_reason = ?8, created_at_us = ?9, swapped_at_us = ?10, retired_at_us = ?11,
-			applied_seq = ?12, chunks_applied = ?13
+			applied_seq = ?12, chunks_applied = ?13, times_seq = ?14, times_min_us = ?15, times_max_us = ?16
 		WHERE source = ?1 AND generation = ?2`,
 		generationArgs(g)...)
 	if err != nil {
@@ -149,12 +153,14 @@ func (t sourceTx) PutGeneration(ctx context.Context, g state.Generation) error {
 
 // generationArgs are g's columns in generationColumns order.
 func generationArgs(g state.Generation) []any {
+	timesSeq, timesMin, timesMax := storekit.TimesArgs(g.Times)
 	var pin any
 	if g.Pin != nil {
 		pin = *g.Pin
 	}
 	return []any{g.Source, g.Generation, string(g.Kind), pin, g.PinLabel, g.Chunks, string(g.Status), g.RetiredReason,
-		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt), g.AppliedSeq, g.ChunksApplied}
+		storekit.Micros(g.CreatedAt), storekit.Micros(g.SwappedAt), storekit.Micros(g.RetiredAt), g.AppliedSeq, g.ChunksApplied,
+		timesSeq, timesMin, timesMax}
 }
 
 func (t sourceTx) AppendEvents(ctx context.Context, events []state.Event) error {

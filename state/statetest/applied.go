@@ -18,6 +18,7 @@ func appliedTests() []test {
 		{"ConcurrentRecordersEndAtTheMax", testAppliedRace},
 		{"RejectsBadCalls", testAppliedBad},
 		{"ChunksMoveOnlyForward", testAppliedChunks},
+		{"TimesMoveOnlyForward", testAppliedTimes},
 	}
 }
 

@@ -63,8 +63,8 @@ func (e *Engine) ApplyIngest(ctx context.Context, p warehouse.IngestParams) (war
 		}
 		step := func() error {
 			return s.inTx(ctx, func() error {
-				n, err := ingestStep(ctx, s, p)
-				res.Rows = n
+				var err error
+				res, err = ingestStep(ctx, s, p)
 				stepDone = err == nil
 				return err
 			})
@@ -133,6 +133,9 @@ func (e *Engine) checkIngest(p warehouse.IngestParams) error {
 				return err
 			}
 		}
+		if p.TimeColumn != "" {
+			return checkIdent("time column", p.TimeColumn)
+		}
 	case warehouse.StepSwap:
 		if err := checkTable(p.Table); err != nil {
 			return err
@@ -189,9 +192,10 @@ var insertMarkerSQL = "INSERT INTO " + markersTable + " VALUES ($1, $2, $3, $4, 
 // fails only when a concurrent transaction committed the same step first,
 // which is ErrAlreadyApplied (as DuckDB's refusal of the loser's COMMIT
 // is).
-func ingestStep(ctx context.Context, s *session, p warehouse.IngestParams) (int64, error) {
+func ingestStep(ctx context.Context, s *session, p warehouse.IngestParams) (warehouse.IngestResult, error) {
+	var res warehouse.IngestResult
 	if p.Step == warehouse.StepFence {
-		return 0, fenceStep(ctx, s, p)
+		return res, fenceStep(ctx, s, p)
 	}
 	kind, idx := p.Marker()
 	fenceCol := "planned_generation"
@@ -215,28 +219,27 @@ func ingestStep(ctx context.Context, s *session, p warehouse.IngestParams) (int6
 	n, err := s.exec(ctx, "UPDATE "+fencesTable+" SET updated_at = now() WHERE source = $1 AND "+fenceCol+" = $2"+
 		markerAbsent+" AND "+predPresent, args...)
 	if err != nil {
-		return 0, err
+		return res, err
 	}
 	if n != 1 {
-		return 0, gateRefusal(ctx, s, p, fenceCol, markerAbsent, predPresent, args)
+		return res, gateRefusal(ctx, s, p, fenceCol, markerAbsent, predPresent, args)
 	}
-	var rows int64
 	switch p.Step {
 	case warehouse.StepChunk, warehouse.StepBatch:
-		rows, err = writeRows(ctx, s, p)
+		res, err = writeRows(ctx, s, p)
 	case warehouse.StepSwap:
 		err = swapStep(ctx, s, p)
 	}
 	if err != nil {
-		return 0, err
+		return res, err
 	}
-	if _, err := s.exec(ctx, insertMarkerSQL, p.Source, p.Generation, kind, idx, rows); err != nil {
+	if _, err := s.exec(ctx, insertMarkerSQL, p.Source, p.Generation, kind, idx, res.Rows); err != nil {
 		if commitConflict(err) {
-			return 0, fmt.Errorf("%w: %s: a concurrent transaction committed it first: %w", warehouse.ErrAlreadyApplied, p.Describe(), err)
+			return res, fmt.Errorf("%w: %s: a concurrent transaction committed it first: %w", warehouse.ErrAlreadyApplied, p.Describe(), err)
 		}
-		return 0, err
+		return res, err
 	}
-	return rows, nil
+	return res, nil
 }
 
 // gateRefusal says why ingestStep's gate matched nothing, in its order.
@@ -297,25 +300,32 @@ func fenceStep(ctx context.Context, s *session, p warehouse.IngestParams) error 
 // writeRows writes p's rows into p.Table: chunk 0 creates the table (or
 // re-creates it: a crash may have left a half-built one behind, whose
 // markers rolled back with it); otherwise by p.Apply (chunks append, or
-// upsert).
-func writeRows(ctx context.Context, s *session, p warehouse.IngestParams) (int64, error) {
+// upsert). With p.TimeColumn, the written rows' times are read first, by
+// one aggregate over the staged rows (of Parquet files, only that column
+// is read).
+func writeRows(ctx context.Context, s *session, p warehouse.IngestParams) (warehouse.IngestResult, error) {
 	if p.Skip {
-		return 0, nil // a skip writes its marker only
+		return warehouse.IngestResult{}, nil // a skip writes its marker only
 	}
 	src := "(" + p.Files.DuckDBSelect(p.Pin) + ")"
 	t := quoteTable(p.Table)
+	res, err := writtenTimes(ctx, s, p, src)
+	if err != nil {
+		return res, err
+	}
 	if p.Step == warehouse.StepChunk && p.Index == 0 {
 		if _, err := s.exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(p.Table.Schema)); err != nil {
-			return 0, err
+			return res, err
 		}
 		if _, err := s.exec(ctx, "CREATE OR REPLACE TABLE "+t+" AS SELECT * FROM "+src); err != nil {
-			return 0, err
+			return res, err
 		}
-		res, err := s.query(ctx, "SELECT count(*) FROM "+t)
+		q, err := s.query(ctx, "SELECT count(*) FROM "+t)
 		if err != nil {
-			return 0, err
+			return res, err
 		}
-		return asInt64(res.Rows[0][0]), nil
+		res.Rows = asInt64(q.Rows[0][0])
+		return res, nil
 	}
 	apply := p.Apply
 	if p.Step == warehouse.StepChunk && apply != warehouse.IngestUpsert {
@@ -324,25 +334,61 @@ func writeRows(ctx context.Context, s *session, p warehouse.IngestParams) (int64
 	switch apply {
 	case warehouse.IngestReplace:
 		if _, err := s.exec(ctx, "DELETE FROM "+t); err != nil {
-			return 0, err
+			return res, err
 		}
 	case warehouse.IngestUpsert:
-		return upsertRows(ctx, s, p, src)
+		res.Rows, res.Replaced, err = upsertRows(ctx, s, p, src)
+		return res, err
 	}
-	return s.exec(ctx, "INSERT INTO "+t+" BY NAME SELECT * FROM "+src)
+	res.Rows, err = s.exec(ctx, "INSERT INTO "+t+" BY NAME SELECT * FROM "+src)
+	return res, err
+}
+
+// writtenTimes reads the least and greatest p.TimeColumn of the staged
+// rows src, and how many are older than p.LateBefore (nothing without a
+// TimeColumn). A time column the staged rows do not hold is
+// warehouse.ErrInvalidArgument, naming it.
+func writtenTimes(ctx context.Context, s *session, p warehouse.IngestParams, src string) (warehouse.IngestResult, error) {
+	var res warehouse.IngestResult
+	if p.TimeColumn == "" {
+		return res, nil
+	}
+	c := quoteIdent(p.TimeColumn)
+	late := "0"
+	var args []any
+	if !p.LateBefore.IsZero() {
+		late, args = "count(*) FILTER (WHERE "+c+" < $1)", []any{p.LateBefore.UTC()}
+	}
+	q, err := s.query(ctx, "SELECT min("+c+"), max("+c+"), "+late+" FROM "+src, args...)
+	if err != nil {
+		return res, fmt.Errorf("%w: reading time column %q of the staged rows of %s: %w", warehouse.ErrInvalidArgument, p.TimeColumn, p.Describe(), err)
+	}
+	r := q.Rows[0]
+	lo, okLo := r[0].(time.Time)
+	hi, okHi := r[1].(time.Time)
+	switch {
+	case r[1] == nil:
+	case !okLo || !okHi:
+		return res, fmt.Errorf("%w: time column %q of the staged rows of %s is %T, not a timestamp or date", warehouse.ErrInvalidType, p.TimeColumn, p.Describe(), r[1])
+	default:
+		res.MinTime, res.MaxTime = lo.UTC(), hi.UTC()
+	}
+	res.Late = asInt64(r[2])
+	return res, nil
 }
 
 // upsertRows replaces the rows of p.Table whose p.Key matches a staged
 // row (NULL-safely) and inserts the rest; a key staged twice is
-// warehouse.ErrDuplicateKey.
-func upsertRows(ctx context.Context, s *session, p warehouse.IngestParams, src string) (int64, error) {
+// warehouse.ErrDuplicateKey. It returns the rows inserted and those
+// replaced (deleted).
+func upsertRows(ctx context.Context, s *session, p warehouse.IngestParams, src string) (rows, replaced int64, err error) {
 	tmp, err := tempName("gapless_ingest_")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	qtmp := "temp.main." + quoteIdent(tmp)
 	if _, err := s.exec(ctx, "CREATE TEMP TABLE "+quoteIdent(tmp)+" AS SELECT * FROM "+src); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	keys := make([]string, len(p.Key))
 	match := make([]string, len(p.Key))
@@ -352,20 +398,21 @@ func upsertRows(ctx context.Context, s *session, p warehouse.IngestParams, src s
 	}
 	dup, err := s.findsRows(ctx, "SELECT 1 FROM "+qtmp+" GROUP BY "+strings.Join(keys, ", ")+" HAVING count(*) > 1 LIMIT 1")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if dup {
-		return 0, fmt.Errorf("%w: the staged rows of %s hold a key more than once", warehouse.ErrDuplicateKey, p.Describe())
+		return 0, 0, fmt.Errorf("%w: the staged rows of %s hold a key more than once", warehouse.ErrDuplicateKey, p.Describe())
 	}
-	if _, err := s.exec(ctx, "DELETE FROM "+quoteTable(p.Table)+" AS t WHERE EXISTS (SELECT 1 FROM "+qtmp+" AS s WHERE "+strings.Join(match, " AND ")+")"); err != nil {
-		return 0, err
-	}
-	n, err := s.exec(ctx, "INSERT INTO "+quoteTable(p.Table)+" BY NAME SELECT * FROM "+qtmp)
+	replaced, err = s.exec(ctx, "DELETE FROM "+quoteTable(p.Table)+" AS t WHERE EXISTS (SELECT 1 FROM "+qtmp+" AS s WHERE "+strings.Join(match, " AND ")+")")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
+	}
+	rows, err = s.exec(ctx, "INSERT INTO "+quoteTable(p.Table)+" BY NAME SELECT * FROM "+qtmp)
+	if err != nil {
+		return 0, 0, err
 	}
 	_, err = s.exec(ctx, "DROP TABLE "+qtmp)
-	return n, err
+	return rows, replaced, err
 }
 
 // swapStep checks that every chunk is applied and that p's generation has

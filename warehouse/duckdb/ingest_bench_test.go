@@ -90,60 +90,71 @@ func servingSource(tb testing.TB, e *Engine, source string, table warehouse.Tabl
 // CHECKPOINT (see checkpoint). rows=100000 is issue
 // 14's target (engine/raw within 1.2); rows=1 is the fixed cost of a batch
 // (the fence check, the marker, the predecessor check and the commit; the
-// state store's part is ingest's BenchmarkPassTinyBatch).
+// state store's part is ingest's BenchmarkPassTinyBatch). With
+// time=event_ts the step also reports the written rows' least and
+// greatest event_ts and how many are late (IngestParams.TimeColumn, what
+// the ingest pass keeps the watermark from); time=none does not.
 //
 //	go test -run '^$' -bench IngestBatch -count 3 ./warehouse/duckdb/
 func BenchmarkIngestBatch(b *testing.B) {
 	for _, rows := range []int64{100_000, 1} {
-		b.Run(fmt.Sprintf("rows=%d", rows), func(b *testing.B) {
-			ctx := b.Context()
-			dir := benchDir(b)
-			e, err := Open(ctx, filepath.Join(dir, "bench.duckdb"), Options{})
-			require.NoError(b, err)
-			b.Cleanup(func() { require.NoError(b, e.Close()) })
-			file := filepath.Join(dir, "batch.parquet")
-			writeParquet(b, e, file, 0, rows)
-			table := warehouse.Table{Schema: "gapless__raw", Name: "events__g1"}
-			servingSource(b, e, "raw.events", table, file)
-			_, err = rawExec(ctx, e, "CREATE TABLE gapless__raw.raw_events AS SELECT * FROM read_parquet("+quoteLiteral(file)+")")
-			require.NoError(b, err)
-			raw := "INSERT INTO gapless__raw.raw_events SELECT * FROM read_parquet(" + quoteLiteral(file) + ")"
-			var took [2]time.Duration
-			engine := func(seq int64) {
-				began := time.Now()
-				res, err := e.ApplyIngest(ctx, warehouse.IngestParams{Source: "raw.events", Step: warehouse.StepBatch, Generation: 1, Index: seq,
-					Table: table, Apply: warehouse.IngestAppend, Files: warehouse.StagedFiles{Format: warehouse.FormatParquet, Paths: []string{file}}})
-				took[0] += time.Since(began)
-				require.NoError(b, err)
-				require.Equal(b, rows, res.Rows)
-			}
-			insert := func() {
-				began := time.Now()
-				n, err := rawExec(ctx, e, raw)
-				took[1] += time.Since(began)
-				require.NoError(b, err)
-				require.Equal(b, rows, n)
-			}
-			seq := int64(0)
-			for b.Loop() {
-				seq++
-				if seq%2 == 1 { // in turns, so that a slower stretch of a noisy machine weighs on both
-					engine(seq)
-					checkpoint(b, e, rows)
-					insert()
-				} else {
-					insert()
-					checkpoint(b, e, rows)
-					engine(seq)
-				}
-				checkpoint(b, e, rows)
-			}
-			n := float64(seq)
-			b.ReportMetric(float64(took[0].Microseconds())/n/1000, "ms-engine/batch")
-			b.ReportMetric(float64(took[1].Microseconds())/n/1000, "ms-raw/batch")
-			b.ReportMetric(took[0].Seconds()/took[1].Seconds(), "engine/raw")
-		})
+		for _, tc := range []string{"none", "event_ts"} {
+			b.Run(fmt.Sprintf("rows=%d/time=%s", rows, tc), func(b *testing.B) { benchIngestBatch(b, rows, tc) })
+		}
 	}
+}
+
+func benchIngestBatch(b *testing.B, rows int64, timeColumn string) {
+	if timeColumn == "none" {
+		timeColumn = ""
+	}
+	ctx := b.Context()
+	dir := benchDir(b)
+	e, err := Open(ctx, filepath.Join(dir, "bench.duckdb"), Options{})
+	require.NoError(b, err)
+	b.Cleanup(func() { require.NoError(b, e.Close()) })
+	file := filepath.Join(dir, "batch.parquet")
+	writeParquet(b, e, file, 0, rows)
+	table := warehouse.Table{Schema: "gapless__raw", Name: "events__g1"}
+	servingSource(b, e, "raw.events", table, file)
+	_, err = rawExec(ctx, e, "CREATE TABLE gapless__raw.raw_events AS SELECT * FROM read_parquet("+quoteLiteral(file)+")")
+	require.NoError(b, err)
+	raw := "INSERT INTO gapless__raw.raw_events SELECT * FROM read_parquet(" + quoteLiteral(file) + ")"
+	var took [2]time.Duration
+	engine := func(seq int64) {
+		began := time.Now()
+		res, err := e.ApplyIngest(ctx, warehouse.IngestParams{Source: "raw.events", Step: warehouse.StepBatch, Generation: 1, Index: seq,
+			Table: table, Apply: warehouse.IngestAppend, Files: warehouse.StagedFiles{Format: warehouse.FormatParquet, Paths: []string{file}},
+			TimeColumn: timeColumn, LateBefore: time.Date(2024, 1, 1, 0, 1, 0, 0, time.UTC)})
+		took[0] += time.Since(began)
+		require.NoError(b, err)
+		require.Equal(b, rows, res.Rows)
+	}
+	insert := func() {
+		began := time.Now()
+		n, err := rawExec(ctx, e, raw)
+		took[1] += time.Since(began)
+		require.NoError(b, err)
+		require.Equal(b, rows, n)
+	}
+	seq := int64(0)
+	for b.Loop() {
+		seq++
+		if seq%2 == 1 { // in turns, so that a slower stretch of a noisy machine weighs on both
+			engine(seq)
+			checkpoint(b, e, rows)
+			insert()
+		} else {
+			insert()
+			checkpoint(b, e, rows)
+			engine(seq)
+		}
+		checkpoint(b, e, rows)
+	}
+	n := float64(seq)
+	b.ReportMetric(float64(took[0].Microseconds())/n/1000, "ms-engine/batch")
+	b.ReportMetric(float64(took[1].Microseconds())/n/1000, "ms-raw/batch")
+	b.ReportMetric(took[0].Seconds()/took[1].Seconds(), "engine/raw")
 }
 
 // buildSizes are the row counts of BenchmarkIngestBuild: 200,000, and

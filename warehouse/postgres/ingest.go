@@ -132,9 +132,8 @@ func (e *Engine) ApplyIngest(ctx context.Context, p warehouse.IngestParams) (war
 		}
 	}
 	var res warehouse.IngestResult
-	err := e.inTx(ctx, func(tx pgx.Tx) error {
-		n, err := pgIngestStep(ctx, tx, p, duck)
-		res.Rows = n
+	err := e.inTx(ctx, func(tx pgx.Tx) (err error) {
+		res, err = pgIngestStep(ctx, tx, p, duck)
 		return err
 	})
 	if err != nil {
@@ -155,6 +154,11 @@ func (e *Engine) checkIngest(p warehouse.IngestParams) error {
 		if err := e.checkQualified(p.Table); err != nil {
 			return err
 		}
+		if p.TimeColumn != "" {
+			if err := e.checkIdents("time column", []string{p.TimeColumn}); err != nil {
+				return err
+			}
+		}
 		return e.checkIdents("key column", p.Key)
 	case warehouse.StepSwap:
 		if err := e.checkQualified(p.Table); err != nil {
@@ -167,18 +171,19 @@ func (e *Engine) checkIngest(p warehouse.IngestParams) error {
 
 // pgIngestStep is the body of ApplyIngest's transaction: the marker (a
 // replay stops here), the fence, the predecessor check, the data.
-func pgIngestStep(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, duck *sql.DB) (int64, error) {
+func pgIngestStep(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, duck *sql.DB) (warehouse.IngestResult, error) {
+	var res warehouse.IngestResult
 	if p.Step == warehouse.StepFence {
-		return 0, pgFenceStep(ctx, tx, p)
+		return res, pgFenceStep(ctx, tx, p)
 	}
 	kind, idx := p.Marker()
 	tag, err := exec(ctx, tx, "INSERT INTO "+markersTable+" VALUES ($1, $2, $3, $4, 0, now()) ON CONFLICT DO NOTHING",
 		p.Source, p.Generation, kind, idx)
 	if err != nil {
-		return 0, err
+		return res, err
 	}
 	if tag.RowsAffected() == 0 {
-		return 0, fmt.Errorf("%w: %s", warehouse.ErrAlreadyApplied, p.Describe())
+		return res, fmt.Errorf("%w: %s", warehouse.ErrAlreadyApplied, p.Describe())
 	}
 	fenceCol := "planned_generation"
 	if p.Step == warehouse.StepBatch && !p.CatchUp {
@@ -186,36 +191,35 @@ func pgIngestStep(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, duck
 	}
 	tag, err = exec(ctx, tx, "UPDATE "+fencesTable+" SET updated_at = now() WHERE source = $1 AND "+fenceCol+" = $2", p.Source, p.Generation)
 	if err != nil {
-		return 0, err
+		return res, err
 	}
 	if tag.RowsAffected() != 1 {
-		return 0, fmt.Errorf("%w: %s: the fence's %s is not %d", warehouse.ErrFenced, p.Describe(), fenceCol, p.Generation)
+		return res, fmt.Errorf("%w: %s: the fence's %s is not %d", warehouse.ErrFenced, p.Describe(), fenceCol, p.Generation)
 	}
-	var rows int64
 	switch p.Step {
 	case warehouse.StepChunk:
 		if p.Index > 0 {
 			if err := pgRequireMarker(ctx, tx, p, warehouse.MarkerChunk, warehouse.MarkerChunk, p.Index-1); err != nil {
-				return 0, err
+				return res, err
 			}
 		}
-		rows, err = pgWriteRows(ctx, tx, p, duck)
+		res, err = pgWriteRows(ctx, tx, p, duck)
 	case warehouse.StepBatch:
 		if err := pgRequireMarker(ctx, tx, p, warehouse.MarkerBatch, warehouse.MarkerCovered, p.Index-1); err != nil {
-			return 0, err
+			return res, err
 		}
-		rows, err = pgWriteRows(ctx, tx, p, duck)
+		res, err = pgWriteRows(ctx, tx, p, duck)
 	case warehouse.StepSwap:
 		err = pgSwapStep(ctx, tx, p)
 	}
 	if err != nil {
-		return 0, err
+		return res, err
 	}
 	if _, err := exec(ctx, tx, "UPDATE "+markersTable+` SET "rows" = $5 WHERE source = $1 AND generation = $2 AND kind = $3 AND idx = $4`,
-		p.Source, p.Generation, kind, idx, rows); err != nil {
-		return 0, err
+		p.Source, p.Generation, kind, idx, res.Rows); err != nil {
+		return res, err
 	}
-	return rows, nil
+	return res, nil
 }
 
 // pgFenceStep moves the planned generation from p.From to p.Generation and
@@ -277,6 +281,36 @@ type stagedRows struct {
 	vals  []any    // the current row; reused: COPY encodes a row before asking for the next
 	ptrs  []any    // pointers to vals, for Scan
 	err   error
+	// With a time column (watchTime): its index in cols, the least and
+	// greatest time read, and how many rows are older than lateBefore.
+	timeAt     int
+	lateBefore time.Time
+	lo, hi     time.Time
+	late       int64
+}
+
+// watchTime makes s fold p.TimeColumn over the rows it hands on: the
+// written rows' times, read as COPY streams them. A time column the
+// staged rows lack, or that is no date or timestamp, is refused, naming
+// it.
+func (s *stagedRows) watchTime(p warehouse.IngestParams) error {
+	s.timeAt = -1
+	if p.TimeColumn == "" {
+		return nil
+	}
+	for i, c := range s.cols {
+		if c != p.TimeColumn {
+			continue
+		}
+		switch s.types[i] {
+		case "date", "timestamp", "timestamptz":
+		default:
+			return fmt.Errorf("%w: time column %q of the staged rows of %s is %s, not a timestamp or date", warehouse.ErrInvalidType, p.TimeColumn, p.Describe(), s.types[i])
+		}
+		s.timeAt, s.lateBefore = i, p.LateBefore.UTC()
+		return nil
+	}
+	return fmt.Errorf("%w: time column %q is not a column of the staged files of %s", warehouse.ErrInvalidArgument, p.TimeColumn, p.Describe())
 }
 
 // withStaged reads f (without the rows at or below pin) with the
@@ -292,7 +326,7 @@ func withStaged(ctx context.Context, db *sql.DB, f warehouse.StagedFiles, pin in
 	if err != nil {
 		return 0, err
 	}
-	s := &stagedRows{rows: rows}
+	s := &stagedRows{rows: rows, timeAt: -1}
 	for _, ct := range cts {
 		pt, ok := pgTypeOf(ct.DatabaseTypeName())
 		if !ok {
@@ -371,6 +405,19 @@ func (s *stagedRows) Next() bool {
 			s.vals[i] = t.UTC()
 		}
 	}
+	if s.timeAt >= 0 {
+		if t, ok := s.vals[s.timeAt].(time.Time); ok {
+			if s.hi.IsZero() || t.Before(s.lo) {
+				s.lo = t
+			}
+			if s.hi.IsZero() || t.After(s.hi) {
+				s.hi = t
+			}
+			if !s.lateBefore.IsZero() && t.Before(s.lateBefore) {
+				s.late++
+			}
+		}
+	}
 	return true
 }
 
@@ -381,17 +428,28 @@ func (s *stagedRows) Err() error             { return s.err }
 // from the files' columns (a crash may have left a half-built one, whose
 // markers rolled back with it); otherwise by p.Apply (chunks append, or
 // upsert).
-func pgWriteRows(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, duck *sql.DB) (int64, error) {
+func pgWriteRows(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, duck *sql.DB) (warehouse.IngestResult, error) {
+	var res warehouse.IngestResult
 	if p.Skip {
-		return 0, nil // a skip writes its marker only
+		return res, nil // a skip writes its marker only
 	}
-	return withStaged(ctx, duck, p.Files, p.Pin, func(src *stagedRows) (int64, error) {
-		return pgWriteStaged(ctx, tx, p, src)
+	n, err := withStaged(ctx, duck, p.Files, p.Pin, func(src *stagedRows) (n int64, err error) {
+		if err := src.watchTime(p); err != nil {
+			return 0, err
+		}
+		n, res.Replaced, err = pgWriteStaged(ctx, tx, p, src)
+		res.MinTime, res.MaxTime, res.Late = src.lo, src.hi, src.late
+		return n, err
 	})
+	if err != nil {
+		return warehouse.IngestResult{}, err
+	}
+	res.Rows = n
+	return res, nil
 }
 
 // pgWriteStaged is pgWriteRows once the staged files are open.
-func pgWriteStaged(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, src *stagedRows) (int64, error) {
+func pgWriteStaged(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, src *stagedRows) (rows, replaced int64, err error) {
 	ident := pgx.Identifier{p.Table.Schema, p.Table.Name}
 	t := quoteTable(p.Table)
 	copyIn := func(into pgx.Identifier) (int64, error) {
@@ -403,22 +461,23 @@ func pgWriteStaged(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, src
 	}
 	if p.Step == warehouse.StepChunk && p.Index == 0 {
 		if _, err := exec(ctx, tx, "CREATE SCHEMA IF NOT EXISTS "+quoteIdent(p.Table.Schema)); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if _, err := exec(ctx, tx, "DROP TABLE IF EXISTS "+t); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		defs := make([]string, len(src.cols))
 		for i, c := range src.cols {
 			defs[i] = quoteIdent(c) + " " + src.types[i]
 		}
 		if _, err := exec(ctx, tx, "CREATE TABLE "+t+" ("+strings.Join(defs, ", ")+")"); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		return copyIn(ident)
+		rows, err := copyIn(ident)
+		return rows, 0, err
 	}
 	if _, err := lockTable(ctx, tx, p.Table); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	apply := p.Apply
 	if p.Step == warehouse.StepChunk && apply != warehouse.IngestUpsert {
@@ -427,32 +486,33 @@ func pgWriteStaged(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, src
 	switch apply {
 	case warehouse.IngestReplace:
 		if _, err := exec(ctx, tx, "DELETE FROM "+t); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	case warehouse.IngestUpsert:
 		return pgUpsert(ctx, tx, p, src, copyIn)
 	}
-	return copyIn(ident)
+	rows, err = copyIn(ident)
+	return rows, 0, err
 }
 
 // pgUpsert stages the rows in a temporary table, refuses a key staged
 // twice (warehouse.ErrDuplicateKey), deletes the table's rows whose key
 // matches (NULL-safely) and inserts the staged rows.
-func pgUpsert(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, src *stagedRows, copyIn func(pgx.Identifier) (int64, error)) (int64, error) {
+func pgUpsert(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, src *stagedRows, copyIn func(pgx.Identifier) (int64, error)) (rows, replaced int64, err error) {
 	for _, k := range p.Key {
 		if !containsString(src.cols, k) {
-			return 0, fmt.Errorf("%w: key column %q is not a column of the staged files of %s", warehouse.ErrInvalidArgument, k, p.Describe())
+			return 0, 0, fmt.Errorf("%w: key column %q is not a column of the staged files of %s", warehouse.ErrInvalidArgument, k, p.Describe())
 		}
 	}
 	tmp, err := tempName()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if _, err := exec(ctx, tx, "CREATE TEMP TABLE "+quoteIdent(tmp)+" (LIKE "+quoteTable(p.Table)+") ON COMMIT DROP"); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if _, err := copyIn(pgx.Identifier{tmp}); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	keys := make([]string, len(p.Key))
 	match := make([]string, len(p.Key))
@@ -462,13 +522,14 @@ func pgUpsert(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, src *sta
 	}
 	var dup bool
 	if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+quoteIdent(tmp)+" GROUP BY "+strings.Join(keys, ", ")+" HAVING count(*) > 1)").Scan(&dup); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if dup {
-		return 0, fmt.Errorf("%w: the staged rows of %s hold a key more than once", warehouse.ErrDuplicateKey, p.Describe())
+		return 0, 0, fmt.Errorf("%w: the staged rows of %s hold a key more than once", warehouse.ErrDuplicateKey, p.Describe())
 	}
-	if _, err := exec(ctx, tx, "DELETE FROM "+quoteTable(p.Table)+" AS t USING "+quoteIdent(tmp)+" AS s WHERE "+strings.Join(match, " AND ")); err != nil {
-		return 0, err
+	del, err := exec(ctx, tx, "DELETE FROM "+quoteTable(p.Table)+" AS t USING "+quoteIdent(tmp)+" AS s WHERE "+strings.Join(match, " AND "))
+	if err != nil {
+		return 0, 0, err
 	}
 	cols := make([]string, len(src.cols))
 	for i, c := range src.cols {
@@ -477,9 +538,9 @@ func pgUpsert(ctx context.Context, tx pgx.Tx, p warehouse.IngestParams, src *sta
 	list := strings.Join(cols, ", ")
 	tag, err := exec(ctx, tx, "INSERT INTO "+quoteTable(p.Table)+" ("+list+") SELECT "+list+" FROM "+quoteIdent(tmp))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return tag.RowsAffected(), nil
+	return tag.RowsAffected(), del.RowsAffected(), nil
 }
 
 func containsString(xs []string, x string) bool {

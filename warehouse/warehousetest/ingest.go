@@ -46,6 +46,7 @@ var ingestScenarios = []scenario{
 	{"ChunkZeroCleansACrashedBuild", testChunkZeroCleansACrashedBuild},
 	{"CancelledStepWritesNothing", testCancelledStepWritesNothing},
 	{"SwapRacingABatchNeverLosesIt", testSwapRacingABatchNeverLosesIt},
+	{"StepReportsWrittenTimes", testStepReportsWrittenTimes},
 }
 
 // ingestSource is the source every scenario lands.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/interval"
+	"github.com/gapless-dev/gapless/state"
 )
 
 // Stores keep instants as int64 microseconds since the Unix epoch (UTC), in
@@ -86,4 +87,29 @@ func CheckMicros(s interval.Set) error {
 		}
 	}
 	return nil
+}
+
+// TimesArgs are a generation's Times as its columns times_seq,
+// times_min_us and times_max_us: -1 and NULLs when not known, NULL times
+// when no row holds one.
+func TimesArgs(t *state.GenerationTimes) (seq int64, lo, hi any) {
+	if t == nil {
+		return -1, nil, nil
+	}
+	if t.Max.IsZero() {
+		return t.Seq, nil, nil
+	}
+	return t.Seq, t.Min.UnixMicro(), t.Max.UnixMicro()
+}
+
+// ScanTimes is TimesArgs's inverse.
+func ScanTimes(seq int64, lo, hi *int64) *state.GenerationTimes {
+	if seq < 0 {
+		return nil
+	}
+	t := &state.GenerationTimes{Seq: seq}
+	if lo != nil && hi != nil {
+		t.Min, t.Max = time.UnixMicro(*lo).UTC(), time.UnixMicro(*hi).UTC()
+	}
+	return t
 }

@@ -635,6 +635,17 @@ func RecordApplied(ctx context.Context, tx AppliedTx, p state.RecordAppliedParam
 		}
 		gen.ChunksApplied, moved = p.Chunks, true
 	}
+	if t := p.Times; t != nil && (gen.Times == nil || t.Seq > gen.Times.Seq) {
+		if t.Seq < 0 || t.Seq > gen.AppliedSeq {
+			return state.Generation{}, fmt.Errorf("source %q: generation %d: times as of batch %d, which is not applied (applied seq %d)",
+				p.Source, p.Generation, t.Seq, gen.AppliedSeq)
+		}
+		if t.Min.IsZero() != t.Max.IsZero() || t.Max.Before(t.Min) {
+			return state.Generation{}, fmt.Errorf("source %q: generation %d: times %s to %s are not a least and a greatest",
+				p.Source, p.Generation, t.Min, t.Max)
+		}
+		gen.Times, moved = &state.GenerationTimes{Seq: t.Seq, Min: t.Min.UTC().Truncate(time.Microsecond), Max: t.Max.UTC().Truncate(time.Microsecond)}, true
+	}
 	if !moved {
 		return gen, nil // behind or equal: another recorder got there first
 	}
