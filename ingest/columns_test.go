@@ -1,7 +1,12 @@
 package ingest_test
 
 import (
+	"database/sql"
+	"path/filepath"
+	"strings"
 	"testing"
+
+	_ "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/stretchr/testify/require"
 
@@ -46,5 +51,48 @@ func TestFileWithWrongColumnsBlocksItsBatch(t *testing.T) {
 		require.NoError(t, r.Err)
 		require.Equal(t, 2, r.Applied)
 		e.requireServes(5)
+	})
+}
+
+// parquet writes landing/name as a Parquet file of the query's rows, with
+// an in-memory DuckDB of its own (the warehouse may be PostgreSQL).
+func (e *env) parquet(name, query string) {
+	e.t.Helper()
+	db, err := sql.Open("duckdb", "")
+	require.NoError(e.t, err)
+	defer func() { require.NoError(e.t, db.Close()) }()
+	path := filepath.Join(e.root, "landing", name)
+	_, err = db.ExecContext(e.t.Context(), "COPY ("+query+") TO '"+strings.ReplaceAll(path, "'", "''")+"' (FORMAT parquet)")
+	require.NoError(e.t, err)
+}
+
+func TestParquetFileWithWrongColumnsBlocksItsBatch(t *testing.T) {
+	// Scenario: raw.events lands Parquet files. a.parquet (id, v) primes
+	// it. b.parquet has a column the table lacks (id, amount) and c.parquet
+	// is good: the pass fails at b.parquet's batch, naming the file and
+	// the column, applies nothing of it and leaves c waiting. b.parquet is
+	// rewritten with the table's columns and the next pass applies b and c.
+	eachStore(t, func(t *testing.T, e *env) {
+		e.d.Files.Path = "landing/*.parquet"
+		e.parquet("a.parquet", "SELECT 1::BIGINT AS id, 'v1' AS v UNION ALL SELECT 2, 'v2'")
+		require.NoError(t, e.pass().Err)
+		e.requireServes(2)
+
+		e.parquet("b.parquet", "SELECT 3::BIGINT AS id, 10.5::DOUBLE AS amount")
+		e.parquet("c.parquet", "SELECT 4::BIGINT AS id, 'v4' AS v")
+		r := e.pass()
+		var be *ingest.BatchError
+		require.ErrorAs(t, r.Err, &be)
+		require.Equal(t, int64(2), be.Index)
+		require.Contains(t, r.Err.Error(), "b.parquet")
+		require.Regexp(t, `column (with name )?"amount"`, r.Err.Error(), "the reason names the column")
+		require.Zero(t, r.Applied)
+		e.requireServes(2)
+
+		e.parquet("b.parquet", "SELECT 3::BIGINT AS id, 'v3' AS v")
+		r = e.pass()
+		require.NoError(t, r.Err)
+		require.Equal(t, 2, r.Applied)
+		e.requireServes(4)
 	})
 }
