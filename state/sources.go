@@ -294,6 +294,15 @@ type RecordBlockedParams struct {
 	Now        time.Time
 }
 
+// RecordSkippedParams are the parameters of RecordSkipped.
+type RecordSkippedParams struct {
+	Source     string
+	Generation int64 // the generation whose table holds the skip's marker
+	Seq        int64
+	Reason     string // required: why, naming the file (the event's reason)
+	Now        time.Time
+}
+
 // AddLateRowsParams are the parameters of AddLateRows.
 type AddLateRowsParams struct {
 	Source     string
@@ -360,9 +369,10 @@ const (
 	EventSourceNeedsResync   = "source_needs_resync"
 	EventSourceUnparked      = "source_unparked"
 	EventSourceRemoved       = "source_removed"
-	// EventSourceBatchSkipped is written by the ingest pass (not by a
-	// store transition) when it skips the blocked batch whose staged file
-	// was removed: Data names the generation, the seq and the file.
+	// EventSourceBatchSkipped is written by RecordSkipped, in the
+	// transaction that marks the batch skipped, when the ingest pass skips
+	// the blocked batch whose staged file was removed: Data names the
+	// generation, the seq and the file.
 	EventSourceBatchSkipped = "source_batch_skipped"
 )
 
@@ -455,6 +465,18 @@ type SourceStore interface {
 	// failure's time and counts one more attempt; another seq replaces the
 	// block. It appends no event (the pass logs the failure).
 	RecordBlocked(ctx context.Context, p RecordBlockedParams) (SourceBlock, error)
+	// RecordSkipped records that batch p.Seq is skipped (Batch.SkippedAt):
+	// its staged data is gone and generation p.Generation's table holds its
+	// marker and no row of it. In one transaction, pinned to {source,
+	// generation, seq} like RecordApplied (a retired or unknown generation
+	// is refused with ErrConflictingGeneration, a seq never staged or no
+	// longer in the queue is refused), it marks the batch, moves the
+	// generation's applied seq forward to p.Seq (clearing the block as
+	// RecordApplied does) and appends EventSourceBatchSkipped. Marking is
+	// forward only: a batch already skipped keeps its SkippedAt and gets no
+	// second event (a replay, or another generation skipping it too), only
+	// the applied seq moves.
+	RecordSkipped(ctx context.Context, p RecordSkippedParams) (Batch, error)
 	// AddLateRows adds p.Rows to the source's LateRows and returns the new
 	// total, pinned to {source, generation} like RecordBlocked (the rows
 	// were applied to a generation that is not retired). Rows below 0 are
@@ -517,6 +539,10 @@ type Batch struct {
 	MinTime  time.Time `json:"min_time,omitzero"`
 	MaxTime  time.Time `json:"max_time,omitzero"`
 	StagedAt time.Time `json:"staged_at"`
+	// SkippedAt is when the batch was skipped (RecordSkipped): its staged
+	// data is gone for good and no generation holds a row of it, so a
+	// snapshot leaves it out; zero: not skipped. Once set it never changes.
+	SkippedAt time.Time `json:"skipped_at,omitzero"`
 }
 
 // StageBatchesParams are the parameters of StageBatches.

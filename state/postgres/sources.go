@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -262,6 +263,17 @@ func (s *Store) RecordBlocked(ctx context.Context, p state.RecordBlockedParams) 
 	return out, err
 }
 
+// RecordSkipped marks a batch skipped and appends its event (see
+// state.SourceStore), under the source's row lock.
+func (s *Store) RecordSkipped(ctx context.Context, p state.RecordSkippedParams) (state.Batch, error) {
+	var out state.Batch
+	err := s.sourceWrite(ctx, fmt.Sprintf("record batch %d of source %q skipped on generation %d", p.Seq, p.Source, p.Generation), func(t sourceTx) (err error) {
+		out, err = storekit.RecordSkipped(ctx, t, p)
+		return err
+	})
+	return out, err
+}
+
 // AddLateRows adds to a source's late rows (see state.SourceStore),
 // the source's row locked FOR UPDATE first.
 func (s *Store) AddLateRows(ctx context.Context, p state.AddLateRowsParams) (int64, error) {
@@ -395,20 +407,22 @@ func (s *Store) listSources(ctx context.Context, f state.SourceFilter) ([]*state
 }
 
 const batchColumns = `source, seq, pos_from, pos_to, kind, replace_run, location, row_count,
-	min_time_us, max_time_us, staged_at_us`
+	min_time_us, max_time_us, staged_at_us, skipped_at_us`
 
 func scanBatch(row pgx.Row) (state.Batch, error) {
 	var (
 		b                  state.Batch
 		kind               string
 		minT, maxT, staged int64
+		skipped            int64
 	)
 	if err := row.Scan(&b.Source, &b.Seq, &b.From, &b.To, &kind, &b.ReplaceRun, &b.Location, &b.Rows,
-		&minT, &maxT, &staged); err != nil {
+		&minT, &maxT, &staged, &skipped); err != nil {
 		return state.Batch{}, err
 	}
 	b.Kind = state.BatchKind(kind)
 	b.MinTime, b.MaxTime, b.StagedAt = storekit.FromMicros(minT), storekit.FromMicros(maxT), storekit.FromMicros(staged)
+	b.SkippedAt = storekit.FromMicros(skipped)
 	return b, nil
 }
 
@@ -432,9 +446,9 @@ func (t sourceTx) BatchAt(ctx context.Context, source string, from int64) (state
 }
 
 func (t sourceTx) InsertBatch(ctx context.Context, b state.Batch) error {
-	_, err := t.tx.Exec(ctx, `INSERT INTO source_batches (`+batchColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+	_, err := t.tx.Exec(ctx, `INSERT INTO source_batches (`+batchColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
 		b.Source, b.Seq, b.From, b.To, string(b.Kind), b.ReplaceRun, b.Location, b.Rows,
-		storekit.Micros(b.MinTime), storekit.Micros(b.MaxTime), storekit.Micros(b.StagedAt))
+		storekit.Micros(b.MinTime), storekit.Micros(b.MaxTime), storekit.Micros(b.StagedAt), storekit.Micros(b.SkippedAt))
 	return err
 }
 
@@ -493,6 +507,21 @@ func (t sourceTx) PutBlock(ctx context.Context, source string, b state.SourceBlo
 		blocked_reason = $4, blocked_first_failed_at_us = $5, blocked_last_failed_at_us = $6, blocked_attempts = $7
 		WHERE name = $8`, b.Generation, b.Seq, b.Location, b.Reason, storekit.Micros(b.FirstFailedAt), storekit.Micros(b.LastFailedAt),
 		int32(b.Attempts), source)
+	return err
+}
+
+func (t sourceTx) BatchSeq(ctx context.Context, source string, seq int64) (state.Batch, bool, error) {
+	b, err := scanBatch(t.tx.QueryRow(ctx,
+		`SELECT `+batchColumns+` FROM source_batches WHERE source = $1 AND seq = $2`, source, seq))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return state.Batch{}, false, nil
+	}
+	return b, err == nil, err
+}
+
+func (t sourceTx) PutSkipped(ctx context.Context, source string, seq int64, at time.Time) error {
+	_, err := t.tx.Exec(ctx, `UPDATE source_batches SET skipped_at_us = $1 WHERE source = $2 AND seq = $3`,
+		storekit.Micros(at), source, seq)
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/state/internal/storekit"
@@ -252,6 +253,17 @@ func (s *Store) RecordBlocked(ctx context.Context, p state.RecordBlockedParams) 
 	return out, err
 }
 
+// RecordSkipped marks a batch skipped and appends its event (see
+// state.SourceStore), under the write lock.
+func (s *Store) RecordSkipped(ctx context.Context, p state.RecordSkippedParams) (state.Batch, error) {
+	var out state.Batch
+	err := s.sourceWrite(ctx, fmt.Sprintf("record batch %d of source %q skipped on generation %d", p.Seq, p.Source, p.Generation), func(t sourceTx) (err error) {
+		out, err = storekit.RecordSkipped(ctx, t, p)
+		return err
+	})
+	return out, err
+}
+
 // AddLateRows adds to a source's late rows (see state.SourceStore),
 // under the write lock.
 func (s *Store) AddLateRows(ctx context.Context, p state.AddLateRowsParams) (int64, error) {
@@ -413,20 +425,22 @@ func (s *Store) listSources(ctx context.Context, f state.SourceFilter) ([]*state
 }
 
 const batchColumns = `source, seq, pos_from, pos_to, kind, replace_run, location, row_count,
-	min_time_us, max_time_us, staged_at_us`
+	min_time_us, max_time_us, staged_at_us, skipped_at_us`
 
 func scanBatch(sc interface{ Scan(...any) error }) (state.Batch, error) {
 	var (
 		b                  state.Batch
 		kind               string
 		minT, maxT, staged int64
+		skipped            int64
 	)
 	if err := sc.Scan(&b.Source, &b.Seq, &b.From, &b.To, &kind, &b.ReplaceRun, &b.Location, &b.Rows,
-		&minT, &maxT, &staged); err != nil {
+		&minT, &maxT, &staged, &skipped); err != nil {
 		return state.Batch{}, err
 	}
 	b.Kind = state.BatchKind(kind)
 	b.MinTime, b.MaxTime, b.StagedAt = storekit.FromMicros(minT), storekit.FromMicros(maxT), storekit.FromMicros(staged)
+	b.SkippedAt = storekit.FromMicros(skipped)
 	return b, nil
 }
 
@@ -450,9 +464,9 @@ func (t sourceTx) BatchAt(ctx context.Context, source string, from int64) (state
 }
 
 func (t sourceTx) InsertBatch(ctx context.Context, b state.Batch) error {
-	_, err := t.tx.ExecContext(ctx, `INSERT INTO source_batches (`+batchColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err := t.tx.ExecContext(ctx, `INSERT INTO source_batches (`+batchColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		b.Source, b.Seq, b.From, b.To, string(b.Kind), b.ReplaceRun, b.Location, b.Rows,
-		storekit.Micros(b.MinTime), storekit.Micros(b.MaxTime), storekit.Micros(b.StagedAt))
+		storekit.Micros(b.MinTime), storekit.Micros(b.MaxTime), storekit.Micros(b.StagedAt), storekit.Micros(b.SkippedAt))
 	return err
 }
 
@@ -528,6 +542,21 @@ func (t sourceTx) PutBlock(ctx context.Context, source string, b state.SourceBlo
 		blocked_reason = ?, blocked_first_failed_at_us = ?, blocked_last_failed_at_us = ?, blocked_attempts = ?
 		WHERE name = ?`, b.Generation, b.Seq, b.Location, b.Reason, storekit.Micros(b.FirstFailedAt), storekit.Micros(b.LastFailedAt),
 		b.Attempts, source)
+	return err
+}
+
+func (t sourceTx) BatchSeq(ctx context.Context, source string, seq int64) (state.Batch, bool, error) {
+	b, err := scanBatch(t.tx.QueryRowContext(ctx,
+		`SELECT `+batchColumns+` FROM source_batches WHERE source = ? AND seq = ?`, source, seq))
+	if errors.Is(err, sql.ErrNoRows) {
+		return state.Batch{}, false, nil
+	}
+	return b, err == nil, err
+}
+
+func (t sourceTx) PutSkipped(ctx context.Context, source string, seq int64, at time.Time) error {
+	_, err := t.tx.ExecContext(ctx, `UPDATE source_batches SET skipped_at_us = ? WHERE source = ? AND seq = ?`,
+		storekit.Micros(at), source, seq)
 	return err
 }
 

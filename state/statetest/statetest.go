@@ -150,6 +150,7 @@ func groups() []struct {
 		{"Batches", batchTests()},
 		{"Applied", appliedTests()},
 		{"Blocked", blockedTests()},
+		{"Skipped", skippedTests()},
 	}
 }
 

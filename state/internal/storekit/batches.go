@@ -3,6 +3,7 @@ package storekit
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/gapless-dev/gapless/state"
 )
@@ -76,7 +77,7 @@ func StageBatches(ctx context.Context, tx BatchTx, p state.StageBatchesParams) (
 			continue
 		}
 		lastSeq++
-		b.Seq, b.StagedAt = lastSeq, FromMicros(Micros(p.Now))
+		b.Seq, b.StagedAt, b.SkippedAt = lastSeq, FromMicros(Micros(p.Now)), time.Time{}
 		b.MinTime, b.MaxTime = FromMicros(Micros(b.MinTime)), FromMicros(Micros(b.MaxTime))
 		if err := tx.InsertBatch(ctx, b); err != nil {
 			return nil, fmt.Errorf("staging the batch of source %q at position %d: %w", p.Source, b.From, err)

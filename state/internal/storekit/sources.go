@@ -567,6 +567,10 @@ type AppliedTx interface {
 	PutBlock(ctx context.Context, source string, b state.SourceBlock) error
 	// PutLateRows writes the source's late rows' running total.
 	PutLateRows(ctx context.Context, source string, total int64) error
+	// BatchSeq reads the source's staged batch seq.
+	BatchSeq(ctx context.Context, source string, seq int64) (b state.Batch, found bool, err error)
+	// PutSkipped marks the source's batch seq skipped at at.
+	PutSkipped(ctx context.Context, source string, seq int64, at time.Time) error
 }
 
 // live reads the locked row of the defined source and generation g of it,
@@ -694,6 +698,49 @@ func RecordBlocked(ctx context.Context, tx AppliedTx, p state.RecordBlockedParam
 	b.Attempts++
 	if err := tx.PutBlock(ctx, p.Source, b); err != nil {
 		return state.SourceBlock{}, fmt.Errorf("recording the blocked batch %d of source %q: %w", p.Seq, p.Source, err)
+	}
+	return b, nil
+}
+
+// RecordSkipped marks batch p.Seq skipped, moves generation p.Generation's
+// applied seq to it and appends the source_batch_skipped event, in the
+// caller's transaction (see state.SourceStore): the pin is {source,
+// generation} on the locked row and the seq on the staged batch, and a
+// batch already skipped is not marked or announced again.
+func RecordSkipped(ctx context.Context, tx AppliedTx, p state.RecordSkippedParams) (state.Batch, error) {
+	if err := checkCall(p.Source, p.Now); err != nil {
+		return state.Batch{}, err
+	}
+	if p.Reason == "" {
+		return state.Batch{}, fmt.Errorf("source %q: batch %d: a skip needs its reason", p.Source, p.Seq)
+	}
+	if _, _, err := live(ctx, tx, p.Source, p.Generation, "nothing is skipped on it any more"); err != nil {
+		return state.Batch{}, err
+	}
+	b, found, err := tx.BatchSeq(ctx, p.Source, p.Seq)
+	if err != nil {
+		return state.Batch{}, fmt.Errorf("reading batch %d of source %q: %w", p.Seq, p.Source, err)
+	}
+	if !found {
+		return state.Batch{}, fmt.Errorf("source %q: batch %d is not in the queue (never staged, or pruned): it cannot be skipped", p.Source, p.Seq)
+	}
+	if _, err := RecordApplied(ctx, tx, state.RecordAppliedParams{Source: p.Source, Generation: p.Generation, Seq: p.Seq}); err != nil {
+		return state.Batch{}, err
+	}
+	if !b.SkippedAt.IsZero() {
+		return b, nil // skipped already: forward only, announced once
+	}
+	b.SkippedAt = FromMicros(Micros(p.Now))
+	if err := tx.PutSkipped(ctx, p.Source, p.Seq, b.SkippedAt); err != nil {
+		return state.Batch{}, fmt.Errorf("marking batch %d of source %q skipped: %w", p.Seq, p.Source, err)
+	}
+	ev, err := sourceEvent(state.EventSourceBatchSkipped, p.Source, p.Reason, p.Now,
+		state.SourceEventData{Generation: p.Generation, Seq: p.Seq, Location: b.Location})
+	if err != nil {
+		return state.Batch{}, err
+	}
+	if err := tx.AppendEvents(ctx, []state.Event{ev}); err != nil {
+		return state.Batch{}, fmt.Errorf("appending the %s event of source %q: %w", state.EventSourceBatchSkipped, p.Source, err)
 	}
 	return b, nil
 }
