@@ -48,7 +48,8 @@ type Discovery struct {
 	// StageBatches call, in position order (Seq and StagedAt unset).
 	Batches []state.Batch
 	// Vanished are locations of staged batches that are gone from the
-	// source, by position. The worker parks the source NEEDS_RESYNC naming
+	// source, by position; a skipped batch (state.Batch.SkippedAt) is not
+	// among them. The worker parks the source NEEDS_RESYNC naming
 	// them when a generation still needs them.
 	Vanished []string
 }
@@ -89,7 +90,9 @@ type Connector interface {
 	Discover(ctx context.Context, q Queue) (Discovery, error)
 	// Snapshot returns a consistent snapshot as of the queue's staged
 	// batches, or an error wrapping ErrNotConsistent, or a
-	// *VanishedError when a location the snapshot needs is gone. With a
+	// *VanishedError when a location the snapshot needs is gone. A
+	// skipped batch (state.Batch.SkippedAt) is left out of every snapshot:
+	// not loaded, not vanished. With a
 	// *VanishedError it also returns the snapshot of what still exists,
 	// without the vanished locations: a build the user asked for after
 	// the loss (a resync) rebuilds from it; any other caller fails closed.

@@ -663,6 +663,9 @@ func (w *worker) heal(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := w.healSkip(ctx); err != nil {
+		return err
+	}
 	return w.healApplied(ctx)
 }
 
@@ -1159,7 +1162,7 @@ var errReplace = errors.New("replace run")
 // returns how many it applied. A replace run's batch is not applied: it
 // returns errReplace (the run is a generation of its own). A batch whose
 // file vanished parks the source, unless it is the source's blocked batch
-// (skippable), which is skipped; the first batch that fails is the
+// or a batch skipped before (skippable), which is skipped; the first batch that fails is the
 // report's Blocked, and holds back the later ones.
 func (w *worker) catchUp(ctx context.Context, gen, start int64, catchUp bool) (int, error) {
 	bs, err := w.batches(ctx, start)
@@ -1171,7 +1174,7 @@ func (w *worker) catchUp(ctx context.Context, gen, start int64, catchUp bool) (i
 		if b.ReplaceRun != "" {
 			return n, errReplace
 		}
-		if w.vanished[b.Location] && w.skippable(b, gen) {
+		if w.skippable(b, gen) {
 			if err := w.skip(ctx, gen, b, catchUp); err != nil {
 				return n, err
 			}

@@ -34,6 +34,16 @@ func (e *env) sourceEventsOf(kind string) []state.Event {
 	return out
 }
 
+// batch returns the source's staged batch seq.
+func (e *env) batch(seq int64) state.Batch {
+	e.t.Helper()
+	bs, err := e.store.ListBatches(e.t.Context(), state.ListBatchesParams{Source: src, AfterSeq: seq - 1, Limit: 1})
+	require.NoError(e.t, err)
+	require.Len(e.t, bs, 1)
+	require.Equal(e.t, seq, bs[0].Seq)
+	return bs[0]
+}
+
 // servedIDs returns the ids the source's view serves, sorted.
 func (e *env) servedIDs() []int64 {
 	e.t.Helper()
@@ -126,9 +136,11 @@ func TestSkipCommittedButUnrecordedIsHealedAndNotRepeated(t *testing.T) {
 	// Scenario: a.csv primes; b.csv is bad and blocks, c.csv waits; b.csv
 	// is removed, and the pass that skips it crashes right after the
 	// warehouse committed the skip (a hook), before the state store heard
-	// of it. The next pass heals the applied seq from the skip's marker
-	// (which clears the block), does not skip again, and applies c.csv:
-	// every row of a.csv and c.csv is served once.
+	// of it (no skip recorded, no event). The next pass heals the skip
+	// from its marker (0 rows, b.csv gone): the batch is recorded skipped,
+	// the block cleared, and exactly one source_batch_skipped event names
+	// b.csv; it does not skip again, and applies c.csv: every row of a.csv
+	// and c.csv is served once.
 	eachStore(t, func(t *testing.T, e *env) {
 		e.csv("a.csv", 1, 2)
 		require.NoError(t, e.pass().Err)
@@ -148,6 +160,8 @@ func TestSkipCommittedButUnrecordedIsHealedAndNotRepeated(t *testing.T) {
 		require.ErrorIs(t, r.Err, crash)
 		require.NotNil(t, e.source().Blocked, "the state store has not heard of the skip")
 		require.Equal(t, int64(0), e.batchMarker(1, 2).Rows)
+		require.True(t, e.batch(2).SkippedAt.IsZero())
+		require.Empty(t, e.sourceEventsOf(state.EventSourceBatchSkipped))
 		e.hooks.AfterStep = nil
 
 		r = e.pass()
@@ -158,6 +172,13 @@ func TestSkipCommittedButUnrecordedIsHealedAndNotRepeated(t *testing.T) {
 		require.Equal(t, state.SourcePrimed, e.source().State())
 		require.Equal(t, []int64{1, 2, 3}, e.servedIDs())
 		e.requireServes(3)
+		require.False(t, e.batch(2).SkippedAt.IsZero(), "the healed skip is recorded")
+		evs := e.sourceEventsOf(state.EventSourceBatchSkipped)
+		require.Len(t, evs, 1)
+		require.Contains(t, evs[0].Reason, "landing/b.csv")
+
+		require.NoError(t, e.pass().Err)
+		require.Len(t, e.sourceEventsOf(state.EventSourceBatchSkipped), 1)
 	})
 }
 
@@ -201,6 +222,92 @@ func TestRemovedBadFileIsSkippedInABuildsCatchUp(t *testing.T) {
 		require.Equal(t, []int64{1, 2, 3}, e.servedIDs())
 		e.requireServes(3)
 		require.Equal(t, int64(0), e.batchMarker(2, 2).Rows)
+		require.Len(t, e.sourceEventsOf(state.EventSourceBatchSkipped), 1)
+	})
+}
+
+func TestRebuildAfterASkipBuildsFromWhatExists(t *testing.T) {
+	// Scenario: a.csv primes generation 1; b.csv is bad and blocks, c.csv
+	// waits; b.csv is removed and the pass skips it, which the state store
+	// records on the batch. A build is then requested (RequestBuild, not a
+	// resync: what a replace or backfill asks for). The next pass builds
+	// generation 2 from what exists, b.csv's skipped batch left out rather
+	// than found vanished: generation 2 serves a.csv and c.csv once, the
+	// source PRIMED and not parked, no needs-resync event, one skip event.
+	// A later file lands on generation 2 as usual.
+	eachStore(t, func(t *testing.T, e *env) {
+		e.csv("a.csv", 1, 2)
+		require.NoError(t, e.pass().Err)
+		e.write("b.csv", "id,v\nnot-an-id,x\n")
+		e.csv("c.csv", 3)
+		require.Error(t, e.pass().Err)
+		e.removeLanded("b.csv")
+		r := e.pass()
+		require.NoError(t, r.Err)
+		require.Equal(t, 1, r.Skipped)
+		require.False(t, e.batch(2).SkippedAt.IsZero(), "the skip is recorded on the batch")
+
+		_, err := e.store.RequestBuild(t.Context(), state.RequestBuildParams{Source: src, Reason: "backfill", Now: e.clk.Now()})
+		require.NoError(t, err)
+		r = e.pass()
+		require.NoError(t, r.Err)
+		require.Equal(t, int64(2), r.Built)
+		s := e.source()
+		require.Equal(t, state.SourcePrimed, s.State())
+		require.Empty(t, s.ParkedReason)
+		require.Equal(t, int64(2), s.Serving)
+		require.Equal(t, []int64{1, 2, 3}, e.servedIDs())
+		e.requireServes(3)
+		require.Empty(t, e.sourceEventsOf(state.EventSourceNeedsResync))
+		require.Len(t, e.sourceEventsOf(state.EventSourceBatchSkipped), 1)
+
+		e.csv("d.csv", 4)
+		r = e.pass()
+		require.NoError(t, r.Err)
+		require.Equal(t, 1, r.Applied)
+		require.Equal(t, []int64{1, 2, 3, 4}, e.servedIDs())
+	})
+}
+
+func TestBuildInFlightSkipsABatchSkippedOnTheServingGeneration(t *testing.T) {
+	// Scenario: a.csv primes generation 1; b.csv (bad) and c.csv land:
+	// the live apply on generation 1 blocks at b.csv; b.csv is removed and
+	// generation 1 skips it. A build in flight, generation 2, is pinned
+	// after a.csv (as one left by a crash): its catch-up meets b.csv's
+	// batch, whose file is gone and which blocks no generation: it skips
+	// it too, as recorded (not parked), and swaps in serving a.csv and
+	// c.csv once, with one skip event.
+	eachStore(t, func(t *testing.T, e *env) {
+		e.csv("a.csv", 1, 2)
+		require.NoError(t, e.pass().Err)
+		e.write("b.csv", "id,v\nnot-an-id,x\n")
+		e.csv("c.csv", 3)
+		require.Error(t, e.pass().Err)
+		require.Equal(t, int64(1), e.source().Blocked.Generation)
+		e.removeLanded("b.csv")
+		r := e.pass()
+		require.NoError(t, r.Err)
+		require.Equal(t, 1, r.Skipped)
+
+		_, err := e.store.RequestBuild(t.Context(), state.RequestBuildParams{Source: src, Reason: "resync", Now: e.clk.Now()})
+		require.NoError(t, err)
+		// Generation 2 planned by hand, pinned before b.csv: its catch-up
+		// covers b.csv's batch.
+		pin := e.batch(1).To
+		_, err = e.store.PlanGeneration(t.Context(), state.PlanGenerationParams{Source: src, Kind: state.GenerationBackfill,
+			Pin: &pin, PinLabel: "a.csv", Chunks: 1, Now: e.clk.Now()})
+		require.NoError(t, err)
+		r = e.pass()
+		require.NoError(t, r.Err)
+		require.Equal(t, int64(2), r.Built)
+		require.Equal(t, 1, r.Skipped, "generation 2 skips the recorded skip")
+		s := e.source()
+		require.Equal(t, state.SourcePrimed, s.State())
+		require.Equal(t, int64(2), s.Serving)
+		require.Equal(t, []int64{1, 2, 3}, e.servedIDs())
+		e.requireServes(3)
+		require.Equal(t, int64(0), e.batchMarker(2, 2).Rows)
+		require.Empty(t, e.sourceEventsOf(state.EventSourceNeedsResync))
 		require.Len(t, e.sourceEventsOf(state.EventSourceBatchSkipped), 1)
 	})
 }

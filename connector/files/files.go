@@ -288,7 +288,8 @@ func (c *Connector) taken(ctx context.Context, q connector.Queue) (taken, error)
 
 // Discover returns the settled files and complete replace runs the queue
 // does not hold yet, as batches continuing its positions, and the staged
-// locations gone from disk.
+// locations gone from disk (a skipped batch's is not reported: it is gone
+// for good and nothing needs it).
 func (c *Connector) Discover(ctx context.Context, q connector.Queue) (connector.Discovery, error) {
 	t, err := c.taken(ctx, q)
 	if err != nil {
@@ -384,6 +385,9 @@ func (c *Connector) Discover(ctx context.Context, q connector.Queue) (connector.
 func (c *Connector) vanished(bs []state.Batch, l listing) []string {
 	var out []string
 	for _, b := range bs {
+		if !b.SkippedAt.IsZero() {
+			continue // skipped: gone for good, and no generation needs it
+		}
 		if b.ReplaceRun == "" {
 			if _, ok := l.files[b.Location]; ok {
 				continue
@@ -476,8 +480,9 @@ func (c *Connector) SnapshotAt(ctx context.Context, q connector.Queue, pin int64
 // appends after it, in chunks of at most ChunkFiles. It wraps
 // connector.ErrNotConsistent when a replace run among them has no final
 // batch, and is a *connector.VanishedError, returned with the snapshot of
-// the live files that still exist, when a live file is gone. Snapshot and
-// SnapshotAt share it, so that both chunk one pin alike.
+// the live files that still exist, when a live file is gone. A skipped
+// batch (state.Batch.SkippedAt) is left out: neither loaded nor vanished.
+// Snapshot and SnapshotAt share it, so that both chunk one pin alike.
 func (c *Connector) snapshot(bs []state.Batch, pin int64) (connector.Snapshot, error) {
 	live := bs
 	for i := len(bs) - 1; i >= 0; i-- {
@@ -503,6 +508,9 @@ func (c *Connector) snapshot(bs []state.Batch, pin int64) (connector.Snapshot, e
 	}
 	var gone []string
 	for _, b := range live {
+		if !b.SkippedAt.IsZero() {
+			continue // skipped (state.Batch.SkippedAt): no generation holds a row of it
+		}
 		if _, ok := c.stat(b.Location); !ok {
 			gone = append(gone, b.Location)
 			continue

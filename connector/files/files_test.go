@@ -457,3 +457,48 @@ func TestSnapshotAtRefusesAPrunedQueue(t *testing.T) {
 		})
 	}
 }
+
+// Scenario: a.csv, b.csv and c.csv are staged; b.csv is removed and its
+// batch recorded skipped (state.RecordSkipped on a generation in flight).
+// Discover no longer reports it vanished, and Snapshot and SnapshotAt
+// leave it out, with no *VanishedError: the snapshot holds a.csv and
+// c.csv, pinned at the queue's end. Removing a.csv, not skipped, is still
+// reported vanished.
+func TestSkippedBatchIsLeftOutOfSnapshots(t *testing.T) {
+	t.Parallel()
+	for name, st := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			root := t.TempDir()
+			c := newConn(t, root, def(0), clockwork.NewFakeClockAt(epoch))
+			for _, f := range []string{"a", "b", "c"} {
+				write(t, root, "landing/"+f+".csv", "x", epoch)
+			}
+			pass(t, ctx, c, st)
+			g, err := st.PlanGeneration(ctx, state.PlanGenerationParams{Source: src, Kind: state.GenerationBackfill, Now: epoch})
+			require.NoError(t, err)
+			require.NoError(t, os.Remove(filepath.Join(root, "landing", "b.csv")))
+			_, err = st.RecordSkipped(ctx, state.RecordSkippedParams{Source: src, Generation: g.Generation, Seq: 2,
+				Reason: "landing/b.csv was removed", Now: epoch})
+			require.NoError(t, err)
+
+			d, err := c.Discover(ctx, st)
+			require.NoError(t, err)
+			require.Empty(t, d.Vanished, "a skipped batch is not vanished")
+			snap, err := c.Snapshot(ctx, st)
+			require.NoError(t, err)
+			require.Equal(t, int64(3), snap.Pin)
+			require.Len(t, snap.Chunks, 1)
+			require.Equal(t, []string{"landing/a.csv", "landing/c.csv"}, snap.Chunks[0].Locations)
+			at, err := c.SnapshotAt(ctx, st, 3)
+			require.NoError(t, err)
+			require.Equal(t, snap, at)
+
+			require.NoError(t, os.Remove(filepath.Join(root, "landing", "a.csv")))
+			_, err = c.Snapshot(ctx, st)
+			var ve *connector.VanishedError
+			require.True(t, errors.As(err, &ve), "%v", err)
+			require.Equal(t, []string{"landing/a.csv"}, ve.Locations)
+		})
+	}
+}
