@@ -1162,8 +1162,8 @@ var errReplace = errors.New("replace run")
 // returns how many it applied. A replace run's batch is not applied: it
 // returns errReplace (the run is a generation of its own). A batch whose
 // file vanished parks the source, unless it is the source's blocked batch
-// or a batch skipped before (skippable), which is skipped; the first batch that fails is the
-// report's Blocked, and holds back the later ones.
+// or a batch skipped before (skippable), which is skipped; the first batch
+// that fails is the report's Blocked, and holds back the later ones.
 func (w *worker) catchUp(ctx context.Context, gen, start int64, catchUp bool) (int, error) {
 	bs, err := w.batches(ctx, start)
 	if err != nil {
