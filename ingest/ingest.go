@@ -555,7 +555,7 @@ func (w *worker) round(ctx context.Context) error {
 	if w.src.Building != 0 || w.src.Serving == 0 || w.src.BuildRequested {
 		return w.build(ctx, all)
 	}
-	return w.live(ctx)
+	return w.live(ctx, all)
 }
 
 // idle reports whether the source has nothing to land, deciding from the
@@ -1180,7 +1180,9 @@ func runChunks(r *replaceRun) []connector.Chunk {
 // order, and counts the late rows among them. It returns errReplace when
 // it met a replace run's batch, which it does not apply: the run becomes a
 // generation of its own (replace).
-func (w *worker) live(ctx context.Context) error {
+//
+// all is the source's staged batches, as the round listed them.
+func (w *worker) live(ctx context.Context, all []state.Batch) error {
 	s := w.src.Serving
 	var start int64
 	for _, m := range w.ws.Markers {
@@ -1205,7 +1207,13 @@ func (w *worker) live(ctx context.Context) error {
 		}
 	}
 	before := w.rep.LateRows
-	n, err := w.catchUp(ctx, s, start, false)
+	var after []state.Batch
+	for _, b := range all { // in Seq order
+		if b.Seq > start {
+			after = append(after, b)
+		}
+	}
+	n, err := w.apply(ctx, s, after, false)
 	w.rep.Applied += n
 	if rows := w.rep.LateRows - before; rows > 0 {
 		w.log().WarnContext(ctx, "late rows applied: older than the watermark already published",
@@ -1231,6 +1239,11 @@ func (w *worker) catchUp(ctx context.Context, gen, start int64, catchUp bool) (i
 	if err != nil {
 		return 0, err
 	}
+	return w.apply(ctx, gen, bs, catchUp)
+}
+
+// apply is catchUp of the staged batches bs (in Seq order).
+func (w *worker) apply(ctx context.Context, gen int64, bs []state.Batch, catchUp bool) (int, error) {
 	n := 0
 	for _, b := range bs {
 		if b.ReplaceRun != "" {
