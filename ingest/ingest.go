@@ -9,7 +9,11 @@
 // first heals the state store from the warehouse (IngestState), and only
 // then moves on; every step it replays is one the warehouse refuses as
 // already applied, so a pass repeated, or resumed after a crash at any
-// point, lands every row of the source exactly once.
+// point, lands every row of the source exactly once. A source that only
+// applies live batches skips the read: the state store records what the
+// warehouse holds but for a lag, and the first step the warehouse refuses
+// (already applied, behind, out of order, fenced; nothing written) makes
+// the pass read it and heal as above (worker.assume).
 //
 // One pass of one source, in order:
 //
