@@ -355,7 +355,7 @@ type worker struct {
 	ws   warehouse.IngestState
 	// assumed: ws is not read from the warehouse but what the state store
 	// says it holds (see assume); the first step the warehouse refuses
-	// as already applied, behind or out of order reads it (errReread).
+	// (already applied, behind, out of order, fenced) reads it (errReread).
 	assumed bool
 	// vanished are the staged locations discovery found gone.
 	vanished map[string]bool
