@@ -9,7 +9,11 @@
 // first heals the state store from the warehouse (IngestState), and only
 // then moves on; every step it replays is one the warehouse refuses as
 // already applied, so a pass repeated, or resumed after a crash at any
-// point, lands every row of the source exactly once.
+// point, lands every row of the source exactly once. A source that only
+// applies live batches skips the read: the state store records what the
+// warehouse holds but for a lag, and the first step the warehouse refuses
+// (already applied, behind, out of order, fenced; nothing written) makes
+// the pass read it and heal as above (worker.assume).
 //
 // One pass of one source, in order:
 //
@@ -349,6 +353,10 @@ type worker struct {
 	rep  SourceReport
 	src  *state.Source
 	ws   warehouse.IngestState
+	// assumed: ws is not read from the warehouse but what the state store
+	// says it holds (see assume); the first step the warehouse refuses
+	// (already applied, behind, out of order, fenced) reads it (errReread).
+	assumed bool
 	// vanished are the staged locations discovery found gone.
 	vanished map[string]bool
 	// again: a build swapped in this round; the source may owe more.
@@ -415,7 +423,14 @@ func (w *worker) name() string { return w.def.Name }
 
 func (w *worker) log() *slog.Logger { return w.p.Logger.With(logkey.Model, w.name()) }
 
+// refresh reads the source's state and its warehouse fence and markers.
 func (w *worker) refresh(ctx context.Context) error {
+	return w.read(ctx, false)
+}
+
+// read is refresh; with assume, a source that only applies live batches
+// (see assume) skips the warehouse's IngestState.
+func (w *worker) read(ctx context.Context, assume bool) error {
 	if err := w.engine(ctx); err != nil {
 		return err
 	}
@@ -423,20 +438,62 @@ func (w *worker) refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("source %s: reading its state: %w", w.name(), err)
 	}
+	w.src, w.assumed = src, false
+	if assume && w.assume() {
+		return nil
+	}
 	ws, err := w.p.Engine.IngestState(ctx, w.name())
 	if err != nil {
 		return fmt.Errorf("source %s: reading its warehouse fence: %w", w.name(), err)
 	}
-	w.src, w.ws = src, ws
+	w.ws = ws
 	return nil
 }
+
+// assume sets w.ws to what the state store says the warehouse holds, for
+// a source that serves with no build in flight, requested or parked: its
+// fence and serving generation are the serving generation, whose markers
+// end at the generation's applied seq. The state store never leads the
+// warehouse (it records each step after the warehouse commits it), and
+// the warehouse swaps only a generation the state store builds, so the
+// warehouse can differ only by holding more batches (a crash between a
+// commit and its RecordApplied) or by a fence another actor moved: the
+// first live step then is refused (ErrAlreadyApplied, ErrBehind,
+// ErrOutOfOrder, ErrFenced) with nothing written, and the pass reads
+// the warehouse and heals from it as it would have (errReread). It
+// reports whether it assumed.
+func (w *worker) assume() bool {
+	s := w.src
+	if s == nil || s.Serving == 0 || s.Building != 0 || s.BuildRequested || s.ParkedReason != "" {
+		return false
+	}
+	ws := warehouse.IngestState{Exists: true, PlannedGeneration: s.Serving, ServingGeneration: s.Serving}
+	if seq := appliedSeq(s, s.Serving); seq > 0 {
+		ws.Markers = []warehouse.IngestMarker{{Generation: s.Serving, Kind: warehouse.MarkerBatch, Index: seq}}
+	}
+	w.ws, w.assumed = ws, true
+	return true
+}
+
+// reread reads the warehouse's fence and markers in place of what assume
+// took from the state store, and heals from them.
+func (w *worker) reread(ctx context.Context) error {
+	if err := w.refresh(ctx); err != nil {
+		return err
+	}
+	return w.heal(ctx)
+}
+
+// errReread: a step was refused while w.ws was assumed; nothing was
+// written, and the pass reads the warehouse before it goes on.
+var errReread = errors.New("the warehouse differs from what the state store records")
 
 func (w *worker) run(ctx context.Context) error {
 	if idle, err := w.idle(ctx); err != nil || idle {
 		w.rep.Idle = idle
 		return err
 	}
-	if err := w.refresh(ctx); err != nil {
+	if err := w.read(ctx, true); err != nil {
 		return err
 	}
 	if err := w.heal(ctx); err != nil {
@@ -452,6 +509,12 @@ func (w *worker) run(ctx context.Context) error {
 	for range 4 {
 		err := w.round(ctx)
 		if errors.Is(err, errReplace) {
+			continue
+		}
+		if errors.Is(err, errReread) {
+			if err := w.reread(ctx); err != nil {
+				return err
+			}
 			continue
 		}
 		if errors.Is(err, warehouse.ErrFenced) {
@@ -479,6 +542,12 @@ func (w *worker) round(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if w.assumed && w.owedReplace(all) != nil {
+		// Only the live apply runs on an assumed fence.
+		if err := w.reread(ctx); err != nil {
+			return err
+		}
+	}
 	if r := w.owedReplace(all); r != nil || w.building().Kind == state.GenerationReplace {
 		return w.replace(ctx, r, all)
 	}
@@ -490,7 +559,7 @@ func (w *worker) round(ctx context.Context) error {
 	if w.src.Building != 0 || w.src.Serving == 0 || w.src.BuildRequested {
 		return w.build(ctx, all)
 	}
-	return w.live(ctx)
+	return w.live(ctx, all)
 }
 
 // idle reports whether the source has nothing to land, deciding from the
@@ -1118,7 +1187,9 @@ func runChunks(r *replaceRun) []connector.Chunk {
 // order, and counts the late rows among them. It returns errReplace when
 // it met a replace run's batch, which it does not apply: the run becomes a
 // generation of its own (replace).
-func (w *worker) live(ctx context.Context) error {
+//
+// all is the source's staged batches, as the round listed them.
+func (w *worker) live(ctx context.Context, all []state.Batch) error {
 	s := w.src.Serving
 	var start int64
 	for _, m := range w.ws.Markers {
@@ -1143,7 +1214,13 @@ func (w *worker) live(ctx context.Context) error {
 		}
 	}
 	before := w.rep.LateRows
-	n, err := w.catchUp(ctx, s, start, false)
+	var after []state.Batch
+	for _, b := range all { // in Seq order
+		if b.Seq > start {
+			after = append(after, b)
+		}
+	}
+	n, err := w.apply(ctx, s, after, false)
 	w.rep.Applied += n
 	if rows := w.rep.LateRows - before; rows > 0 {
 		w.log().WarnContext(ctx, "late rows applied: older than the watermark already published",
@@ -1169,10 +1246,18 @@ func (w *worker) catchUp(ctx context.Context, gen, start int64, catchUp bool) (i
 	if err != nil {
 		return 0, err
 	}
+	return w.apply(ctx, gen, bs, catchUp)
+}
+
+// apply is catchUp of the staged batches bs (in Seq order).
+func (w *worker) apply(ctx context.Context, gen int64, bs []state.Batch, catchUp bool) (int, error) {
 	n := 0
 	for _, b := range bs {
 		if b.ReplaceRun != "" {
 			return n, errReplace
+		}
+		if w.assumed && (w.vanished[b.Location] || w.skippable(b, gen)) {
+			return n, errReread // a skip or a park rests on the warehouse's markers
 		}
 		if w.skippable(b, gen) {
 			if err := w.skip(ctx, gen, b, catchUp); err != nil {
@@ -1228,6 +1313,10 @@ func (w *worker) step(ctx context.Context, step warehouse.IngestStep, gen, idx i
 		return err
 	}
 	res, err := w.p.Engine.ApplyIngest(ctx, p)
+	if w.assumed && (errors.Is(err, warehouse.ErrAlreadyApplied) || errors.Is(err, warehouse.ErrBehind) ||
+		errors.Is(err, warehouse.ErrOutOfOrder) || errors.Is(err, warehouse.ErrFenced)) {
+		return errReread // nothing written
+	}
 	if w.count(err) != nil {
 		return fail(err)
 	}

@@ -95,8 +95,9 @@ func TestListPlansWalksAnIndexInOrder(t *testing.T) {
 
 func TestRecordsAndLeasesCommitUnsyncedEverythingElseSynced(t *testing.T) {
 	t.Parallel()
-	// Scenario: on a store opened with the default sync, interval records
-	// and every lease write commit on the pool whose connections run
+	// Scenario: on a store opened with the default sync, interval records,
+	// a source generation's applied record and every lease write commit on
+	// the pool whose connections run
 	// synchronous=NORMAL, while a promotion, a removal of intervals and an
 	// event commit on the synchronous=FULL one; opened WithSync(SyncFull),
 	// every write commits synchronous=FULL.
@@ -144,6 +145,19 @@ func TestRecordsAndLeasesCommitUnsyncedEverythingElseSynced(t *testing.T) {
 			wrote("AddIntervals", rec, func() error {
 				return st.AddIntervals(ctx, state.IntervalsParams{Key: key, Ranges: hour,
 					Fence: &state.Fence{LeaseKey: "k", LeaseToken: l.Token}, Now: now})
+			})
+			wrote("EnsureSources", full, func() error {
+				_, err := st.EnsureSources(ctx, state.EnsureSourcesParams{Now: now,
+					Sources: []state.SourceDefinition{{Name: "raw.events", Connector: "files", DefinitionHash: "h"}}})
+				return err
+			})
+			wrote("PlanGeneration", full, func() error {
+				_, err := st.PlanGeneration(ctx, state.PlanGenerationParams{Source: "raw.events", Kind: state.GenerationBackfill, Chunks: 2, Now: now})
+				return err
+			})
+			wrote("RecordApplied", rec, func() error {
+				_, err := st.RecordApplied(ctx, state.RecordAppliedParams{Source: "raw.events", Generation: 1, Chunks: 1})
+				return err
 			})
 			wrote("ReleaseLease", rec, func() error {
 				return st.ReleaseLease(ctx, state.ReleaseLeaseParams{Key: "k", Token: l.Token})

@@ -232,14 +232,23 @@ func (s *Store) RecordSwap(ctx context.Context, p state.RecordSwapParams) (*stat
 }
 
 // RecordApplied moves a generation's applied seq forward (see
-// state.SourceStore), under the write lock.
+// state.SourceStore), under the write lock. It commits on the rec pool,
+// like an interval record (see the package comment): the applied seq, the
+// chunks applied and the times are the state store's cache of the
+// warehouse's markers, written after the warehouse commits; a power loss
+// that rolls it back leaves the store behind the warehouse, never ahead,
+// and the next ingest pass heals it from the markers.
 func (s *Store) RecordApplied(ctx context.Context, p state.RecordAppliedParams) (state.Generation, error) {
 	var out state.Generation
-	err := s.sourceWrite(ctx, fmt.Sprintf("record batch %d applied to generation %d of source %q", p.Seq, p.Generation, p.Source), func(t sourceTx) (err error) {
-		out, err = storekit.RecordApplied(ctx, t, p)
+	what := fmt.Sprintf("record batch %d applied to generation %d of source %q", p.Seq, p.Generation, p.Source)
+	err := s.writeRecord(ctx, func(tx *sql.Tx) (err error) {
+		out, err = storekit.RecordApplied(ctx, sourceTx{tx}, p)
 		return err
 	})
-	return out, err
+	if err != nil {
+		return out, fmt.Errorf("sqlite: %s: %w", what, err)
+	}
+	return out, nil
 }
 
 // RecordBlocked records a batch that failed (see state.SourceStore),

@@ -16,7 +16,10 @@
 // on (a promotion, an invalidation, a removal of intervals or snapshots, a
 // debt, a plan, an event) commits with synchronous=FULL: it survives power
 // loss. The two writes a scheduler makes for every model, an interval
-// record and a lease (taken, renewed, taken over, released), commit by
+// record and a lease (taken, renewed, taken over, released), and the one
+// an ingest pass makes for every batch, a source generation's applied
+// record (RecordApplied: a cache of the warehouse's ingest markers, healed
+// from them by the next pass when lost), commit by
 // default with synchronous=NORMAL (SyncNormal): they survive a crash of the
 // process, not always a power loss or an OS crash, which may roll back the
 // last of them (with a debt's repair stamp and gap_repaired event when the
