@@ -25,25 +25,14 @@ import (
 // the state store without the warehouse, is all four batches.
 func TestObserveSourcesFillsReportCounters(t *testing.T) {
 	ctx := t.Context()
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "state.db"))
-	require.NoError(t, err)
-	defer func() { require.NoError(t, st.Close()) }()
 	now := time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC)
-	clk := clockwork.NewFakeClockAt(now)
-	const src = "raw.src"
-	_, err = st.EnsureSources(ctx, state.EnsureSourcesParams{Sources: []state.SourceDefinition{{Name: src, Connector: "files", DefinitionHash: "h"}}, Now: now})
-	require.NoError(t, err)
+	s, st, m := observing(t, now)
 	var bs []state.Batch
 	for i := range int64(4) {
 		bs = append(bs, state.Batch{From: i, To: i + 1, Kind: state.BatchAppend, Location: "f" + string(rune('a'+i)) + ".csv"})
 	}
-	_, err = st.StageBatches(ctx, state.StageBatchesParams{Source: src, Batches: bs, Now: now.Add(-90 * time.Second)})
+	_, err := st.StageBatches(ctx, state.StageBatchesParams{Source: src, Batches: bs, Now: now.Add(-90 * time.Second)})
 	require.NoError(t, err)
-
-	reg := prometheus.NewRegistry()
-	m, err := newMetrics(reg)
-	require.NoError(t, err)
-	s := &Scheduler{p: Params{Store: st}, clock: clk, log: slog.New(slog.DiscardHandler), metrics: m}
 
 	blocked := ingest.SourceReport{Source: src, Applied: 2, Replayed: 3, Fenced: 1, LateRows: 5,
 		Blocked: &ingest.BlockedBatch{Seq: 2, Location: "fb.csv", StagedAt: now.Add(-90 * time.Second), Reason: "bad"}}
@@ -62,4 +51,33 @@ func TestObserveSourcesFillsReportCounters(t *testing.T) {
 	require.Equal(t, 4.0, val(m.sourceReplayed.WithLabelValues(src)))
 	require.Zero(t, val(m.sourceBlocked.WithLabelValues(src)))
 	require.Zero(t, val(m.sourceBlockedAge.WithLabelValues(src)))
+}
+
+// src is the source the observing tests register.
+const src = "raw.src"
+
+// observing is a Scheduler on a fresh SQLite state store with src
+// registered, whose metrics the observing tests read.
+func observing(t *testing.T, now time.Time) (*Scheduler, state.Store, *metrics) {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "state.db"))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	_, err = st.EnsureSources(t.Context(), state.EnsureSourcesParams{Sources: []state.SourceDefinition{{Name: src, Connector: "files", DefinitionHash: "h"}}, Now: now})
+	require.NoError(t, err)
+	m, err := newMetrics(prometheus.NewRegistry())
+	require.NoError(t, err)
+	return &Scheduler{p: Params{Store: st}, clock: clockwork.NewFakeClockAt(now), log: slog.New(slog.DiscardHandler), metrics: m}, st, m
+}
+
+// Scenario: a pass skipped a blocked batch whose file was removed, and a
+// later one skipped another: gapless_source_batches_skipped_total adds
+// them up (2), apart from the batches applied.
+func TestObserveSourcesCountsSkippedBatches(t *testing.T) {
+	ctx := t.Context()
+	s, _, m := observing(t, time.Date(2024, 1, 1, 12, 0, 0, 0, time.UTC))
+	require.NoError(t, s.observeSources(ctx, ingest.Report{Sources: []ingest.SourceReport{{Source: src, Applied: 1, Skipped: 1}}}))
+	require.NoError(t, s.observeSources(ctx, ingest.Report{Sources: []ingest.SourceReport{{Source: src, Skipped: 1}}}))
+	require.Equal(t, 2.0, testutil.ToFloat64(m.sourceSkipped.WithLabelValues(src)))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.sourceBatches.WithLabelValues(src)))
 }
