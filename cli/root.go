@@ -139,6 +139,8 @@ func newRoot(g *globals) *cobra.Command {
 		newIngestCmd(g),
 		newSourcesCmd(g),
 		newSchedulerCmd(g),
+		newServeCmd(g),
+		newGitHubCmd(g),
 		newStatusCmd(g),
 		newDebtCmd(g),
 		newEnvironmentsCmd(g),

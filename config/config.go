@@ -24,6 +24,27 @@
 //	    max_attempts: 3                         # catch-up rounds / replans
 //	  dev:
 //	    ttl: 12h                                # overrides environment_ttl (never on prod)
+//	github:                                     # pull requests: gapless serve, gapless github run (see GitHub)
+//	  app_id: ${GAPLESS_GITHUB_APP_ID}          # with private_key_file: App authentication (serve)
+//	  private_key_file: ${GAPLESS_GITHUB_KEY_FILE}
+//	  token: ${GITHUB_TOKEN}                    # a plain token instead of an App (GitHub Actions)
+//	  webhook_secret: ${GAPLESS_WEBHOOK_SECRET} # serve refuses to start without it
+//	  repositories: [acme/analytics]            # the allowlist, owner/name
+//	  api_url: https://api.github.com/          # GitHub Enterprise Server: https://ghe.example.com/api/v3/
+//	  project_dir: .                            # where gapless.yaml is inside the repository
+//	  prod_branch: main
+//	  pr_environment_name: analytics            # PR environments are analytics_<number>
+//	  pr_start: 1d                              # a PR environment backfills this far back (12h, 2w, or a date)
+//	  enable_deploy_command: true               # /deploy in a PR comment
+//	  command_namespace: ""                     # "#gapless" makes it #gapless/deploy
+//	  deploy_on_merge: false
+//	  merge_method: squash                      # merge|squash|rebase
+//	  check_if_blocked_on_deploy: true
+//	  invalidate_pr_environment_after_deploy: true
+//
+// Secrets (the github token and webhook secret, passwords in connection
+// strings) are best written as ${VAR}; none is ever quoted in an error or
+// printed by String.
 package config
 
 import (
@@ -88,6 +109,9 @@ type Config struct {
 	// DefaultSnapshotTTL when absent, 0 to drop them at once, NeverExpire
 	// to keep them.
 	SnapshotTTL time.Duration
+
+	// GitHub is the github: block; nil when the file has none.
+	GitHub *GitHub
 }
 
 // DefaultSnapshotTTL is snapshot_ttl when gapless.yaml does not set it: one
@@ -201,7 +225,7 @@ func LoadEnv(dir string, lookupEnv func(string) (string, bool)) (*Config, error)
 	l := &loader{strictyaml.New(file)}
 	raw := &fileConfig{}
 	if err := l.Decode(src, raw, FileName); err != nil {
-		return nil, err
+		return nil, withoutSource(err)
 	}
 	cfg := &Config{Dir: abs, File: file, Found: found, Environments: map[string]Environment{},
 		EnvironmentTTL: DefaultEnvironmentTTL, SnapshotTTL: DefaultSnapshotTTL}
@@ -221,6 +245,7 @@ type fileConfig struct {
 	SnapshotTTL       *string                    `yaml:"snapshot_ttl"`
 	ModelDefaults     fileModelDefaults          `yaml:"model_defaults"`
 	Environments      map[string]fileEnvironment `yaml:"environments"`
+	GitHub            *fileGitHub                `yaml:"github"`
 }
 
 type fileModelDefaults struct {
@@ -329,7 +354,29 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 		}
 		cfg.Environments[name] = env
 	}
+
+	gh, err := l.gitHub(cfg, raw.GitHub, lookupEnv)
+	if err != nil {
+		return err
+	}
+	cfg.GitHub = gh
 	return nil
+}
+
+// withoutSource drops the YAML parser's own error from a decoding error:
+// its text quotes the lines around the problem, which may hold a secret
+// written in the file. The message (file, line, column, what is wrong)
+// stays: its first line, for a parser error that had no position and was
+// kept whole.
+func withoutSource(err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Err != nil {
+		c := *e
+		c.Err = nil
+		c.Msg, _, _ = strings.Cut(c.Msg, "\n")
+		return &c
+	}
+	return err
 }
 
 func (l *loader) environment(name string, raw fileEnvironment) (Environment, error) {

@@ -111,12 +111,25 @@ func fileConn(d Driver, rest, dir string) (Conn, error) {
 // and has no default.
 var ErrUnsetVariable = errors.New("environment variable is not set")
 
+// UnsetVariableError is Expand's error for a variable that is not set and
+// has no default. It is ErrUnsetVariable (errors.Is) and names the
+// variable, never a value.
+type UnsetVariableError struct{ Name string }
+
+func (e *UnsetVariableError) Error() string {
+	return fmt.Sprintf("%v: ${%s} (set it, or write ${%s:-default})", ErrUnsetVariable, e.Name, e.Name)
+}
+
+// Is makes the error ErrUnsetVariable.
+func (e *UnsetVariableError) Is(target error) bool { return target == ErrUnsetVariable }
+
 // Expand replaces ${NAME} with the value of environment variable NAME, as
 // returned by lookupEnv, and ${NAME:-default} with default when NAME is unset
 // or empty. "$${" stands for a literal "${"; any other '$' is kept as is, so
 // passwords containing '$' need no escaping. NAME is
 // [A-Za-z_][A-Za-z0-9_]*. An unset variable without a default, a bad name or
-// a missing '}' is an error naming the variable (never its value).
+// a missing '}' is an error naming the variable (never its value); an unset
+// variable's is an *UnsetVariableError.
 func Expand(s string, lookupEnv func(string) (string, bool)) (string, error) {
 	var b strings.Builder
 	for i := 0; i < len(s); {
@@ -139,7 +152,7 @@ func Expand(s string, lookupEnv func(string) (string, bool)) (string, error) {
 			case (!ok || val == "") && hasDef:
 				val = def
 			case !ok:
-				return "", fmt.Errorf("%w: ${%s} (set it, or write ${%s:-default})", ErrUnsetVariable, name, name)
+				return "", &UnsetVariableError{Name: name}
 			}
 			b.WriteString(val)
 			i += end + 1

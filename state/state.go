@@ -473,6 +473,7 @@ type Store interface {
 	Reader
 	SourceStore
 	BatchQueue
+	CodeHostStore
 
 	// PushSnapshots records snapshots. Pushing a snapshot that exists is a
 	// no-op (a snapshot is immutable: same key, same content).

@@ -32,6 +32,7 @@ import (
 // The keys. Keep All and DEVELOPERS.md in step with them.
 const (
 	Accepted           = "accepted"            // a promotion verdict accepted the candidate
+	Action             = "action"              // a webhook delivery's action (opened, synchronize, created, ...)
 	Addr               = "addr"                // the scheduler's HTTP listen address
 	Advances           = "advances"            // how often the incumbent advanced after the plan
 	Attempt            = "attempt"             // the replan policy's attempt number
@@ -41,12 +42,16 @@ const (
 	By                 = "by"                  // what still uses a physical schema
 	CachedQueries      = "cached_queries"      // model queries the parse cache answered
 	Changes            = "changes"             // a plan's number of changes
+	Check              = "check"               // a check run's name
 	Child              = "child"               // the child a verdict is about
+	Comment            = "comment"             // a code-host comment's id
 	CurrentGeneration  = "current_generation"  // the environment's generation when a run stopped
 	CurrentPlan        = "current_plan"        // the plan an environment serves now
 	Debts              = "debts"               // a number of freshness debts
 	Deferred           = "deferred"            // deferred intervals, or a number of deferred models
 	DeferredModels     = "deferred_models"     // the models a scheduler tick deferred
+	Delivery           = "delivery"            // a webhook delivery's id (X-GitHub-Delivery)
+	Deploy             = "deploy"              // a deploy attempt's id
 	Deploys            = "deploys"             // simulate: the number of deploys
 	DryRun             = "dry_run"             // janitor --dry-run
 	DueModels          = "due_models"          // a number of models with due work
@@ -54,6 +59,7 @@ const (
 	Environment        = "environment"         // an environment's name
 	Environments       = "environments"        // environment names, or a number of environments
 	Error              = "error"               // the error
+	Event              = "event"               // a webhook delivery's event (X-GitHub-Event)
 	ExpiresAt          = "expires_at"          // when an environment expires
 	Failed             = "failed"              // the failed model that blocks this one
 	Files              = "files"               // a number of files written
@@ -63,6 +69,7 @@ const (
 	FrontierNow        = "frontier_now"        // the incumbent's frontier at promotion
 	Generation         = "generation"          // an environment's generation
 	GraceMS            = "grace_ms"            // the scheduler's stop grace, in milliseconds
+	Head               = "head"                // a pull request's head commit
 	Holder             = "holder"              // a lease's holder (lease.Describe)
 	HolderExpiresAt    = "holder_expires_at"   // when the holder's lease expires
 	HolderHost         = "holder_host"         // the holder's host
@@ -72,6 +79,8 @@ const (
 	Intervals          = "intervals"           // a number of intervals
 	Invalidated        = "invalidated"         // the environment was invalidated
 	JitterMS           = "jitter_ms"           // the scheduler's tick jitter, in milliseconds
+	Job                = "job"                 // a queued job's id
+	Kind               = "kind"                // a queued job's kind
 	LagSeconds         = "lag_seconds"         // an environment's lag, in seconds (as the metric)
 	Lease              = "lease"               // a lease's key
 	Leases             = "leases"              // a number of leases
@@ -79,26 +88,33 @@ const (
 	Model              = "model"               // a model's name
 	Models             = "models"              // a number of models
 	NextPlan           = "next_plan"           // the plan a replan applies next
+	Outcome            = "outcome"             // how a webhook delivery or a job ended (a closed set per use)
 	Owner              = "owner"               // a lease's owner
+	PID                = "pid"                 // this process's id
+	PR                 = "pr"                  // a pull request's number
 	ParsedQueries      = "parsed_queries"      // model queries parsed (not in the parse cache)
 	Path               = "path"                // a file's path
-	PID                = "pid"                 // this process's id
 	Plan               = "plan"                // a plan's id
 	Policy             = "policy"              // a promotion policy
 	Project            = "project"             // the project folder
 	Promoted           = "promoted"            // simulate: the number of promotions
 	RanModels          = "ran_models"          // a number of models that ran
 	Reason             = "reason"              // why (a verdict's reason code, a kept schema's reason)
+	Repo               = "repo"                // a code-host repository, owner/name
+	Revision           = "revision"            // a stored verdict's or check render's revision
 	Round              = "round"               // a catch-up round
+	Route              = "route"               // a code-host API route template
 	Rows               = "rows"                // a number of rows
 	Schema             = "schema"              // a warehouse schema
 	SchemaVersion      = "schema_version"      // the state store's schema version
 	Schemas            = "schemas"             // a number of schemas
+	Sender             = "sender"              // the code-host user who caused an event
 	Skipped            = "skipped"             // intervals found already covered
 	Snapshots          = "snapshots"           // a number of snapshots
 	Stage              = "stage"               // an apply stage
 	Staged             = "staged"              // a number of source batches staged
 	State              = "state"               // the state store's location
+	Status             = "status"              // an HTTP status code
 	Suffix             = "suffix"              // the trailing range a verdict judged
 	Table              = "table"               // a warehouse table
 	Tables             = "tables"              // a number of tables
@@ -113,14 +129,16 @@ const (
 
 // All is every key gapless writes, besides slog's own time, level and msg.
 var All = []string{
-	Accepted, Addr, Advances, Attempt, Backfills, Batches, Bound, By, CachedQueries, Changes, Child,
-	CurrentGeneration, CurrentPlan, Debts, Deferred, DeferredModels, Deploys, DryRun, DueModels,
-	DurationMS, Environment, Environments, Error, ExpiresAt, Failed, Files, FollowedPromotions,
-	FromGeneration, FrontierAtPlan, FrontierNow, Generation, GraceMS, Holder, HolderExpiresAt,
-	HolderHost, HolderPID, Host, Interval, Intervals, Invalidated, JitterMS, LagSeconds, Lease,
-	Leases, LockWaitMS, Model, Models, NextPlan, Owner, ParsedQueries, Path, PID, Plan, Policy, Project, Promoted,
-	RanModels, Reason, Round, Rows, Schema, SchemaVersion, Schemas, Skipped, Snapshots, Stage,
-	Staged, State, Suffix, Table, Tables, TickMS, Until, Version, Views, Warehouse, Watermark, Whole,
+	Accepted, Action, Addr, Advances, Attempt, Backfills, Batches, Bound, By, CachedQueries, Changes,
+	Check, Child, Comment, CurrentGeneration, CurrentPlan, Debts, Deferred, DeferredModels, Delivery,
+	Deploy, Deploys, DryRun, DueModels, DurationMS, Environment, Environments, Error, Event,
+	ExpiresAt, Failed, Files, FollowedPromotions, FromGeneration, FrontierAtPlan, FrontierNow,
+	Generation, GraceMS, Head, Holder, HolderExpiresAt, HolderHost, HolderPID, Host, Interval,
+	Intervals, Invalidated, JitterMS, Job, Kind, LagSeconds, Lease, Leases, LockWaitMS, Model, Models,
+	NextPlan, Outcome, Owner, PID, PR, ParsedQueries, Path, Plan, Policy, Project, Promoted,
+	RanModels, Reason, Repo, Revision, Round, Route, Rows, Schema, SchemaVersion, Schemas, Sender,
+	Skipped, Snapshots, Stage, Staged, State, Status, Suffix, Table, Tables, TickMS, Until, Version,
+	Views, Warehouse, Watermark, Whole,
 }
 
 // CheckRecord decodes one JSON log record (a line of slog's JSON handler)

@@ -14,15 +14,18 @@
 //
 // Durability. Every write that a later decision or a warehouse action rests
 // on (a promotion, an invalidation, a removal of intervals or snapshots, a
-// debt, a plan, an event) commits with synchronous=FULL: it survives power
-// loss. The two writes a scheduler makes for every model, an interval
-// record and a lease (taken, renewed, taken over, released), and the one
-// an ingest pass makes for every batch, a source generation's applied
-// record (RecordApplied: a cache of the warehouse's ingest markers, healed
-// from them by the next pass when lost), commit by
-// default with synchronous=NORMAL (SyncNormal): they survive a crash of the
-// process, not always a power loss or an OS crash, which may roll back the
-// last of them (with a debt's repair stamp and gap_repaired event when the
+// debt, a plan, an event, every code-host record but webhook deliveries)
+// commits with synchronous=FULL: it survives power loss. The two writes a
+// scheduler makes for every model, an interval record and a lease (taken,
+// renewed, taken over, released), the one an ingest pass makes for every
+// batch, a source generation's applied record (RecordApplied: a cache of
+// the warehouse's ingest markers, healed from them by the next pass when
+// lost), and the webhook intake's record of each delivery (RecordDelivery,
+// FinishDelivery: a lost one only lets a replay of that delivery through,
+// whose jobs are idempotent and whose domain writes are compare-and-swaps)
+// commit by default with synchronous=NORMAL (SyncNormal): they survive a
+// crash of the process, not always a power loss or an OS crash, which may
+// roll back the last of them (with a debt's repair stamp and gap_repaired event when the
 // record completed the debt: lost with it, they are written again when the
 // interval is recomputed). That is safe because:
 //   - WAL keeps every transaction of one file in commit order, and recovery

@@ -31,6 +31,7 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) state.Store) {
 	b.Run("EnvironmentGeneration10000Snapshots", func(b *testing.B) { benchGeneration(b, openBench(b, newStore), false) })
 	b.Run("GetEnvironment10000Snapshots", func(b *testing.B) { benchGeneration(b, openBench(b, newStore), true) })
 	b.Run("RunModelStateCalls", func(b *testing.B) { BenchRunModel(b, newStore) })
+	b.Run("RecordDelivery", func(b *testing.B) { benchRecordDelivery(b, openBench(b, newStore)) })
 }
 
 // BenchRunModel is the suite's RunModelStateCalls benchmark alone (see

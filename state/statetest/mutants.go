@@ -14,12 +14,13 @@ import (
 )
 
 // MutantEnv is the environment variable that switches on a mutant of the
-// sources state machine the stores share, in a test binary only (see
-// storekit.MutantEnv for why it is safe to ship).
+// sources state machine or the code-host store the stores share, in a test
+// binary only (see storekit.MutantEnv for why it is safe to ship).
 const MutantEnv = storekit.MutantEnv
 
-// Mutants are the mutants of the sources state machine, each with the
-// conformance scenarios (Group/Scenario of Run) that must fail against it.
+// Mutants are the mutants of the sources state machine and the code-host
+// store, each with the conformance scenarios (Group/Scenario of Run) that
+// must fail against it.
 var Mutants = []struct {
 	Name      string
 	Scenarios []string
@@ -29,6 +30,11 @@ var Mutants = []struct {
 	{storekit.MutantRetireAnyGeneration, []string{"Sources/RetireRefusesOtherGeneration", "Sources/RequestBuildRetiresOnlyTheGenerationRead"}},
 	{storekit.MutantAppliedMovesBackward, []string{"Applied/MovesOnlyForward"}},
 	{storekit.MutantStageRenumbers, []string{"Batches/StageIsIdempotentByPosition", "Batches/SeqsAreNeverReused"}},
+	{storekit.MutantPRCheckIgnoresRevision, []string{"CodeHost/PRCheckStaleRevisionChangesNothing", "CodeHost/PRCheckRacingWritersOneWins"}},
+	{storekit.MutantRenderMovesBackward, []string{"CodeHost/LateRenderNeverMovesBackward"}},
+	{storekit.MutantCommentClaimIgnoresHolder, []string{"CodeHost/CommentClaimLifecycle", "CodeHost/ClaimCommentIsExclusiveUnderConcurrency"}},
+	{storekit.MutantDeployFinishIgnoresToken, []string{"CodeHost/StaleTokenFinishWritesNothing"}},
+	{storekit.MutantDeployStartIgnoresActive, []string{"CodeHost/ExpiredLeaseIsAbandonedAndANewOneStarts"}},
 }
 
 // CatchesMutants requires every mutant of Mutants to fail each of its
@@ -70,4 +76,23 @@ func RequireChildFails(t *testing.T, mutant, path string) {
 	var exit *exec.ExitError
 	require.True(t, errors.As(err, &exit), "%s passed against mutant %s (err %v):\n%s", path, mutant, err, out)
 	require.Contains(t, string(out), "--- FAIL: "+path+" ", "mutant %s:\n%s", mutant, out)
+}
+
+// RequireChildPasses runs this test binary again as a child process with
+// mutant switched on (MutantEnv) and only the (sub)test named by path, as
+// RequireChildFails does, and requires it to pass: what the mutant removes
+// is guarded by something else too (the schema), and the test proves that
+// guard holds on its own.
+func RequireChildPasses(t *testing.T, mutant, path string) {
+	t.Helper()
+	require.True(t, slices.Contains(storekit.Mutants, mutant), "unknown mutant %q", mutant)
+	elems := strings.Split(path, "/")
+	for i, e := range elems {
+		elems[i] = "^" + e + "$"
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.count=1", "-test.v", "-test.run", strings.Join(elems, "/"))
+	cmd.Env = append(os.Environ(), MutantEnv+"="+mutant)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s failed against mutant %s:\n%s", path, mutant, out)
+	require.Contains(t, string(out), "--- PASS: "+path+" ", "mutant %s: the test did not run:\n%s", mutant, out)
 }

@@ -77,7 +77,16 @@
 //     write, one source_plan_deferred event per in-flight generation
 //     however often planning is retried, a replayed RecordSwap of the
 //     serving generation a no-op, and each transition's event written in
-//     its transaction with the source's name as Model.
+//     its transaction with the source's name as Model;
+//   - keep the code-host store's compare-and-swaps (state.CodeHostStore):
+//     a replayed delivery id is not fresh; a PR check written against a
+//     stale revision, a render of a revision below the rendered one or
+//     above the desired one, a comment claim while another is unexpired,
+//     a deploy start while another attempt runs unexpired on the
+//     environment, and a deploy finish or renewal with a token that is not
+//     the attempt's all write nothing (of racing goroutines exactly one
+//     wins); an identical desired check keeps its revision; and every write
+//     refuses a missing Now.
 package statetest
 
 import (
@@ -151,14 +160,15 @@ func groups() []struct {
 		{"Applied", appliedTests()},
 		{"Blocked", blockedTests()},
 		{"Skipped", skippedTests()},
+		{"CodeHost", codeHostTests()},
 	}
 }
 
 // Run runs every conformance test against stores from newStore, as parallel
 // subtests grouped by area (Snapshots, Intervals, LastWrites, LastServed,
 // Fencing, Environments, Plans, Leases, Events, Debts, Schema, Races, Sources,
-// Batches, Applied). Each
-// test gets its own store.
+// Batches, Applied, Blocked, Skipped, CodeHost). Each test gets its own
+// store.
 func Run(t *testing.T, newStore Factory) {
 	t.Helper()
 	for _, g := range groups() {

@@ -7,9 +7,9 @@ import (
 )
 
 // MutantEnv names the environment variable that switches on one mutant of
-// the sources state machine: a transition rewritten wrongly, the way a
-// plausible implementation would, so that a test can show the suite
-// catches it (statetest.CatchesMutants, and ingest's
+// the sources state machine or the code-host store: a transition rewritten
+// wrongly, the way a plausible implementation would, so that a test can
+// show the suite catches it (statetest.CatchesMutants, and ingest's
 // TestSeedSuiteCatchesStoreMutants, run the test binary again as a child
 // process with it set).
 //
@@ -38,12 +38,33 @@ const (
 	// MutantStageRenumbers: StageBatches stages a known position again,
 	// under a new seq, instead of returning the staged batch.
 	MutantStageRenumbers = "stage-renumbers"
+
+	// The code-host store's (codehost.go):
+
+	// MutantPRCheckIgnoresRevision: PutPRCheck overwrites a stored check
+	// whatever revision the caller read.
+	MutantPRCheckIgnoresRevision = "pr-check-ignores-revision"
+	// MutantRenderMovesBackward: MarkCheckRendered accepts a revision below
+	// the rendered one (a late render).
+	MutantRenderMovesBackward = "render-moves-backward"
+	// MutantCommentClaimIgnoresHolder: ClaimComment takes a claim another
+	// holder has, unexpired.
+	MutantCommentClaimIgnoresHolder = "comment-claim-ignores-holder"
+	// MutantDeployFinishIgnoresToken: FinishDeploy ends a running attempt
+	// whatever token the caller holds.
+	MutantDeployFinishIgnoresToken = "deploy-finish-ignores-token"
+	// MutantDeployStartIgnoresActive: StartDeploy neither checks nor
+	// abandons the other active attempts of the environment (the schema's
+	// index still admits one running attempt).
+	MutantDeployStartIgnoresActive = "deploy-start-ignores-active"
 )
 
 // Mutants lists every mutant MutantEnv can switch on.
 var Mutants = []string{
 	MutantSwapWithoutGenerationPredicate, MutantPlanNotExclusive, MutantRetireAnyGeneration,
 	MutantAppliedMovesBackward, MutantStageRenumbers,
+	MutantPRCheckIgnoresRevision, MutantRenderMovesBackward, MutantCommentClaimIgnoresHolder,
+	MutantDeployFinishIgnoresToken, MutantDeployStartIgnoresActive,
 }
 
 // mutant is the mutant switched on, "" outside a test binary or when
