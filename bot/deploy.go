@@ -87,9 +87,10 @@ func (b *Bot) deployCommand(ctx context.Context, ev codehost.Event) error {
 const retryMergeability = "mergeability unknown"
 
 // refusal says why pr may not be deployed now ("" when it may): it must be
-// open, not a draft, into the prod branch, mergeable (and not blocked,
-// when check_if_blocked_on_deploy), and its gapless check must be green
-// for its current head at the target's current generation.
+// open, not a draft, into the prod branch and mergeable; its gapless
+// check must be green for its current head at the target's current
+// generation; and, with check_if_blocked_on_deploy, GitHub must not say it
+// is blocked.
 func (b *Bot) refusal(ctx context.Context, pr *codehost.PR) string {
 	switch {
 	case !pr.Open():
@@ -102,8 +103,6 @@ func (b *Bot) refusal(ctx context.Context, pr *codehost.PR) string {
 		return retryMergeability
 	case !*pr.Mergeable || pr.MergeableState == "dirty":
 		return "it conflicts with its base"
-	case b.cfg.CheckIfBlocked && pr.MergeableState == "blocked":
-		return "GitHub says it is blocked (a required review or check is missing)"
 	}
 	pc, err := b.d.Store.GetPRCheck(ctx, pr.Repo, pr.Number, b.cfg.Target)
 	if err != nil {
@@ -116,6 +115,9 @@ func (b *Bot) refusal(ctx context.Context, pr *codehost.PR) string {
 	agg := gate.Aggregate(gate.Input{Verdict: verdictOf(pc), HeadSHA: pr.HeadSHA, Target: b.cfg.Target, Generation: gen})
 	if !agg.Green() {
 		return fmt.Sprintf("its gapless check is not green (%s)", strings.ToLower(agg.Title))
+	}
+	if b.cfg.CheckIfBlocked && pr.MergeableState == "blocked" {
+		return "GitHub says it is blocked (a required review or check is missing)"
 	}
 	return ""
 }

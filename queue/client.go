@@ -17,6 +17,8 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/gapless-dev/gapless/internal/logkey"
 )
 
 var schemaRE = regexp.MustCompile(`\A[A-Za-z_][A-Za-z0-9_]{0,39}\z`)
@@ -314,13 +316,13 @@ func (h *errorLogger) HandleError(ctx context.Context, job *rivertype.JobRow, er
 	if job.Attempt >= job.MaxAttempts {
 		level, msg = slog.LevelWarn, "queue: job attempt failed; discarded"
 	}
-	h.log.Log(ctx, level, msg, "kind", job.Kind, "job_id", job.ID, "attempt", job.Attempt, "max_attempts", job.MaxAttempts, "error", err.Error())
+	h.log.Log(ctx, level, msg, logkey.Kind, job.Kind, logkey.Job, job.ID, logkey.Attempt, job.Attempt, logkey.MaxAttempts, job.MaxAttempts, logkey.Error, err.Error())
 	return nil
 }
 
 func (h *errorLogger) HandlePanic(ctx context.Context, job *rivertype.JobRow, panicVal any, trace string) *river.ErrorHandlerResult {
-	h.log.ErrorContext(ctx, "queue: job panicked", "kind", job.Kind, "job_id", job.ID, "attempt", job.Attempt,
-		"max_attempts", job.MaxAttempts, "panic", fmt.Sprint(panicVal), "trace", trace)
+	h.log.ErrorContext(ctx, "queue: job panicked", logkey.Kind, job.Kind, logkey.Job, job.ID, logkey.Attempt, job.Attempt,
+		logkey.MaxAttempts, job.MaxAttempts, logkey.Panic, fmt.Sprint(panicVal), logkey.Trace, trace)
 	return nil
 }
 

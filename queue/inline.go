@@ -134,7 +134,9 @@ func (i *Inline) Insert(ctx context.Context, args Args, opts *InsertOpts) (Inser
 // ErrJobsDiscarded is wrapped by Drain's error when jobs were discarded.
 var ErrJobsDiscarded = errors.New("queue: jobs discarded")
 
-// Drain runs jobs until none is left; the jobs may insert more. It returns
+// Drain runs jobs until none is left; the jobs may insert more. When no
+// job is due, it waits on the Clock for the first one scheduled later (a
+// snooze, InsertOpts.ScheduledAt), bounded by ctx. It returns
 // an error wrapping ErrJobsDiscarded, naming them, when any job was
 // discarded in this drain (every other job still ran), and ctx's error,
 // leaving the rest pending, when ctx ends. One Drain runs at a time.

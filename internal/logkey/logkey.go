@@ -85,6 +85,7 @@ const (
 	Lease              = "lease"               // a lease's key
 	Leases             = "leases"              // a number of leases
 	LockWaitMS         = "lock_wait_ms"        // --lock-wait, in milliseconds
+	MaxAttempts        = "max_attempts"        // a queued job's attempt cap
 	Model              = "model"               // a model's name
 	Models             = "models"              // a number of models
 	NextPlan           = "next_plan"           // the plan a replan applies next
@@ -92,6 +93,7 @@ const (
 	Owner              = "owner"               // a lease's owner
 	PID                = "pid"                 // this process's id
 	PR                 = "pr"                  // a pull request's number
+	Panic              = "panic"               // what a recovered panic held
 	ParsedQueries      = "parsed_queries"      // model queries parsed (not in the parse cache)
 	Path               = "path"                // a file's path
 	Plan               = "plan"                // a plan's id
@@ -119,6 +121,7 @@ const (
 	Table              = "table"               // a warehouse table
 	Tables             = "tables"              // a number of tables
 	TickMS             = "tick_ms"             // the scheduler's tick, in milliseconds
+	Trace              = "trace"               // a recovered panic's stack
 	Until              = "until"               // when a deferral's lease expires
 	Version            = "version"             // a model version
 	Views              = "views"               // a number of views
@@ -134,11 +137,11 @@ var All = []string{
 	Deploy, Deploys, DryRun, DueModels, DurationMS, Environment, Environments, Error, Event,
 	ExpiresAt, Failed, Files, FollowedPromotions, FromGeneration, FrontierAtPlan, FrontierNow,
 	Generation, GraceMS, Head, Holder, HolderExpiresAt, HolderHost, HolderPID, Host, Interval,
-	Intervals, Invalidated, JitterMS, Job, Kind, LagSeconds, Lease, Leases, LockWaitMS, Model, Models,
-	NextPlan, Outcome, Owner, PID, PR, ParsedQueries, Path, Plan, Policy, Project, Promoted,
-	RanModels, Reason, Repo, Revision, Round, Route, Rows, Schema, SchemaVersion, Schemas, Sender,
-	Skipped, Snapshots, Stage, Staged, State, Status, Suffix, Table, Tables, TickMS, Until, Version,
-	Views, Warehouse, Watermark, Whole,
+	Intervals, Invalidated, JitterMS, Job, Kind, LagSeconds, Lease, Leases, LockWaitMS, MaxAttempts,
+	Model, Models, NextPlan, Outcome, Owner, PID, PR, Panic, ParsedQueries, Path, Plan, Policy,
+	Project, Promoted, RanModels, Reason, Repo, Revision, Round, Route, Rows, Schema, SchemaVersion,
+	Schemas, Sender, Skipped, Snapshots, Stage, Staged, State, Status, Suffix, Table, Tables, TickMS,
+	Trace, Until, Version, Views, Warehouse, Watermark, Whole,
 }
 
 // CheckRecord decodes one JSON log record (a line of slog's JSON handler)

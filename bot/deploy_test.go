@@ -1,0 +1,124 @@
+package bot_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/bot"
+	"github.com/gapless-dev/gapless/codehost"
+	"github.com/gapless-dev/gapless/codehost/githubfake"
+	"github.com/gapless-dev/gapless/gate"
+	"github.com/gapless-dev/gapless/state"
+)
+
+func TestScenarioDeployReplansTheOtherOpenPRs(t *testing.T) {
+	t.Parallel()
+	stores(t, func(t *testing.T, o options) {
+		// Scenario: PRs 1 and 2 are both green against prod generation 0.
+		// PR 1 is deployed (/deploy), which moves prod to generation 1.
+		// PR 2's verdict was planned against generation 0: it is planned
+		// again against generation 1, and its checks record that.
+		h := newHarness(t, o)
+		one := h.openPR("amount", changed())
+		two := h.openPR("regions", map[string]string{"models/regions.sql": "MODEL (name ref.regions, kind FULL, cron '@daily');\n\nSELECT 1 AS region_id, 'all' AS name\n"})
+		h.requireGreen(one)
+		h.requireGreen(two)
+		h.fake.AddComment(repoName, one, writer, "/deploy")
+		h.idle()
+		require.True(t, h.fake.PR(repoName, one).Merged)
+
+		pc, err := h.store.GetPRCheck(h.ctx, repoName, two, "prod")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), pc.PlannedGeneration, "PR 2 is re-planned against the new prod")
+		h.requireGreen(two)
+		require.Contains(t, h.checks(two)[gate.CheckAggregate].Title, "generation 1")
+	})
+}
+
+func TestScenarioDeployIsRefusedUnlessTheChecksAreGreen(t *testing.T) {
+	t.Parallel()
+	// Scenario: /deploy from a writer is refused, with the reason, on a
+	// draft, on a PR GitHub says conflicts with its base, and on a PR whose
+	// gapless check failed (its model does not parse). Nothing deploys.
+	h := newHarness(t, options{})
+	h.fake.Commit(repoName, "draft", changed(), "draft")
+	draft := h.fake.OpenPR(repoName, githubfake.PRSpec{Title: "draft", Author: writer, Head: "draft", Base: "main", Draft: true})
+	broken := h.openPR("broken", map[string]string{"models/regions.sql": "MODEL (name ref.regions, kind FULL;\nSELECT 1\n"})
+	h.idle()
+	require.Equal(t, codehost.ConclusionFailure, h.checks(broken)[gate.CheckAggregate].Conclusion)
+	conflict := h.openPR("conflict", changed())
+	no := false
+	h.fake.SetMergeable(repoName, conflict, &no, "dirty")
+
+	for pr, why := range map[int]string{draft: "it is a draft", broken: "its gapless check is not green", conflict: "conflicts with its base"} {
+		id := h.fake.AddComment(repoName, pr, writer, "/deploy")
+		h.idle()
+		reply := h.withMarker(pr, fmt.Sprintf("<!-- gapless:reply:%d -->", id))
+		require.Len(t, reply, 1, "PR %d", pr)
+		require.Contains(t, reply[0].Body, why, "PR %d", pr)
+	}
+	ds, err := h.store.ListDeploys(h.ctx, state.ListDeploysParams{Repo: repoName})
+	require.NoError(t, err)
+	require.Empty(t, ds)
+	require.Len(t, h.events(state.EventDeployRefused), 3)
+}
+
+func TestScenarioDeployOnMerge(t *testing.T) {
+	t.Parallel()
+	// Scenario: with deploy_on_merge, a person merges a green PR in
+	// GitHub's UI. gapless deploys the prod branch at the merge commit,
+	// and the PR environment is invalidated.
+	h := newHarness(t, options{github: "  deploy_on_merge: true\n  enable_deploy_command: false\n"})
+	n := h.openPR("amount", changed())
+	h.requireGreen(n)
+	sha := h.fake.MergeByUser(repoName, n, writer)
+	h.idle()
+	ds, err := h.store.ListDeploys(h.ctx, state.ListDeploysParams{Repo: repoName})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, state.TriggerMerge, ds[0].Trigger)
+	require.Equal(t, sha, ds[0].HeadSHA, "the merge commit is what deploys")
+	require.Equal(t, state.DeployPromoted, ds[0].State, ds[0].Error)
+	gen, _, err := h.store.EnvironmentGeneration(h.ctx, "prod")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), gen)
+	env, err := h.store.GetEnvironment(h.ctx, fmt.Sprintf("analytics_%d", n))
+	require.NoError(t, err)
+	require.True(t, env.Invalidated)
+}
+
+func TestScenarioReconcileClosesWhatALostDeliveryLeftOpen(t *testing.T) {
+	t.Parallel()
+	// Scenario: a PR is closed while gapless is not listening (GitHub
+	// does not redeliver). The reconcile job sees it is no longer open,
+	// closes its verdict and invalidates its environment.
+	h := newHarness(t, options{})
+	n := h.openPR("amount", changed())
+	h.fake.SetWebhook("", nil)
+	h.fake.ClosePR(repoName, n)
+	require.NoError(t, h.srv.Bot.Reconcile(h.ctx))
+	h.idle()
+	pc, err := h.store.GetPRCheck(h.ctx, repoName, n, "prod")
+	require.NoError(t, err)
+	require.True(t, pc.Closed)
+	env, err := h.store.GetEnvironment(h.ctx, fmt.Sprintf("analytics_%d", n))
+	require.NoError(t, err)
+	require.True(t, env.Invalidated)
+}
+
+func TestScenarioPRIntoAnotherBranchIsNotPlanned(t *testing.T) {
+	t.Parallel()
+	// Scenario: a PR into a release branch, not the prod branch, gets no
+	// checks and no environment: only PRs into prod_branch deploy to prod.
+	h := newHarness(t, options{})
+	h.fake.Commit(repoName, "release", map[string]string{"NOTES.md": "release\n"}, "release branch")
+	h.fake.Commit(repoName, "fix", changed(), "fix")
+	n := h.fake.OpenPR(repoName, githubfake.PRSpec{Title: "fix", Author: writer, Head: "fix", Base: "release"})
+	h.idle()
+	require.Empty(t, h.checks(n))
+	_, err := h.store.GetPRCheck(h.ctx, repoName, n, "prod")
+	require.ErrorIs(t, err, state.ErrNotFound)
+	require.NotEmpty(t, h.jobEvents(bot.KindDelivery))
+}
