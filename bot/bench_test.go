@@ -286,9 +286,47 @@ type syncRig struct {
 	store state.Store
 
 	mu        sync.Mutex
-	changed   chan struct{} // a job ended (capacity 1, never blocks)
+	changed   chan struct{} // a job ended or a check run was written (capacity 1, never blocks)
 	planStart map[string]time.Time
-	planDone  []time.Time
+	planned   map[string]time.Time
+}
+
+// wake tells waitRendered to look at the fake again.
+func (r *syncRig) wake() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// timedStore is the state store, noting when a verdict is stored for a
+// head (the plan's end).
+type timedStore struct {
+	state.Store
+	r *syncRig
+}
+
+func (s timedStore) PutPRCheck(ctx context.Context, p state.PutPRCheckParams) (state.PRCheck, error) {
+	pc, err := s.Store.PutPRCheck(ctx, p)
+	if err == nil && p.Verdict != state.VerdictPending {
+		s.r.mu.Lock()
+		s.r.planned[p.HeadSHA] = time.Now()
+		s.r.mu.Unlock()
+	}
+	return pc, err
+}
+
+// wakingHost is the code host, waking the waiter after every check run
+// written, so that it sees the checks rendered the moment they are.
+type wakingHost struct {
+	codehost.Host
+	r *syncRig
+}
+
+func (h wakingHost) UpsertCheckRun(ctx context.Context, repo string, c codehost.CheckRun) (codehost.CheckRun, error) {
+	out, err := h.Host.UpsertCheckRun(ctx, repo, c)
+	h.r.wake()
+	return out, err
 }
 
 func newSyncRig(b *testing.B, postgres bool) *syncRig {
@@ -340,12 +378,12 @@ github:
 	_, _, err = prplan.Deploy(ctx, prplan.Params{Store: store, Engine: engine, ProjectRoot: root, Clock: clock})
 	require.NoError(b, err)
 
-	r := &syncRig{fake: fake, store: store, changed: make(chan struct{}, 1), planStart: map[string]time.Time{}}
+	r := &syncRig{fake: fake, store: store, changed: make(chan struct{}, 1), planStart: map[string]time.Time{}, planned: map[string]time.Time{}}
 	discard := slog.New(slog.DiscardHandler)
 	host, err := bot.NewHost(cfg.GitHub, bot.HostParams{Clock: clock, Log: discard, Wait: func(ctx context.Context, d time.Duration) error { return ctx.Err() }})
 	require.NoError(b, err)
 	srv, closeQ, err := bot.OpenServer(ctx, bot.ServerParams{
-		GitHub: cfg.GitHub, StateConn: cfg.State, Store: store, Engine: engine, Host: host,
+		GitHub: cfg.GitHub, StateConn: cfg.State, Store: timedStore{store, r}, Engine: engine, Host: wakingHost{host, r},
 		Clock: clock, Workers: 4, Log: discard,
 		Hooks: &bot.Hooks{BeforePlan: func(_ context.Context, _ string, _ int, head string) error {
 			r.mu.Lock()
@@ -353,17 +391,7 @@ github:
 			r.mu.Unlock()
 			return nil
 		}},
-		OnJob: func(e queue.Event) {
-			if e.Kind == bot.KindPlanPR && e.State == queue.EventCompleted {
-				r.mu.Lock()
-				r.planDone = append(r.planDone, time.Now())
-				r.mu.Unlock()
-			}
-			select {
-			case r.changed <- struct{}{}:
-			default:
-			}
-		},
+		OnJob: func(queue.Event) { r.wake() },
 	})
 	require.NoError(b, err)
 	b.Cleanup(closeQ)
@@ -443,13 +471,18 @@ func (r *syncRig) waitRendered(b *testing.B, head string) time.Time {
 // a DuckDB warehouse in memory. Target: under 2 s.
 //
 // ns/op (and s/op) is from the push (the fake delivers push and
-// pull_request "synchronize" synchronously) until the checks are rendered.
-// The split: webhook-ms is until the plan job starts (the intake, the
-// delivery job, the plan job's fetch), plan-ms the plan job (the checkout,
-// the PR environment's plan and build, the prod preview, the verdict), and
-// render-ms from the plan's end until the checks show completed (the
-// render job). What the push's other deliveries cause (the comment's
-// edit coming back as a webhook) settles between iterations, untimed.
+// pull_request "synchronize" synchronously) until the fake shows the
+// third check completed (a wrapper of the code host wakes the waiter
+// after every check run written). The split: webhook-ms is until the plan
+// job starts planning (the intake, the delivery job, the plan job's fetch,
+// its reads of the store and of the pull request), plan-ms until its
+// verdict is stored (the checkout, the PR environment's plan and build,
+// the prod preview), and render-ms from there until the checks show
+// completed (the render job's fetch and its writes to the fake). What the
+// push's other deliveries cause (the comment's edit coming back as a
+// webhook) settles between iterations, untimed. The last head's checks
+// are asserted to say what was built and previewed, so a plan that
+// failed or skipped its work cannot pass for a fast one.
 func BenchmarkSynchronize100Models(b *testing.B) {
 	for _, st := range benchStores {
 		b.Run("store="+st.name, func(b *testing.B) {
@@ -462,25 +495,15 @@ func BenchmarkSynchronize100Models(b *testing.B) {
 			var total, webhook, planning, render time.Duration
 			b.ResetTimer()
 			for i := range b.N {
-				b.StopTimer()
-				r.mu.Lock()
-				r.planDone = r.planDone[:0]
-				r.mu.Unlock()
-				b.StartTimer()
-
 				start := time.Now()
 				head := r.fake.Commit(repoName, "leaf", leafChange(i+2), fmt.Sprintf("change the leaf (%d)", i+2))
 				end := r.waitRendered(b, head)
 
 				b.StopTimer()
 				r.mu.Lock()
-				planStart, ok := r.planStart[head]
-				var planEnd time.Time
-				if len(r.planDone) > 0 {
-					planEnd = r.planDone[len(r.planDone)-1]
-				}
+				planStart, planEnd := r.planStart[head], r.planned[head]
 				r.mu.Unlock()
-				require.True(b, ok && !planEnd.IsZero(), "the head %s was rendered without a plan", head)
+				require.False(b, planStart.IsZero() || planEnd.IsZero(), "the head %s was rendered without a plan", head)
 				total += end.Sub(start)
 				webhook += planStart.Sub(start)
 				planning += planEnd.Sub(planStart)
@@ -494,6 +517,14 @@ func BenchmarkSynchronize100Models(b *testing.B) {
 			b.ReportMetric(webhook.Seconds()*1000/n64, "webhook-ms")
 			b.ReportMetric(planning.Seconds()*1000/n64, "plan-ms")
 			b.ReportMetric(render.Seconds()*1000/n64, "render-ms")
+			runs := map[string]codehost.CheckRun{}
+			for _, run := range r.fake.CheckRuns(repoName, r.fake.PR(repoName, n).HeadSHA) {
+				runs[run.Name] = run
+			}
+			leaf := fmt.Sprintf("bench.m%03d", syncModels-1)
+			require.Contains(b, runs[gate.CheckEnvironment].Summary, "| `"+leaf+"` |", "the PR environment built the changed leaf")
+			require.Equal(b, "1 changed models, 0 to backfill", runs[gate.CheckPreview].Title)
+			require.Contains(b, runs[gate.CheckPreview].Summary, leaf)
 			comments := 0
 			for _, c := range r.fake.Comments(repoName, n) {
 				if strings.Contains(c.Body, bot.SummaryMarker) {

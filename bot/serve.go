@@ -36,7 +36,7 @@ func QueueStorage(ctx context.Context, conn config.Conn) (cfg queue.Config, clos
 	switch conn.Driver {
 	case config.DriverSQLite:
 		if conn.Path == config.Memory {
-			return cfg, nil, errors.New("the queue needs a state store on disk (sqlite:// with a file, or postgres://), not :memory:")
+			return cfg, nil, errors.New("the queue needs a state store on disk, sqlite:// with a file or postgres://, not sqlite://:memory")
 		}
 		db, err := queue.OpenSQLite(filepath.Join(filepath.Dir(conn.Path), QueueFile))
 		if err != nil {
