@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,6 +48,9 @@ type options struct {
 	hooks    *bot.Hooks
 	// github adds lines to the github: block of gapless.yaml.
 	github string
+	// replicas is how many serve processes share the state store (and
+	// the queue in it), behind a round-robin load balancer; 1 when 0.
+	replicas int
 }
 
 // harness is gapless serve as a user runs it, against the fake GitHub: a
@@ -52,18 +58,18 @@ type options struct {
 // River queue, and the server listening on loopback, with the fake's
 // webhook pointed at it.
 type harness struct {
-	t       *testing.T
-	ctx     context.Context
-	fake    *githubfake.Fake
-	clock   *clockwork.FakeClock
-	store   state.Store
-	srv     *bot.Server
-	cfg     *config.Config
-	url     string
-	stop    func()
-	mu      sync.Mutex
-	jobs    []queue.Event
-	stopped chan error
+	t     *testing.T
+	ctx   context.Context
+	fake  *githubfake.Fake
+	clock *clockwork.FakeClock
+	store state.Store
+	srv   *bot.Server
+	cfg   *config.Config
+	url   string
+	mu    sync.Mutex
+	jobs  []queue.Event
+	// servers are the serve processes (replicas); srv is the first.
+	servers []*bot.Server
 }
 
 // project is the repository's gapless project: an hourly incremental
@@ -143,33 +149,58 @@ func newHarness(t *testing.T, o options) *harness {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, engine.Close()) })
 
-	h := &harness{t: t, ctx: ctx, fake: fake, clock: clock, store: store, cfg: cfg, stopped: make(chan error, 1)}
-	host, err := bot.NewHost(cfg.GitHub, bot.HostParams{Clock: clock, Log: testLog(t), Wait: func(ctx context.Context, d time.Duration) error { return ctx.Err() }})
-	require.NoError(t, err)
-	srv, closeQ, err := bot.OpenServer(ctx, bot.ServerParams{
-		GitHub: cfg.GitHub, StateConn: cfg.State, Store: store, Engine: engine, Host: host,
-		Clock: clock, Workers: 4, Hooks: o.hooks, Log: testLog(t),
-		Queue: func(c *queue.Config) { c.RetryDelay = func(int) time.Duration { return 0 } },
-		OnJob: func(e queue.Event) { h.mu.Lock(); h.jobs = append(h.jobs, e); h.mu.Unlock() },
-	})
-	require.NoError(t, err)
-	t.Cleanup(closeQ)
-	h.srv = srv
-	var lc net.ListenConfig
-	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	h.url = "http://" + l.Addr().String()
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	go func() { h.stopped <- srv.Run(runCtx, l) }()
-	h.stop = func() {
-		cancel()
-		require.NoError(t, <-h.stopped)
-	}
-	t.Cleanup(func() {
-		if h.stop != nil {
-			h.stop()
+	h := &harness{t: t, ctx: ctx, fake: fake, clock: clock, store: store, cfg: cfg}
+	replicas := max(o.replicas, 1)
+	var handlers []http.Handler
+	for i := range replicas {
+		st := store
+		if i > 0 {
+			// Another serve process: its own connection to the shared
+			// state store and queue; the warehouse is shared as a
+			// PostgreSQL warehouse would be.
+			st, err = backend.OpenStore(ctx, cfg.State)
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, st.Close()) })
 		}
-	})
+		host, err := bot.NewHost(cfg.GitHub, bot.HostParams{Clock: clock, Log: testLog(t), Wait: func(ctx context.Context, d time.Duration) error { return ctx.Err() }})
+		require.NoError(t, err)
+		srv, closeQ, err := bot.OpenServer(ctx, bot.ServerParams{
+			GitHub: cfg.GitHub, StateConn: cfg.State, Store: st, Engine: engine, Host: host,
+			Clock: clock, Workers: 4, Hooks: o.hooks, Log: testLog(t).With("replica", i),
+			Queue: func(c *queue.Config) { c.RetryDelay = func(int) time.Duration { return 0 } },
+			OnJob: func(e queue.Event) { h.mu.Lock(); h.jobs = append(h.jobs, e); h.mu.Unlock() },
+		})
+		require.NoError(t, err)
+		t.Cleanup(closeQ)
+		if i == 0 {
+			h.srv = srv
+		}
+		h.servers = append(h.servers, srv)
+		var lc net.ListenConfig
+		l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		if i == 0 {
+			h.url = "http://" + l.Addr().String()
+		}
+		handlers = append(handlers, srv.Handler())
+		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		stopped := make(chan error, 1)
+		go func() { stopped <- srv.Run(runCtx, l) }()
+		stop := func() {
+			cancel()
+			require.NoError(t, <-stopped)
+		}
+		t.Cleanup(stop)
+	}
+	if replicas > 1 {
+		// GitHub's deliveries go through a load balancer: round robin.
+		var next atomic.Int64
+		lb := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			handlers[int(next.Add(1))%len(handlers)].ServeHTTP(w, r)
+		}))
+		t.Cleanup(lb.Close)
+		h.url = lb.URL
+	}
 	fake.SetWebhook(h.url+"/webhook", []byte(secret))
 	h.idle()
 	return h

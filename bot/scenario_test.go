@@ -86,33 +86,36 @@ func TestScenarioPushReplansAndEditsTheComment(t *testing.T) {
 
 func TestScenarioBusyPRFindsItsSummaryAcrossPages(t *testing.T) {
 	t.Parallel()
-	// Scenario: a PR already has 150 comments when gapless first sees it
-	// (the delivery was lost; the reconcile job finds it). The summary is
-	// posted as comment 151, on the second page, and the worker dies
-	// before it records that. The retried job must find the summary by its
-	// marker across every page (the per-issue list is oldest first and
-	// ignores sort=desc) and edit it, never post it again.
-	var crashes atomic.Int32
-	h := newHarness(t, options{hooks: &bot.Hooks{AfterComment: func(_ context.Context, _ string, _ int, marker string) error {
-		if marker == bot.SummaryMarker && crashes.Add(1) <= 2 {
-			return errors.New("worker died after posting the comment")
+	stores(t, func(t *testing.T, o options) {
+		// Scenario: a PR already has 150 comments when gapless first sees it
+		// (the delivery was lost; the reconcile job finds it). The summary is
+		// posted as comment 151, on the second page, and the worker dies
+		// before it records that. The retried job must find the summary by its
+		// marker across every page (the per-issue list is oldest first and
+		// ignores sort=desc) and edit it, never post it again.
+		var crashes atomic.Int32
+		o.hooks = &bot.Hooks{AfterComment: func(_ context.Context, _ string, _ int, marker string) error {
+			if marker == bot.SummaryMarker && crashes.Add(1) <= 2 {
+				return errors.New("worker died after posting the comment")
+			}
+			return nil
+		}}
+		h := newHarness(t, o)
+		h.fake.SetWebhook("", nil)
+		h.fake.Commit(repoName, "busy", changed(), "busy change")
+		n := h.fake.OpenPR(repoName, githubfake.PRSpec{Title: "busy", Author: "carol", Head: "busy", Base: "main"})
+		for i := range 150 {
+			h.fake.AddComment(repoName, n, "carol", fmt.Sprintf("comment %d", i))
 		}
-		return nil
-	}}})
-	h.fake.SetWebhook("", nil)
-	h.fake.Commit(repoName, "busy", changed(), "busy change")
-	n := h.fake.OpenPR(repoName, githubfake.PRSpec{Title: "busy", Author: "carol", Head: "busy", Base: "main"})
-	for i := range 150 {
-		h.fake.AddComment(repoName, n, "carol", fmt.Sprintf("comment %d", i))
-	}
-	_, err := h.srv.Queue.Insert(h.ctx, bot.ReconcileJob{Round: 42}, &queue.InsertOpts{Unique: true})
-	require.NoError(t, err)
-	h.idle()
-	require.GreaterOrEqual(t, crashes.Load(), int32(3), "the hook crashed the first two posts")
-	summary := h.withMarker(n, bot.SummaryMarker)
-	require.Len(t, summary, 1, "exactly one summary whatever the retries")
-	require.Len(t, h.fake.Comments(repoName, n), 151)
-	h.requireGreen(n)
+		_, err := h.srv.Queue.Insert(h.ctx, bot.ReconcileJob{Round: 42}, &queue.InsertOpts{Unique: true})
+		require.NoError(t, err)
+		h.idle()
+		require.GreaterOrEqual(t, crashes.Load(), int32(3), "the hook crashed the first two posts")
+		summary := h.withMarker(n, bot.SummaryMarker)
+		require.Len(t, summary, 1, "exactly one summary whatever the retries")
+		require.Len(t, h.fake.Comments(repoName, n), 151)
+		h.requireGreen(n)
+	})
 }
 
 func TestScenarioDeployByWriter(t *testing.T) {
@@ -160,48 +163,53 @@ func TestScenarioDeployByWriter(t *testing.T) {
 
 func TestScenarioDeployByReaderIsRefused(t *testing.T) {
 	t.Parallel()
-	// Scenario: someone with read permission comments /deploy. gapless
-	// answers politely, once, and deploys nothing.
-	h := newHarness(t, options{})
-	n := h.openPR("amount", changed())
-	id := h.fake.AddComment(repoName, n, reader, "please\n/deploy\n")
-	h.idle()
-	reply := h.withMarker(n, fmt.Sprintf("<!-- gapless:reply:%d -->", id))
-	require.Len(t, reply, 1)
-	require.Contains(t, reply[0].Body, "needs write permission")
-	_, _, err := h.store.EnvironmentGeneration(h.ctx, "prod")
-	require.ErrorIs(t, err, state.ErrNotFound, "prod was not deployed")
-	ds, err := h.store.ListDeploys(h.ctx, state.ListDeploysParams{Repo: repoName})
-	require.NoError(t, err)
-	require.Empty(t, ds)
-	require.False(t, h.fake.PR(repoName, n).Merged)
+	stores(t, func(t *testing.T, o options) {
+		// Scenario: someone with read permission comments /deploy. gapless
+		// answers politely, once, and deploys nothing.
+		h := newHarness(t, o)
+		n := h.openPR("amount", changed())
+		id := h.fake.AddComment(repoName, n, reader, "please\n/deploy\n")
+		h.idle()
+		reply := h.withMarker(n, fmt.Sprintf("<!-- gapless:reply:%d -->", id))
+		require.Len(t, reply, 1)
+		require.Contains(t, reply[0].Body, "needs write permission")
+		_, _, err := h.store.EnvironmentGeneration(h.ctx, "prod")
+		require.ErrorIs(t, err, state.ErrNotFound, "prod was not deployed")
+		ds, err := h.store.ListDeploys(h.ctx, state.ListDeploysParams{Repo: repoName})
+		require.NoError(t, err)
+		require.Empty(t, ds)
+		require.False(t, h.fake.PR(repoName, n).Merged)
+	})
 }
 
 func TestScenarioPushAfterDeployIsNotMerged(t *testing.T) {
 	t.Parallel()
-	// Scenario: a writer comments /deploy; while prod is being deployed,
-	// the author pushes another commit. The deploy promotes what was
-	// asked for, but the PR is not merged (the head that would merge was
-	// never deployed), and gapless says why on the PR.
-	var h *harness
-	h = newHarness(t, options{hooks: &bot.Hooks{AfterPromote: func(context.Context, string) error {
-		h.fake.Commit(repoName, "amount", map[string]string{"NOTES.md": "late push\n"}, "late push")
-		return nil
-	}}})
-	n := h.openPR("amount", changed())
-	h.fake.AddComment(repoName, n, writer, "/deploy")
-	h.idle()
-	pr := h.fake.PR(repoName, n)
-	require.False(t, pr.Merged, "a head pushed after /deploy is never merged")
-	ds, err := h.store.ListDeploys(h.ctx, state.ListDeploysParams{Repo: repoName, Number: n})
-	require.NoError(t, err)
-	require.Len(t, ds, 1)
-	require.Equal(t, state.DeployPromoted, ds[0].State)
-	require.Empty(t, ds[0].MergeSHA)
-	require.Contains(t, ds[0].MergeError, "head moved")
-	outcome := h.withMarker(n, "<!-- gapless:deploy:")
-	require.Len(t, outcome, 1)
-	require.Contains(t, outcome[0].Body, "Not merged")
+	stores(t, func(t *testing.T, o options) {
+		// Scenario: a writer comments /deploy; while prod is being deployed,
+		// the author pushes another commit. The deploy promotes what was
+		// asked for, but the PR is not merged (the head that would merge was
+		// never deployed), and gapless says why on the PR.
+		var h *harness
+		o.hooks = &bot.Hooks{AfterPromote: func(context.Context, string) error {
+			h.fake.Commit(repoName, "amount", map[string]string{"NOTES.md": "late push\n"}, "late push")
+			return nil
+		}}
+		h = newHarness(t, o)
+		n := h.openPR("amount", changed())
+		h.fake.AddComment(repoName, n, writer, "/deploy")
+		h.idle()
+		pr := h.fake.PR(repoName, n)
+		require.False(t, pr.Merged, "a head pushed after /deploy is never merged")
+		ds, err := h.store.ListDeploys(h.ctx, state.ListDeploysParams{Repo: repoName, Number: n})
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		require.Equal(t, state.DeployPromoted, ds[0].State)
+		require.Empty(t, ds[0].MergeSHA)
+		require.Contains(t, ds[0].MergeError, "head moved")
+		outcome := h.withMarker(n, "<!-- gapless:deploy:")
+		require.Len(t, outcome, 1)
+		require.Contains(t, outcome[0].Body, "Not merged")
+	})
 }
 
 func TestScenarioClosedPRInvalidatesItsEnvironment(t *testing.T) {
@@ -224,61 +232,77 @@ func TestScenarioClosedPRInvalidatesItsEnvironment(t *testing.T) {
 
 func TestScenarioRedeliveredWebhookMakesNoSecondJob(t *testing.T) {
 	t.Parallel()
-	// Scenario: GitHub (or an attacker replaying a captured delivery)
-	// sends a delivery again. It is answered 200 and enqueues nothing.
-	h := newHarness(t, options{})
-	h.openPR("amount", changed())
-	ds := h.fake.Deliveries()
-	require.NotEmpty(t, ds)
-	last := ds[len(ds)-1]
-	require.Equal(t, http.StatusAccepted, last.Status)
-	before := len(h.jobEvents(bot.KindDelivery))
-	status, err := h.fake.Redeliver(last.ID)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, status)
-	h.idle()
-	require.Len(t, h.jobEvents(bot.KindDelivery), before, "no second delivery job")
-	jobs, err := h.srv.Queue.Jobs(h.ctx, queue.JobFilter{Kinds: []string{bot.KindDelivery}, Limit: 1000})
-	require.NoError(t, err)
-	require.Len(t, jobs, len(ds))
+	stores(t, func(t *testing.T, o options) {
+		// Scenario: GitHub (or an attacker replaying a captured delivery)
+		// sends a delivery again. It is answered 200 and enqueues nothing.
+		h := newHarness(t, o)
+		h.openPR("amount", changed())
+		var opened githubfake.Delivery
+		for _, d := range h.fake.Deliveries() {
+			if d.Event == "pull_request" {
+				opened = d
+			}
+		}
+		require.Equal(t, http.StatusAccepted, opened.Status)
+		status, err := h.fake.Redeliver(opened.ID)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, status, "a replay is answered, and does nothing")
+		h.idle()
+		jobs, err := h.srv.Queue.Jobs(h.ctx, queue.JobFilter{Kinds: []string{bot.KindDelivery}, Limit: 1000})
+		require.NoError(t, err)
+		var runs int
+		for _, j := range jobs {
+			if strings.Contains(string(j.Args), opened.ID) {
+				runs++
+			}
+		}
+		require.Equal(t, 1, runs, "one job for the delivery, however often it arrives")
+		got, err := h.store.ListDeliveries(h.ctx, state.ListDeliveriesParams{Repo: repoName, Event: "pull_request"})
+		require.NoError(t, err)
+		require.Len(t, got, 1)
+		require.Equal(t, state.DeliveryProcessed, got[0].Status)
+	})
 }
 
 func TestScenarioPanickingJobIsDiscardedAndTheProcessLives(t *testing.T) {
 	t.Parallel()
-	// Scenario: planning one PR panics (a bug). Its job is retried up to
-	// its attempt cap and discarded; the process keeps serving, another PR
-	// is planned green, and the panicking PR's checks are never green.
-	var boom atomic.Value
-	boom.Store("")
-	h := newHarness(t, options{hooks: &bot.Hooks{BeforePlan: func(_ context.Context, _ string, _ int, head string) error {
-		if head == boom.Load().(string) {
-			panic("a bug in planning")
-		}
-		return nil
-	}}})
-	boom.Store(h.fake.Commit(repoName, "boom", changed(), "boom"))
-	bad := h.fake.OpenPR(repoName, githubfake.PRSpec{Title: "boom", Author: writer, Head: "boom", Base: "main"})
-	good := h.openPR("fine", map[string]string{"NOTES.md": "docs only\n"})
-	h.idle()
+	stores(t, func(t *testing.T, o options) {
+		// Scenario: planning one PR panics (a bug). Its job is retried up to
+		// its attempt cap and discarded; the process keeps serving, another PR
+		// is planned green, and the panicking PR's checks are never green.
+		var boom atomic.Value
+		boom.Store("")
+		o.hooks = &bot.Hooks{BeforePlan: func(_ context.Context, _ string, _ int, head string) error {
+			if head == boom.Load().(string) {
+				panic("a bug in planning")
+			}
+			return nil
+		}}
+		h := newHarness(t, o)
+		boom.Store(h.fake.Commit(repoName, "boom", changed(), "boom"))
+		bad := h.fake.OpenPR(repoName, githubfake.PRSpec{Title: "boom", Author: writer, Head: "boom", Base: "main"})
+		good := h.openPR("fine", map[string]string{"NOTES.md": "docs only\n"})
+		h.idle()
 
-	var attempts, discarded int
-	for _, e := range h.jobEvents(bot.KindPlanPR) {
-		if e.State == queue.EventDiscarded {
-			discarded++
+		var attempts, discarded int
+		for _, e := range h.jobEvents(bot.KindPlanPR) {
+			if e.State == queue.EventDiscarded {
+				discarded++
+			}
+			if e.Err != nil && strings.Contains(e.Err.Error(), "a bug in planning") {
+				attempts++
+			}
 		}
-		if e.Err != nil && strings.Contains(e.Err.Error(), "a bug in planning") {
-			attempts++
-		}
-	}
-	require.Equal(t, 1, discarded, "the panicking plan job is discarded at its cap")
-	require.Equal(t, bot.PlanMaxAttempts, attempts, "after every attempt panicked")
-	h.requireGreen(good)
-	require.False(t, h.fake.MergeAllowed(repoName, bad), "a PR whose plan panicked is never mergeable")
-	agg := h.checks(bad)[gate.CheckAggregate]
-	require.NotEqual(t, codehost.ConclusionSuccess, agg.Conclusion)
+		require.Equal(t, 1, discarded, "the panicking plan job is discarded at its cap")
+		require.Equal(t, bot.PlanMaxAttempts, attempts, "after every attempt panicked")
+		h.requireGreen(good)
+		require.False(t, h.fake.MergeAllowed(repoName, bad), "a PR whose plan panicked is never mergeable")
+		agg := h.checks(bad)[gate.CheckAggregate]
+		require.NotEqual(t, codehost.ConclusionSuccess, agg.Conclusion)
 
-	resp, err := http.Get(h.url + "/healthz")
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, http.StatusOK, resp.StatusCode, "the process is alive")
+		resp, err := http.Get(h.url + "/healthz")
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.Equal(t, http.StatusOK, resp.StatusCode, "the process is alive")
+	})
 }
