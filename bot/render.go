@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gapless-dev/gapless/codehost"
 	"github.com/gapless-dev/gapless/gate"
@@ -106,10 +107,13 @@ func (b *Bot) renderOnce(ctx context.Context, repo string, n int) (again bool, e
 	if len(lag) > 0 {
 		shown, err := b.d.Host.CheckRuns(ctx, repo, pc.HeadSHA)
 		if err != nil {
+			readErr := fmt.Errorf("reading back the checks of %s#%d: %w", repo, n, err)
 			for _, p := range lag {
-				err = errors.Join(err, b.d.Store.MarkCheckRenderFailed(ctx, state.MarkCheckRenderFailedParams{Key: p.key, Revision: p.rev, Error: "read-back: " + err.Error(), Now: b.now()}))
+				if ferr := b.d.Store.MarkCheckRenderFailed(ctx, state.MarkCheckRenderFailedParams{Key: p.key, Revision: p.rev, Error: readErr.Error(), Now: b.now()}); ferr != nil {
+					readErr = errors.Join(readErr, fmt.Errorf("recording the render failure: %w", ferr))
+				}
 			}
-			return false, fmt.Errorf("reading back the checks of %s#%d: %w", repo, n, err)
+			return false, readErr
 		}
 		for _, p := range lag {
 			got, ok := findRun(shown, p.run.Name)
@@ -177,14 +181,19 @@ func sameRun(got codehost.CheckRun, want gate.Run) bool {
 		got.Title == want.Title && got.Summary == clip(want.Summary)
 }
 
-// clip keeps a text within what the code host accepts.
+// clip keeps a text within what the code host accepts: at most
+// codehost.MaxBodyLength bytes (GitHub counts a check run's summary in
+// bytes), cut at a character boundary, with a note saying so.
 func clip(s string) string {
 	const note = "\n\n…(truncated: run `gapless plan prod` for the whole plan)"
-	if len([]rune(s)) <= codehost.MaxBodyLength {
+	if len(s) <= codehost.MaxBodyLength {
 		return s
 	}
-	r := []rune(s)
-	return string(r[:codehost.MaxBodyLength-len([]rune(note))]) + note
+	cut := codehost.MaxBodyLength - len(note)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + note
 }
 
 // latestDeploy is the newest deploy attempt of the pull request at head,
