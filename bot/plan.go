@@ -163,7 +163,7 @@ func previewTitle(changes, backfills int) string {
 	if changes == 0 && backfills == 0 {
 		return "No changes to prod"
 	}
-	return fmt.Sprintf("%d changed models, %d to backfill", changes, backfills)
+	return fmt.Sprintf("%s changed, %s to backfill", plural(changes, "model"), plural(backfills, "model"))
 }
 
 // checkout fetches a commit's files and writes the project they hold to a
@@ -203,4 +203,12 @@ func verdictOf(pc state.PRCheck) *gate.Verdict {
 		return nil
 	}
 	return &v
+}
+
+// plural is "1 model", "2 models".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
