@@ -27,7 +27,8 @@ var acceptedEvents = map[string]bool{"pull_request": true, "issue_comment": true
 // Intake is the webhook endpoint (POST /webhook). It keeps these, in
 // order, for every delivery:
 //
-//  1. a body over MaxBytes is refused with 413, unread beyond the limit;
+//  1. a body over MaxBytes is refused with 413: unread when its
+//     Content-Length says so, else read no further than the limit;
 //  2. the body's X-Hub-Signature-256 must be the HMAC-SHA256 of the body
 //     under Secret, compared in constant time: missing, malformed, wrong,
 //     or only the SHA-1 X-Hub-Signature, it is refused with 401. Nothing of
@@ -86,6 +87,11 @@ func (in *Intake) handle(ctx context.Context, w http.ResponseWriter, r *http.Req
 	max := in.MaxBytes
 	if max <= 0 {
 		max = DefaultMaxWebhookBytes
+	}
+	if r.ContentLength > max {
+		// Declared too large: refused unread (the server discards a
+		// little of it and closes the connection).
+		return OutcomeTooLarge, http.StatusRequestEntityTooLarge, "payload too large"
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	var tooLarge *http.MaxBytesError
