@@ -1,7 +1,9 @@
 package bot_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -121,4 +123,40 @@ func TestScenarioPRIntoAnotherBranchIsNotPlanned(t *testing.T) {
 	_, err := h.store.GetPRCheck(h.ctx, repoName, n, "prod")
 	require.ErrorIs(t, err, state.ErrNotFound)
 	require.NotEmpty(t, h.jobEvents(bot.KindDelivery))
+}
+
+func TestScenarioPRFromAForkIsNotPlanned(t *testing.T) {
+	t.Parallel()
+	// Scenario: a pull request arrives from a fork (its head is in
+	// mallory/analytics). Its models would run on this server's warehouse
+	// with its credentials, so it is not planned: no environment, no
+	// verdict, and its gapless check never turns green. The delivery is
+	// recorded as ignored, with the reason.
+	h := newHarness(t, options{})
+	h.fake.SetWebhook("", nil)
+	h.fake.Commit(repoName, "fork", changed(), "from a fork")
+	n := h.fake.OpenPR(repoName, githubfake.PRSpec{Title: "fork", Author: "mallory", Head: "fork", Base: "main"})
+	h.fake.SetWebhook(h.url+"/webhook", []byte(secret))
+	var payload map[string]any
+	require.NoError(t, json.Unmarshal(h.fake.PullRequestPayload(repoName, n, "opened"), &payload))
+	pr := payload["pull_request"].(map[string]any)
+	head := pr["head"].(map[string]any)
+	repo := map[string]any{}
+	for k, v := range head["repo"].(map[string]any) {
+		repo[k] = v
+	}
+	repo["full_name"], repo["name"] = "mallory/analytics", "analytics"
+	head["repo"] = repo
+	status, err := h.fake.Deliver("pull_request", payload)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, status)
+	h.idle()
+	_, err = h.store.GetPRCheck(h.ctx, repoName, n, "prod")
+	require.ErrorIs(t, err, state.ErrNotFound)
+	require.Empty(t, h.checks(n))
+	ds, err := h.store.ListDeliveries(h.ctx, state.ListDeliveriesParams{Event: "pull_request"})
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	require.Equal(t, state.DeliveryIgnored, ds[0].Status)
+	require.Contains(t, ds[0].Error, "fork mallory/analytics")
 }

@@ -70,6 +70,12 @@ func (b *Bot) prHead(ctx context.Context, pr *codehost.PR) (string, error) {
 	if !pr.Open() {
 		return "pull request is closed", nil
 	}
+	if pr.FromFork() {
+		// A fork's SQL would run on this server's warehouse with its
+		// credentials: never planned, so never green and never deployed.
+		b.logPR(pr.Repo, pr.Number).Warn("pull request from a fork is not planned", logkey.Reason, "fork")
+		return fmt.Sprintf("pull request from the fork %s: its models would run with this server's credentials, so it is not planned", pr.HeadRepo), nil
+	}
 	gen, err := b.targetGeneration(ctx)
 	if err != nil {
 		return "", err

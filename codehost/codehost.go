@@ -55,9 +55,12 @@ type PR struct {
 	State  string
 	Merged bool
 	Draft  bool
-	// HeadSHA is the commit checks run on; HeadRef its branch.
-	HeadSHA string
-	HeadRef string
+	// HeadSHA is the commit checks run on; HeadRef its branch, in
+	// HeadRepo (owner/name): another repository than Repo for a pull
+	// request from a fork; empty when the host did not say.
+	HeadSHA  string
+	HeadRef  string
+	HeadRepo string
 	// BaseRef is the branch the PR merges into; BaseSHA its commit when the
 	// PR was last computed.
 	BaseRef string
@@ -75,6 +78,12 @@ type PR struct {
 
 // Open reports whether the pull request is open.
 func (p *PR) Open() bool { return p.State == "open" }
+
+// FromFork reports whether the pull request's head lives in another
+// repository than its base (known only when the host says where).
+func (p *PR) FromFork() bool {
+	return p.HeadRepo != "" && !strings.EqualFold(p.HeadRepo, p.Repo)
+}
 
 // CheckStatus is a check run's status.
 type CheckStatus string

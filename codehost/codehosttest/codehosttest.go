@@ -228,6 +228,8 @@ func runPullRequests(t *testing.T, newTarget func(t *testing.T) Target) {
 		require.False(t, pr.Draft)
 		require.Equal(t, sha, pr.HeadSHA)
 		require.Equal(t, head, pr.HeadRef)
+		require.Equal(t, s.tg.Repo, pr.HeadRepo, "a branch of the repository itself: not a fork")
+		require.False(t, pr.FromFork())
 		require.Equal(t, base, pr.BaseRef)
 		require.NotEmpty(t, pr.BaseSHA)
 		require.NotEmpty(t, pr.Author)

@@ -83,6 +83,7 @@ func toPR(repo string, p *gh.PullRequest) *codehost.PR {
 		Draft:          p.GetDraft(),
 		HeadSHA:        p.GetHead().GetSHA(),
 		HeadRef:        p.GetHead().GetRef(),
+		HeadRepo:       p.GetHead().GetRepo().GetFullName(),
 		BaseRef:        p.GetBase().GetRef(),
 		BaseSHA:        p.GetBase().GetSHA(),
 		MergeCommitSHA: p.GetMergeCommitSHA(),
