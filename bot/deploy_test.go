@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	gh "github.com/google/go-github/v88/github"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/bot"
@@ -159,4 +160,27 @@ func TestScenarioPRFromAForkIsNotPlanned(t *testing.T) {
 	require.Len(t, ds, 1)
 	require.Equal(t, state.DeliveryIgnored, ds[0].Status)
 	require.Contains(t, ds[0].Error, "fork mallory/analytics")
+}
+
+func TestScenarioRerunPlansTheHeadAgain(t *testing.T) {
+	t.Parallel()
+	// Scenario: a reviewer presses "Re-run" on the gapless check of a
+	// green PR (GitHub sends check_run rerequested). gapless plans the
+	// head again (a second pr_planned event) and the checks end green.
+	h := newHarness(t, options{})
+	n := h.openPR("amount", changed())
+	require.Len(t, h.events(state.EventPRPlanned), 1)
+	head := h.fake.PR(repoName, n).HeadSHA
+	status, err := h.fake.Deliver("check_run", &gh.CheckRunEvent{
+		Action: gh.Ptr("rerequested"),
+		CheckRun: &gh.CheckRun{Name: gh.Ptr(gate.CheckAggregate), HeadSHA: gh.Ptr(head),
+			PullRequests: []*gh.PullRequest{{Number: gh.Ptr(n)}}},
+		Repo:   &gh.Repository{FullName: gh.Ptr(repoName)},
+		Sender: &gh.User{Login: gh.Ptr(writer)},
+	})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, status)
+	h.idle()
+	require.Len(t, h.events(state.EventPRPlanned), 2, "planned again")
+	h.requireGreen(n)
 }

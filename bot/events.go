@@ -56,8 +56,48 @@ func (b *Bot) dispatch(ctx context.Context, ev codehost.Event) (ignored string, 
 			return "a bot's comment (gapless's own among them) is never a command", nil
 		}
 		return b.command(ctx, ev)
+	case "check_run", "check_suite":
+		if ev.Action != "rerequested" {
+			return ev.Kind + " " + ev.Action + " needs nothing", nil
+		}
+		return b.rerun(ctx, ev)
 	}
 	return ev.Kind + " needs nothing", nil
+}
+
+// rerun plans a pull request's head again when a person asks GitHub to
+// re-run gapless's checks: its verdict goes back to planning, so the
+// checks say so at once, and a plan is queued (a new job: a re-run is
+// always a fresh plan, even at the same head and generation).
+func (b *Bot) rerun(ctx context.Context, ev codehost.Event) (string, error) {
+	if ev.Number == 0 {
+		return "a re-run of checks on no pull request", nil
+	}
+	pr, err := b.d.Host.PullRequest(ctx, ev.Repo, ev.Number)
+	if err != nil {
+		return "", fmt.Errorf("reading %s#%d: %w", ev.Repo, ev.Number, err)
+	}
+	if pr.HeadSHA != ev.After {
+		return "a re-run of checks on an older head", nil
+	}
+	for range 5 {
+		pc, err := b.d.Store.GetPRCheck(ctx, pr.Repo, pr.Number, b.cfg.Target)
+		if errors.Is(err, state.ErrNotFound) {
+			return b.prHead(ctx, pr)
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading the verdict of %s#%d: %w", pr.Repo, pr.Number, err)
+		}
+		_, err = b.d.Store.PutPRCheck(ctx, planningCheck(pr, b.cfg.Target, b.prEnv(pr.Number), pc.Revision, b.now()))
+		if errors.Is(err, state.ErrRevisionConflict) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("re-planning %s#%d: %w", pr.Repo, pr.Number, err)
+		}
+		return b.prHead(ctx, pr)
+	}
+	return "", fmt.Errorf("re-planning %s#%d: %w", pr.Repo, pr.Number, state.ErrRevisionConflict)
 }
 
 // prHead records a pull request's head and queues its plan and its render.

@@ -22,7 +22,9 @@ const DefaultMaxWebhookBytes = 5 << 20
 
 // The events the intake accepts; every other event is answered 200 and
 // ignored.
-var acceptedEvents = map[string]bool{"pull_request": true, "issue_comment": true, "push": true}
+var acceptedEvents = map[string]bool{
+	"pull_request": true, "issue_comment": true, "push": true, "check_run": true, "check_suite": true,
+}
 
 // Intake is the webhook endpoint (POST /webhook). It keeps these, in
 // order, for every delivery:

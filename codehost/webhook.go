@@ -75,7 +75,8 @@ type Event struct {
 	Comment *Comment
 	OnPR    bool
 
-	// Ref and After are a push's ref (refs/heads/main) and new head.
+	// Ref and After are a push's ref (refs/heads/main) and new head;
+	// After is also the head of a check run or suite asked to re-run.
 	Ref   string
 	After string
 }

@@ -16,7 +16,8 @@ import (
 // Every event gets Kind (eventType), DeliveryID, and, when the payload
 // carries them, Action, Repo, InstallationID and Sender. pull_request adds
 // Number and PR; issue_comment adds Number, Comment and OnPR; push adds Ref
-// and After. A body that is not a JSON object is an error naming the
+// and After; check_run and check_suite (a re-run asked for) add After (the
+// head) and Number (the first pull request GitHub lists, 0 when none). A body that is not a JSON object is an error naming the
 // event; an unknown event type is not (the caller ignores what it does not
 // handle).
 func ParseWebhook(eventType, deliveryID string, body []byte) (codehost.Event, error) {
@@ -83,6 +84,34 @@ func ParseWebhook(eventType, deliveryID string, body []byte) (codehost.Event, er
 		}
 		ev.Ref = p.GetRef()
 		ev.After = p.GetAfter()
+	case "check_run":
+		// A person pressed "Re-run" on one of the App's check runs
+		// (action rerequested): After is the run's head and Number the
+		// first pull request GitHub lists for it.
+		var p gh.CheckRunEvent
+		if err := json.Unmarshal(body, &p); err != nil {
+			return codehost.Event{}, fmt.Errorf("github: webhook: the check_run delivery %q: %w", deliveryID, err)
+		}
+		if p.CheckRun == nil {
+			return codehost.Event{}, fmt.Errorf("github: webhook: the check_run delivery %q carries no check_run", deliveryID)
+		}
+		ev.After = p.CheckRun.GetHeadSHA()
+		if prs := p.CheckRun.PullRequests; len(prs) > 0 {
+			ev.Number = prs[0].GetNumber()
+		}
+	case "check_suite":
+		// "Re-run all checks" (action rerequested).
+		var p gh.CheckSuiteEvent
+		if err := json.Unmarshal(body, &p); err != nil {
+			return codehost.Event{}, fmt.Errorf("github: webhook: the check_suite delivery %q: %w", deliveryID, err)
+		}
+		if p.CheckSuite == nil {
+			return codehost.Event{}, fmt.Errorf("github: webhook: the check_suite delivery %q carries no check_suite", deliveryID)
+		}
+		ev.After = p.CheckSuite.GetHeadSHA()
+		if prs := p.CheckSuite.PullRequests; len(prs) > 0 {
+			ev.Number = prs[0].GetNumber()
+		}
 	}
 	return ev, nil
 }
