@@ -186,6 +186,11 @@ func newHarness(t *testing.T, o options) *harness {
 		runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		stopped := make(chan error, 1)
 		go func() { stopped <- srv.Run(runCtx, l) }()
+		select {
+		case <-srv.Ready():
+		case err := <-stopped:
+			require.NoError(t, err, "serve stopped before it was ready")
+		}
 		stop := func() {
 			cancel()
 			require.NoError(t, <-stopped)

@@ -82,12 +82,16 @@ type ReconcileJob struct {
 // Kind implements queue.Args.
 func (ReconcileJob) Kind() string { return KindReconcile }
 
-// Timeouts of the long jobs: a plan builds a PR environment (a bounded
-// backfill) and a deploy backfills prod.
+// The long jobs: a plan builds a PR environment (a backfill bounded by
+// pr_start) under PlanTimeout; a deploy backfills prod for as long as it
+// takes, fenced by its attempt's own lease, so its job has no timeout. A
+// job whose process died is rescued (run again) after RescueAfter: a
+// rescued plan plans again (its writes are compare-and-swaps), and a
+// rescued deploy finds its attempt running and leaves it to its lease.
 const (
 	PlanMaxAttempts = 10
-	PlanTimeout     = 2 * time.Hour
-	DeployTimeout   = 12 * time.Hour
+	PlanTimeout     = 30 * time.Minute
+	RescueAfter     = time.Hour
 )
 
 // Register adds every job kind's worker to w.
@@ -103,7 +107,7 @@ func (b *Bot) Register(w *queue.Workers) {
 	}, queue.WorkerOptions{MaxAttempts: 25})
 	queue.AddWorker(w, func(ctx context.Context, j *queue.Job[DeployJob]) error {
 		return b.deploy(b.asJob(ctx, KindDeploy, j.ID), j.Args.AttemptID)
-	}, queue.WorkerOptions{MaxAttempts: 5, Timeout: DeployTimeout})
+	}, queue.WorkerOptions{MaxAttempts: 5, Timeout: queue.NoTimeout})
 	queue.AddWorker(w, func(ctx context.Context, j *queue.Job[ReconcileJob]) error {
 		return b.Reconcile(b.asJob(ctx, KindReconcile, j.ID))
 	}, queue.WorkerOptions{MaxAttempts: 3})

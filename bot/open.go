@@ -141,10 +141,7 @@ func OpenServer(ctx context.Context, p ServerParams) (*Server, func(), error) {
 	workers := queue.NewWorkers()
 	qcfg.Workers = workers
 	qcfg.MaxWorkers = p.Workers
-	// A deploy's job runs as long as its backfill; River rescues a job
-	// only after it could have timed out. A deploy killed with its process
-	// is fenced by its own lease meanwhile (StartDeploy abandons it).
-	qcfg.RescueStuckJobsAfter = DeployTimeout + time.Hour
+	qcfg.RescueStuckJobsAfter = RescueAfter
 	qcfg.Logger = p.Log
 	qcfg.OnEvent = func(e queue.Event) {
 		metrics.JobEvent(e)

@@ -71,6 +71,8 @@ type Server struct {
 	// cancels them (default 30s).
 	Grace time.Duration
 
+	readyOnce     sync.Once
+	ready         chan struct{}
 	mu            sync.Mutex
 	started       time.Time
 	lastReconcile time.Time
@@ -155,6 +157,7 @@ func (s *Server) Run(ctx context.Context, l net.Listener) error {
 	tick := s.Clock.NewTicker(s.ReconcileEvery)
 	defer tick.Stop()
 	s.reconcile(ctx)
+	close(s.readyCh())
 	var serveErr error
 loop:
 	for {
@@ -185,6 +188,15 @@ loop:
 		serveErr = errors.Join(serveErr, fmt.Errorf("serve: stopping the queue: %w", err))
 	}
 	return serveErr
+}
+
+// Ready is closed once Run serves, its workers run and its first
+// reconcile job is enqueued.
+func (s *Server) Ready() <-chan struct{} { return s.readyCh() }
+
+func (s *Server) readyCh() chan struct{} {
+	s.readyOnce.Do(func() { s.ready = make(chan struct{}) })
+	return s.ready
 }
 
 // reconcile enqueues one reconcile job for this period (unique, so

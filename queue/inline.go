@@ -231,7 +231,13 @@ func (i *Inline) run(ctx context.Context, j *inlineJob) Event {
 	started := i.o.Clock.Now()
 
 	trace, err := func() (trace string, err error) {
-		jctx, cancel := context.WithTimeout(ctx, timeout)
+		var jctx context.Context
+		var cancel context.CancelFunc
+		if timeout == NoTimeout {
+			jctx, cancel = context.WithCancel(ctx)
+		} else {
+			jctx, cancel = context.WithTimeout(ctx, timeout)
+		}
 		defer cancel()
 		defer func() {
 			if p := recover(); p != nil {

@@ -39,10 +39,15 @@ type Job[T Args] struct {
 	CreatedAt   time.Time
 }
 
+// NoTimeout is WorkerOptions.Timeout for a run that is not bounded.
+const NoTimeout time.Duration = -1
+
 // WorkerOptions tunes one kind's handler.
 type WorkerOptions struct {
 	// Timeout bounds one run (its context is cancelled after it). Zero:
-	// Config.JobTimeout (Inline: InlineOptions.JobTimeout).
+	// Config.JobTimeout (Inline: InlineOptions.JobTimeout). NoTimeout: the
+	// run is not bounded (a job whose work is fenced by a lease of its
+	// own, which River's rescue of a stuck job may run a second time).
 	Timeout time.Duration
 	// MaxAttempts is the kind's attempt cap when Insert's options and the
 	// args' defaults give none. Zero: Config.MaxAttempts.
@@ -109,7 +114,7 @@ func AddWorker[T Args](w *Workers, fn func(ctx context.Context, job *Job[T]) err
 		panic(fmt.Sprintf("queue: AddWorker: job kind %q is not valid (want %s)", kind, kindRE))
 	case w.kinds[kind] != nil:
 		panic(fmt.Sprintf("queue: AddWorker: a worker for kind %q is already registered", kind))
-	case opts.Timeout < 0 || opts.MaxAttempts < 0:
+	case (opts.Timeout < 0 && opts.Timeout != NoTimeout) || opts.MaxAttempts < 0:
 		panic(fmt.Sprintf("queue: AddWorker: kind %q: negative Timeout or MaxAttempts", kind))
 	}
 	w.kinds[kind] = &workerEntry{
