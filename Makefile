@@ -56,6 +56,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse$$ -fuzztime 30s ./cron/
 	$(GO) test -run '^$$' -fuzz FuzzParseFile -fuzztime 30s ./model/
 	$(GO) test -run '^$$' -fuzz FuzzParse$$ -fuzztime 30s ./sqlparse/
+	$(GO) test -run '^$$' -fuzz FuzzIntake -fuzztime 30s ./bot/
 
 # The main job on the embedded default (DuckDB warehouse, SQLite state), in a
 # temporary folder: write the example project, deploy prod with one day of
