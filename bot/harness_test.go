@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,8 +65,6 @@ type harness struct {
 	srv   *bot.Server
 	cfg   *config.Config
 	url   string
-	mu    sync.Mutex
-	jobs  []queue.Event
 	// servers are the serve processes (replicas); srv is the first.
 	servers []*bot.Server
 }
@@ -168,7 +165,6 @@ func newHarness(t *testing.T, o options) *harness {
 			GitHub: cfg.GitHub, StateConn: cfg.State, Store: st, Engine: engine, Host: host,
 			Clock: clock, Workers: 4, Hooks: o.hooks, Log: testLog(t).With("replica", i),
 			Queue: func(c *queue.Config) { c.RetryDelay = func(int) time.Duration { return 0 } },
-			OnJob: func(e queue.Event) { h.mu.Lock(); h.jobs = append(h.jobs, e); h.mu.Unlock() },
 		})
 		require.NoError(t, err)
 		t.Cleanup(closeQ)
@@ -277,19 +273,6 @@ func (h *harness) withMarker(n int, marker string) []codehost.Comment {
 	for _, c := range h.fake.Comments(repoName, n) {
 		if strings.Contains(c.Body, marker) {
 			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// jobEvents returns the job outcomes seen so far of kind.
-func (h *harness) jobEvents(kind string) []queue.Event {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []queue.Event
-	for _, e := range h.jobs {
-		if e.Kind == kind {
-			out = append(out, e)
 		}
 	}
 	return out

@@ -284,17 +284,15 @@ func TestScenarioPanickingJobIsDiscardedAndTheProcessLives(t *testing.T) {
 		good := h.openPR("fine", map[string]string{"NOTES.md": "docs only\n"})
 		h.idle()
 
-		var attempts, discarded int
-		for _, e := range h.jobEvents(bot.KindPlanPR) {
-			if e.State == queue.EventDiscarded {
-				discarded++
-			}
-			if e.Err != nil && strings.Contains(e.Err.Error(), "a bug in planning") {
-				attempts++
-			}
+		jobs, err := h.srv.Queue.Jobs(h.ctx, queue.JobFilter{Kinds: []string{bot.KindPlanPR}, States: []string{queue.StateDiscarded}})
+		require.NoError(t, err)
+		require.Len(t, jobs, 1, "the panicking plan job is discarded at its cap")
+		require.Equal(t, bot.PlanMaxAttempts, jobs[0].Attempt)
+		require.Len(t, jobs[0].Errors, bot.PlanMaxAttempts, "every attempt panicked, and each is recorded")
+		for _, e := range jobs[0].Errors {
+			require.True(t, e.Panicked(), "attempt %d", e.Attempt)
+			require.Contains(t, e.Error(), "a bug in planning")
 		}
-		require.Equal(t, 1, discarded, "the panicking plan job is discarded at its cap")
-		require.Equal(t, bot.PlanMaxAttempts, attempts, "after every attempt panicked")
 		h.requireGreen(good)
 		require.False(t, h.fake.MergeAllowed(repoName, bad), "a PR whose plan panicked is never mergeable")
 		agg := h.checks(bad)[gate.CheckAggregate]
