@@ -187,3 +187,27 @@ func TestScenarioRerunPlansTheHeadAgain(t *testing.T) {
 	require.Len(t, h.events(state.EventPRPlanned), 2, "planned again")
 	h.requireGreen(n)
 }
+
+func TestScenarioALateDeliveryNeverMovesTheHeadBack(t *testing.T) {
+	t.Parallel()
+	// Scenario: GitHub delivers the synchronize of an older head after the
+	// newer one (deliveries are not ordered). The recorded head stays the
+	// one GitHub says now, and the PR stays green on it.
+	h := newHarness(t, options{})
+	n := h.openPR("amount", changed())
+	stale := h.fake.PullRequestPayload(repoName, n, "synchronize")
+	old := h.fake.PR(repoName, n).HeadSHA
+	h.fake.Commit(repoName, "amount", map[string]string{"NOTES.md": "newer\n"}, "newer")
+	h.idle()
+	head := h.fake.PR(repoName, n).HeadSHA
+	require.NotEqual(t, old, head)
+
+	status, err := h.fake.Deliver("pull_request", stale)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusAccepted, status)
+	h.idle()
+	pc, err := h.store.GetPRCheck(h.ctx, repoName, n, "prod")
+	require.NoError(t, err)
+	require.Equal(t, head, pc.HeadSHA, "the late delivery of %s did not move the head back", old)
+	h.requireGreen(n)
+}

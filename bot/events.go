@@ -43,7 +43,7 @@ func (b *Bot) dispatch(ctx context.Context, ev codehost.Event) (ignored string, 
 		}
 		switch ev.Action {
 		case "opened", "synchronize", "reopened", "ready_for_review", "edited":
-			return b.prHead(ctx, ev.PR)
+			return b.prEvent(ctx, ev.PR)
 		case "closed":
 			return b.prClosed(ctx, ev.PR)
 		}
@@ -98,6 +98,21 @@ func (b *Bot) rerun(ctx context.Context, ev codehost.Event) (string, error) {
 		return b.prHead(ctx, pr)
 	}
 	return "", fmt.Errorf("re-planning %s#%d: %w", pr.Repo, pr.Number, state.ErrRevisionConflict)
+}
+
+// prEvent handles a pull request's head as a delivery reported it.
+// Deliveries may arrive late or out of order, so the head recorded is the
+// one GitHub says now, read fresh: an older synchronize never moves the
+// recorded head back.
+func (b *Bot) prEvent(ctx context.Context, payload *codehost.PR) (string, error) {
+	if payload.FromFork() {
+		return b.prHead(ctx, payload) // refused there, without a call
+	}
+	pr, err := b.d.Host.PullRequest(ctx, payload.Repo, payload.Number)
+	if err != nil {
+		return "", fmt.Errorf("reading %s#%d: %w", payload.Repo, payload.Number, err)
+	}
+	return b.prHead(ctx, pr)
 }
 
 // prHead records a pull request's head and queues its plan and its render.
