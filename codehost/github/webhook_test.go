@@ -110,9 +110,20 @@ func TestParseWebhookRefusesWhatIsNoPayload(t *testing.T) {
 	ev, err := github.ParseWebhook("ping", "d5", []byte(`{"zen":"Keep it logically awesome.","hook_id":1}`))
 	require.NoError(t, err)
 	require.Equal(t, codehost.Event{Kind: "ping", DeliveryID: "d5"}, ev)
-	ev, err = github.ParseWebhook("check_run", "d6", []byte(`{"action":"rerequested","repository":{"full_name":"acme/x"},"installation":{"id":7},"sender":{"login":"eve"}}`))
+	ev, err = github.ParseWebhook("workflow_run", "d6", []byte(`{"action":"requested","repository":{"full_name":"acme/x"},"installation":{"id":7},"sender":{"login":"eve"}}`))
 	require.NoError(t, err)
-	require.Equal(t, codehost.Event{Kind: "check_run", DeliveryID: "d6", Action: "rerequested", Repo: "acme/x", InstallationID: 7, Sender: "eve"}, ev)
+	require.Equal(t, codehost.Event{Kind: "workflow_run", DeliveryID: "d6", Action: "requested", Repo: "acme/x", InstallationID: 7, Sender: "eve"}, ev)
+
+	_, err = github.ParseWebhook("check_run", "d7", []byte(`{"action":"rerequested"}`))
+	require.ErrorContains(t, err, "carries no check_run")
+	_, err = github.ParseWebhook("check_suite", "d8", []byte(`{"action":"rerequested"}`))
+	require.ErrorContains(t, err, "carries no check_suite")
+	ev, err = github.ParseWebhook("check_run", "d9", []byte(`{"action":"rerequested","check_run":{"head_sha":"abc","pull_requests":[{"number":7}]},"repository":{"full_name":"acme/x"}}`))
+	require.NoError(t, err)
+	require.Equal(t, codehost.Event{Kind: "check_run", DeliveryID: "d9", Action: "rerequested", Repo: "acme/x", After: "abc", Number: 7}, ev)
+	ev, err = github.ParseWebhook("check_suite", "d10", []byte(`{"action":"rerequested","check_suite":{"head_sha":"def","pull_requests":[]},"repository":{"full_name":"acme/x"}}`))
+	require.NoError(t, err)
+	require.Equal(t, codehost.Event{Kind: "check_suite", DeliveryID: "d10", Action: "rerequested", Repo: "acme/x", After: "def"}, ev)
 }
 
 // FuzzParseWebhook: never a panic, whatever the body.
