@@ -12,6 +12,7 @@ import (
 	"github.com/gapless-dev/gapless/codehost/github"
 	"github.com/gapless-dev/gapless/config"
 	"github.com/gapless-dev/gapless/queue"
+	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -42,12 +43,12 @@ type RunResult struct {
 // workflow step in GitHub Actions, SQLMesh's bot's mode). The event needs
 // no signature: it comes from the runner, not the network. A job that
 // fails at its attempt cap fails the run.
-func RunEvent(ctx context.Context, p RunParams) (RunResult, error) {
+func RunEvent(ctx context.Context, p RunParams) (res RunResult, err error) {
 	ev, err := github.ParseWebhook(p.EventName, "", p.Payload)
 	if err != nil {
 		return RunResult{}, fmt.Errorf("the %s event does not parse: %w", p.EventName, err)
 	}
-	res := RunResult{Event: ev}
+	res.Event = ev
 	cfg := ConfigFrom(p.GitHub)
 	if len(cfg.Repositories) == 0 && ev.Repo != "" {
 		// In a workflow the repository is the one it runs in.
@@ -56,9 +57,18 @@ func RunEvent(ctx context.Context, p RunParams) (RunResult, error) {
 	if !cfg.Allowed(ev.Repo) {
 		return res, fmt.Errorf("repository %s is not in github.repositories", ev.Repo)
 	}
+	parser, err := sqlparse.Open()
+	if err != nil {
+		return res, fmt.Errorf("starting the SQL parser: %w", err)
+	}
+	defer func() {
+		if cerr := parser.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("closing the SQL parser: %w", cerr))
+		}
+	}()
 	workers := queue.NewWorkers()
 	in := queue.NewInline(workers, p.Log, nil)
-	b, err := New(cfg, Deps{Host: p.Host, Store: p.Store, Engine: p.Engine, Queue: in, Clock: p.Clock, Log: p.Log, Hooks: p.Hooks})
+	b, err := New(cfg, Deps{Host: p.Host, Store: p.Store, Engine: p.Engine, Parser: parser, Queue: in, Clock: p.Clock, Log: p.Log, Hooks: p.Hooks})
 	if err != nil {
 		return res, err
 	}

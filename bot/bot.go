@@ -31,6 +31,7 @@ import (
 	"github.com/gapless-dev/gapless/codehost"
 	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/queue"
+	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -114,6 +115,10 @@ type Deps struct {
 	Store state.Store
 	// Engine is the project's warehouse; the process holds it open.
 	Engine warehouse.Engine
+	// Parser parses projects' SQL, shared by every job (a Parser is safe
+	// for concurrent use); nil opens one per plan, which costs a DuckDB
+	// start each time.
+	Parser *sqlparse.Parser
 	Queue  queue.Enqueuer
 	Clock  clockwork.Clock
 	Log    *slog.Logger

@@ -266,7 +266,7 @@ func (b *Bot) runDeploy(ctx context.Context, a state.DeployAttempt) (planID stri
 	defer cleanup()
 	pl, res, err := prplan.Deploy(ctx, prplan.Params{
 		Store: b.d.Store, Engine: b.d.Engine, ProjectRoot: root, Clock: b.d.Clock,
-		ExecutionTime: b.now(), Logger: b.d.Log,
+		ExecutionTime: b.now(), Logger: b.d.Log, Parser: b.d.Parser,
 	})
 	if err != nil {
 		return "", 0, err

@@ -14,7 +14,9 @@ import (
 	"github.com/gapless-dev/gapless/codehost"
 	"github.com/gapless-dev/gapless/codehost/github"
 	"github.com/gapless-dev/gapless/config"
+	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/queue"
+	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -129,9 +131,19 @@ func OpenServer(ctx context.Context, p ServerParams) (*Server, func(), error) {
 	if p.Registry == nil {
 		p.Registry = prometheus.NewRegistry()
 	}
-	qcfg, closeQ, err := QueueStorage(ctx, p.StateConn)
+	parser, err := sqlparse.Open()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("starting the SQL parser: %w", err)
+	}
+	qcfg, closeStorage, err := QueueStorage(ctx, p.StateConn)
+	if err != nil {
+		return nil, nil, errors.Join(err, parser.Close())
+	}
+	closeQ := func() {
+		closeStorage()
+		if err := parser.Close(); err != nil {
+			p.Log.Warn("closing the SQL parser", logkey.Error, err)
+		}
 	}
 	var q *queue.Queue
 	metrics := p.Metrics
@@ -156,7 +168,7 @@ func OpenServer(ctx context.Context, p ServerParams) (*Server, func(), error) {
 	// enqueues through the queue: it gets the queue once open.
 	late := &lateQueue{}
 	b, err := New(ConfigFrom(gh), Deps{
-		Host: p.Host, Store: p.Store, Engine: p.Engine, Queue: late, Clock: p.Clock, Log: p.Log,
+		Host: p.Host, Store: p.Store, Engine: p.Engine, Parser: parser, Queue: late, Clock: p.Clock, Log: p.Log,
 		Metrics: metrics, Hooks: p.Hooks,
 	})
 	if err != nil {

@@ -129,7 +129,7 @@ func (b *Bot) plan(ctx context.Context, pr *codehost.PR, gen int64) (gate.Verdic
 	defer cleanup()
 	params := prplan.Params{
 		Store: b.d.Store, Engine: b.d.Engine, ProjectRoot: root, Clock: b.d.Clock,
-		ExecutionTime: b.now(), Logger: b.d.Log,
+		ExecutionTime: b.now(), Logger: b.d.Log, Parser: b.d.Parser,
 	}
 	envPlan, res, envErr := prplan.BuildEnvironment(ctx, params, env, b.cfg.PRFrom(b.now()))
 	if envErr != nil {
