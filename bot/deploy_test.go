@@ -211,3 +211,23 @@ func TestScenarioALateDeliveryNeverMovesTheHeadBack(t *testing.T) {
 	require.Equal(t, head, pc.HeadSHA, "the late delivery of %s did not move the head back", old)
 	h.requireGreen(n)
 }
+
+func TestScenarioGitHubUnavailableWhilePlanningIsRetriedNotFailed(t *testing.T) {
+	t.Parallel()
+	// Scenario: GitHub answers 503 to the tarball download eight times in
+	// a row while a PR is planned (more than the client's own six
+	// attempts). The plan job is retried rather than recording a failed
+	// verdict: the PR ends green, and no failed verdict was ever planned.
+	h := newHarness(t, options{})
+	h.fake.Fail(githubfake.RouteTarball, http.StatusServiceUnavailable, 8)
+	n := h.openPR("amount", changed())
+	h.requireGreen(n)
+	require.Len(t, h.fake.Requests(githubfake.RouteTarball), 9, "eight failures, then the download")
+	jobs, err := h.srv.Queue.Jobs(h.ctx, queue.JobFilter{Kinds: []string{bot.KindPlanPR}, States: []string{queue.StateCompleted}})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, 2, jobs[0].Attempt, "the plan job's first attempt gave up after the client's six; the second planned")
+	for _, e := range h.events(state.EventPRPlanned) {
+		require.NotEqual(t, state.VerdictFailure, e.Reason, "an unavailable GitHub is not the PR's fault")
+	}
+}

@@ -77,7 +77,13 @@ func (b *Bot) planPR(ctx context.Context, job PlanPRJob) error {
 			return err
 		}
 	}
-	v, put := b.plan(ctx, pr, gen)
+	v, put, err := b.plan(ctx, pr, gen)
+	if err != nil {
+		// A transient failure (GitHub unavailable, the job stopped) is
+		// retried, not recorded as the PR's fault; the verdict stays
+		// planning meanwhile, never green.
+		return err
+	}
 	p := put
 	p.ExpectedRevision = pc.Revision
 	p.Now = b.now()
@@ -104,9 +110,11 @@ func (b *Bot) planPR(ctx context.Context, job PlanPRJob) error {
 	return b.enqueue(ctx, RenderPRJob{Repo: job.Repo, Number: job.Number, Revision: next.Revision, Generation: gen})
 }
 
-// plan builds the verdict for pr's head: never an error, since every
-// failure is a verdict (fail closed) that the checks show.
-func (b *Bot) plan(ctx context.Context, pr *codehost.PR, gen int64) (gate.Verdict, state.PutPRCheckParams) {
+// plan builds the verdict for pr's head. Every failure is a failed
+// verdict (fail closed) that the checks show, except a transient one (the
+// code host unavailable, the job's context ended), which is returned to be
+// retried.
+func (b *Bot) plan(ctx context.Context, pr *codehost.PR, gen int64) (gate.Verdict, state.PutPRCheckParams, error) {
 	env := b.prEnv(pr.Number)
 	v := gate.Verdict{State: gate.Planned, HeadSHA: pr.HeadSHA, PlannedGeneration: gen}
 	put := state.PutPRCheckParams{
@@ -117,14 +125,17 @@ func (b *Bot) plan(ctx context.Context, pr *codehost.PR, gen int64) (gate.Verdic
 		v.State = gate.Unmergeable
 		put.Verdict = state.VerdictFailure
 		put.Summary = "The pull request conflicts with its base."
-		return v, put
+		return v, put, nil
 	}
 	root, cleanup, err := b.checkout(ctx, pr.Repo, pr.MergeCommitSHA)
+	if transient(ctx, err) {
+		return v, put, err
+	}
 	if err != nil {
 		v.Error = err.Error()
 		put.Verdict = state.VerdictFailure
 		put.Summary = v.Error
-		return v, put
+		return v, put, nil
 	}
 	defer cleanup()
 	params := prplan.Params{
@@ -137,7 +148,13 @@ func (b *Bot) plan(ctx context.Context, pr *codehost.PR, gen int64) (gate.Verdic
 	} else {
 		v.Environment = gate.Part{OK: true, Title: "Built " + env, Summary: prplan.EnvironmentMarkdown(env, envPlan, res)}
 	}
+	if transient(ctx, envErr) {
+		return v, put, envErr
+	}
 	preview, prevErr := prplan.Preview(ctx, params)
+	if transient(ctx, prevErr) {
+		return v, put, prevErr
+	}
 	switch {
 	case prevErr != nil:
 		v.Preview = gate.Part{Title: "Planning " + b.cfg.Target + " failed", Summary: fmt.Sprintf("Planning %s failed:\n\n```\n%s\n```", b.cfg.Target, prevErr)}
@@ -156,7 +173,7 @@ func (b *Bot) plan(ctx context.Context, pr *codehost.PR, gen int64) (gate.Verdic
 	}
 	put.PlannedGeneration = v.PlannedGeneration
 	put.Summary = v.Preview.Summary
-	return v, put
+	return v, put, nil
 }
 
 func previewTitle(changes, backfills int) string {
@@ -211,4 +228,11 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// transient reports whether err is worth retrying rather than showing as
+// the pull request's fault: the code host was unavailable, or the job's
+// context ended (the process is stopping, or the job timed out).
+func transient(ctx context.Context, err error) bool {
+	return err != nil && (errors.Is(err, codehost.ErrUnavailable) || ctx.Err() != nil)
 }
