@@ -50,6 +50,8 @@ type options struct {
 	// replicas is how many serve processes share the state store (and
 	// the queue in it), behind a round-robin load balancer; 1 when 0.
 	replicas int
+	// rateLimit is the fake's primary rate limit (its default when 0).
+	rateLimit int
 }
 
 // harness is gapless serve as a user runs it, against the fake GitHub: a
@@ -119,6 +121,9 @@ func newHarness(t *testing.T, o options) *harness {
 	fake.SetPermission(repoName, writer, codehost.PermissionWrite)
 	fake.SetPermission(repoName, reader, codehost.PermissionRead)
 	fake.SetRequiredChecks(repoName, "main", gate.CheckAggregate)
+	if o.rateLimit > 0 {
+		fake.SetRateLimit(o.rateLimit)
+	}
 
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "app.pem"), fake.AppPrivateKeyPEM(), 0o600))
@@ -159,10 +164,11 @@ func newHarness(t *testing.T, o options) *harness {
 			require.NoError(t, err)
 			t.Cleanup(func() { require.NoError(t, st.Close()) })
 		}
-		host, err := bot.NewHost(cfg.GitHub, bot.HostParams{Clock: clock, Log: testLog(t), Wait: func(ctx context.Context, d time.Duration) error { return ctx.Err() }})
-		require.NoError(t, err)
 		srv, closeQ, err := bot.OpenServer(ctx, bot.ServerParams{
-			GitHub: cfg.GitHub, StateConn: cfg.State, Store: st, Engine: engine, Host: host,
+			GitHub: cfg.GitHub, StateConn: cfg.State, Store: st, Engine: engine,
+			// As serve builds it: the GitHub client reports to the
+			// server's metrics; retries wait for nothing.
+			HostParams: bot.HostParams{Wait: func(ctx context.Context, d time.Duration) error { return ctx.Err() }},
 			Clock: clock, Workers: 4, Hooks: o.hooks, Log: testLog(t).With("replica", i),
 			Queue: func(c *queue.Config) { c.RetryDelay = func(int) time.Duration { return 0 } },
 		})

@@ -1,31 +1,17 @@
 package bot_test
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/jonboulle/clockwork"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/bot"
-	"github.com/gapless-dev/gapless/codehost"
 	"github.com/gapless-dev/gapless/codehost/githubfake"
-	"github.com/gapless-dev/gapless/config"
-	"github.com/gapless-dev/gapless/gate"
-	"github.com/gapless-dev/gapless/queue"
-	"github.com/gapless-dev/gapless/state"
-	"github.com/gapless-dev/gapless/warehouse/duckdb"
 )
 
 // meteredRateLimit is the fake's primary rate limit in the metrics
@@ -33,113 +19,8 @@ import (
 // answers.
 const meteredRateLimit = 1000
 
-// meteredServe is gapless serve wired as the CLI wires it: one Prometheus
-// registry for the bot's metrics (deliveries, jobs by kind and state) and
-// the GitHub client's (requests, latency, errors, rate-limit headroom),
-// served on /metrics; against the fake GitHub, on SQLite state, DuckDB
-// and a real River queue.
-type meteredServe struct {
-	t     *testing.T
-	ctx   context.Context
-	fake  *githubfake.Fake
-	store state.Store
-	srv   *bot.Server
-	url   string
-}
-
-func newMeteredServe(t *testing.T) *meteredServe {
-	t.Helper()
-	ctx := t.Context()
-	clock := clockwork.NewFakeClockAt(t0)
-	fake := githubfake.NewT(t, githubfake.Options{Clock: clock})
-	fake.SetRateLimit(meteredRateLimit)
-	fake.CreateRepo(repoName, "main")
-	fake.Commit(repoName, "main", project("10.0"), "initial project")
-	fake.SetPermission(repoName, writer, codehost.PermissionWrite)
-	fake.SetPermission(repoName, reader, codehost.PermissionRead)
-	fake.SetRequiredChecks(repoName, "main", gate.CheckAggregate)
-
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "app.pem"), fake.AppPrivateKeyPEM(), 0o600))
-	yaml := fmt.Sprintf(`state: sqlite://.gapless/state.db
-warehouse: 'duckdb://:memory:'
-github:
-  app_id: %d
-  private_key_file: app.pem
-  webhook_secret: %s
-  repositories: [%s]
-  api_url: %s
-  pr_environment_name: analytics
-`, fake.AppID(), secret, repoName, fake.URL())
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "gapless.yaml"), []byte(yaml), 0o644))
-	cfg, err := config.Load(dir)
-	require.NoError(t, err)
-	store, err := backend.OpenStore(ctx, cfg.State)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, store.Close()) })
-	engine, err := duckdb.Open(ctx, "", duckdb.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, engine.Close()) })
-
-	// As cli/serve.go: the metrics exist before the host (which reports
-	// its calls to them) and the server (which opens the queue they
-	// count).
-	reg := prometheus.NewRegistry()
-	var srv *bot.Server
-	metrics := bot.NewMetrics(reg, func(ctx context.Context) ([]queue.Count, error) { return srv.Queue.Counts(ctx) })
-	host, err := bot.NewHost(cfg.GitHub, bot.HostParams{
-		Clock: clock, Log: testLog(t), Metrics: metrics,
-		Wait: func(ctx context.Context, _ time.Duration) error { return ctx.Err() },
-	})
-	require.NoError(t, err)
-	srv, closeQ, err := bot.OpenServer(ctx, bot.ServerParams{
-		GitHub: cfg.GitHub, StateConn: cfg.State, Store: store, Engine: engine, Host: host,
-		Clock: clock, Log: testLog(t), Registry: reg, Metrics: metrics, Workers: 4,
-		Queue: func(c *queue.Config) { c.RetryDelay = func(int) time.Duration { return 0 } },
-	})
-	require.NoError(t, err)
-	t.Cleanup(closeQ)
-	var lc net.ListenConfig
-	l, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	stopped := make(chan error, 1)
-	go func() { stopped <- srv.Run(runCtx, l) }()
-	select {
-	case <-srv.Ready(): // its first reconcile job is in the queue
-	case err := <-stopped:
-		t.Fatalf("serve stopped before it was ready: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		require.NoError(t, <-stopped)
-	})
-	m := &meteredServe{t: t, ctx: ctx, fake: fake, store: store, srv: srv, url: "http://" + l.Addr().String()}
-	fake.SetWebhook(m.url+"/webhook", []byte(secret))
-	m.idle()
-	return m
-}
-
-// idle waits until the queue has nothing running or due and the fake no
-// delivery in flight, until both stay quiet (the bot's own comments come
-// back as deliveries).
-func (m *meteredServe) idle() {
-	m.t.Helper()
-	ctx, cancel := context.WithTimeout(m.ctx, 60*time.Second)
-	defer cancel()
-	for {
-		before := len(m.fake.Deliveries())
-		m.fake.Flush()
-		require.NoError(m.t, m.srv.Queue.WaitIdle(ctx))
-		m.fake.Flush()
-		if len(m.fake.Deliveries()) == before {
-			return
-		}
-	}
-}
-
 // get fetches path from the server.
-func (m *meteredServe) get(path string) (int, string) {
+func (m *harness) get(path string) (int, string) {
 	m.t.Helper()
 	req, err := http.NewRequestWithContext(m.ctx, http.MethodGet, m.url+path, nil)
 	require.NoError(m.t, err)
@@ -162,7 +43,7 @@ func TestScenarioMetricsAfterAPullRequest(t *testing.T) {
 	// counted by route and status exactly as the fake GitHub logged it,
 	// with its latency and its errors; and the rate-limit headroom comes
 	// from GitHub's X-RateLimit headers.
-	m := newMeteredServe(t)
+	m := newHarness(t, options{rateLimit: meteredRateLimit})
 	m.fake.Fail(githubfake.RouteCreateCheckRun, http.StatusBadGateway, 1)
 	m.fake.Commit(repoName, "amount", changed(), "change amount")
 	n := m.fake.OpenPR(repoName, githubfake.PRSpec{Title: "amount", Author: writer, Head: "amount", Base: "main"})

@@ -86,9 +86,13 @@ type ServerParams struct {
 	StateConn config.Conn
 	Store     state.Store
 	Engine    warehouse.Engine
-	Host      codehost.Host
-	Clock     clockwork.Clock
-	Log       *slog.Logger
+	// Host is the code host; nil builds the GitHub client the github
+	// block describes (NewHost with HostParams), reporting its calls to the
+	// server's metrics.
+	Host       codehost.Host
+	HostParams HostParams
+	Clock      clockwork.Clock
+	Log        *slog.Logger
 	// Registry receives the metrics (a fresh one when nil).
 	Registry *prometheus.Registry
 	Metrics  *Metrics
@@ -107,6 +111,10 @@ type ServerParams struct {
 // ErrNoWebhookSecret: serve refuses to start without a webhook secret,
 // since an unverifiable delivery must never be acted on.
 var ErrNoWebhookSecret = errors.New("github.webhook_secret is required")
+
+// ErrGitHubSetup is wrapped by OpenServer's error when the github block
+// cannot make a client (no credentials, an unreadable or bad private key).
+var ErrGitHubSetup = errors.New("github client")
 
 // OpenServer assembles serve: the bot, its queue on the state store's
 // database, the webhook intake and the metrics. close releases the queue's
@@ -149,6 +157,20 @@ func OpenServer(ctx context.Context, p ServerParams) (*Server, func(), error) {
 	metrics := p.Metrics
 	if metrics == nil {
 		metrics = NewMetrics(p.Registry, func(ctx context.Context) ([]queue.Count, error) { return q.Counts(ctx) })
+	}
+	if p.Host == nil {
+		hp := p.HostParams
+		hp.Metrics = metrics
+		if hp.Clock == nil {
+			hp.Clock = p.Clock
+		}
+		if hp.Log == nil {
+			hp.Log = p.Log
+		}
+		if p.Host, err = NewHost(gh, hp); err != nil {
+			closeQ()
+			return nil, nil, fmt.Errorf("%w: %w", ErrGitHubSetup, err)
+		}
 	}
 	workers := queue.NewWorkers()
 	qcfg.Workers = workers

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/gapless-dev/gapless/bot"
 	"github.com/gapless-dev/gapless/config"
-	"github.com/gapless-dev/gapless/queue"
 )
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -70,21 +68,11 @@ runs them again).`,
 			defer g.closeBackend(b, &err)
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			// The metrics exist before the host (which reports its calls to
-			// them) and the server (which opens the queue whose jobs they
-			// count at every scrape, once it serves).
-			var srv *bot.Server
-			metrics := bot.NewMetrics(reg, func(ctx context.Context) ([]queue.Count, error) { return srv.Queue.Counts(ctx) })
-			host, err := bot.NewHost(cfg.GitHub, bot.HostParams{Metrics: metrics, Log: g.log})
-			if err != nil {
-				return &UsageError{Err: err}
-			}
-			var closeQ func()
-			srv, closeQ, err = bot.OpenServer(ctx, bot.ServerParams{
-				GitHub: cfg.GitHub, StateConn: cfg.State, Store: b.Store, Engine: b.Engine, Host: host,
-				Clock: g.clock(), Log: g.log, Registry: reg, Metrics: metrics, Workers: workers, MaxWebhookBytes: maxBytes,
+			srv, closeQ, err := bot.OpenServer(ctx, bot.ServerParams{
+				GitHub: cfg.GitHub, StateConn: cfg.State, Store: b.Store, Engine: b.Engine,
+				Clock: g.clock(), Log: g.log, Registry: reg, Workers: workers, MaxWebhookBytes: maxBytes,
 			})
-			if errors.Is(err, bot.ErrNoWebhookSecret) {
+			if errors.Is(err, bot.ErrNoWebhookSecret) || errors.Is(err, bot.ErrGitHubSetup) {
 				return &UsageError{Err: err}
 			}
 			if err != nil {
