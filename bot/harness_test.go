@@ -169,7 +169,7 @@ func newHarness(t *testing.T, o options) *harness {
 			// As serve builds it: the GitHub client reports to the
 			// server's metrics; retries wait for nothing.
 			HostParams: bot.HostParams{Wait: func(ctx context.Context, d time.Duration) error { return ctx.Err() }},
-			Clock: clock, Workers: 4, Hooks: o.hooks, Log: testLog(t).With("replica", i),
+			Clock:      clock, Workers: 4, Hooks: o.hooks, Log: testLog(t).With("replica", i),
 			Queue: func(c *queue.Config) { c.RetryDelay = func(int) time.Duration { return 0 } },
 		})
 		require.NoError(t, err)
