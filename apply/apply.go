@@ -116,6 +116,10 @@ type Params struct {
 	// recorded with the promotion, and a plan refused as stale names the
 	// actor of the promotion that won. "" records nothing.
 	Actor string
+	// Gate is the deploy attempt the promotion runs under (the merge
+	// gate, see state.GateStore): a gated environment refuses a promotion
+	// without it, writing nothing (state.ErrNotHeld).
+	Gate *state.GateFence
 }
 
 // ModelResult is what the backfill did for one model.

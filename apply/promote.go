@@ -102,7 +102,7 @@ func (a *applier) promoteOnce(ctx context.Context, res *Result, cur *state.Envir
 	}
 	promoted, err := a.Store.Promote(ctx, state.PromoteParams{
 		Environment: env, ExpectedPlanID: a.Plan.Expected.PlanID, PlanID: a.Plan.ID,
-		Snapshots: a.snapshotRefs(), ExpiresAt: a.expiresAt(), Now: a.now(), Check: check,
+		Snapshots: a.snapshotRefs(), ExpiresAt: a.expiresAt(), Now: a.now(), Check: check, Gate: a.Gate,
 	})
 	if err != nil {
 		a.emit(ctx, PromotionRejected{Environment: env, Err: err})

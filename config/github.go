@@ -44,6 +44,10 @@ import (
 //	  merge_method: squash                          # merge, squash or rebase, after a /deploy
 //	  check_if_blocked_on_deploy: true
 //	  invalidate_pr_environment_after_deploy: true
+//	  merge_gate:                                   # no PR merges while a deploy changes its target
+//	    environments: [prod]                        # [] turns the gate off
+//	    wait_for: rendered                          # rendered | recorded (for GitHub outages)
+//	    wait: 2m                                    # how long a deploy waits for its holds
 //
 // Every string value expands ${VAR} and ${VAR:-default} (see Expand). A
 // variable that is not set does not fail the load, since most commands
@@ -100,6 +104,8 @@ type GitHub struct {
 	// InvalidatePREnvironmentAfterDeploy invalidates a pull request's
 	// environment once it is deployed to prod.
 	InvalidatePREnvironmentAfterDeploy bool
+	// MergeGate is the merge gate (design invariant 4).
+	MergeGate MergeGate
 
 	// file is gapless.yaml, valPos where each key's value is in it, and
 	// unset which key read which unset variable: for Require's errors.
@@ -108,8 +114,43 @@ type GitHub struct {
 	unset  map[string]string
 }
 
+// MergeGate is github.merge_gate: which environments no pull request may
+// merge into while a deploy changes them, and what a deploy waits for.
+type MergeGate struct {
+	// Environments are the gated environments, sorted (default [prod]);
+	// empty turns the gate off.
+	Environments []string
+	// WaitFor is what a deploy waits for before it changes a gated
+	// environment: "rendered" (the holds shown on GitHub, the default) or
+	// "recorded" (only stored: for GitHub outages).
+	WaitFor string
+	// Wait bounds that wait (default 2m).
+	Wait time.Duration
+}
+
+// Gated reports whether env is merge-gated.
+func (m MergeGate) Gated(env string) bool { return slices.Contains(m.Environments, env) }
+
+// Merge gate modes (MergeGate.WaitFor).
+const (
+	WaitForRendered = "rendered"
+	WaitForRecorded = "recorded"
+)
+
+// ParseWaitFor reads a merge gate mode.
+func ParseWaitFor(s string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case WaitForRendered:
+		return WaitForRendered, nil
+	case WaitForRecorded:
+		return WaitForRecorded, nil
+	}
+	return "", fmt.Errorf("unknown merge gate mode %q: want rendered or recorded", s)
+}
+
 // The github: defaults.
 const (
+	DefaultMergeGateWait   = 2 * time.Minute
 	DefaultGitHubAPIURL    = "https://api.github.com/"
 	DefaultProdBranch      = "main"
 	DefaultPRStart         = 24 * time.Hour
@@ -392,22 +433,30 @@ func SanitizeEnvironmentPrefix(s string) string {
 // fileGitHub mirrors the github: block. Strings are read as written and
 // expanded afterwards (a number is read as its text).
 type fileGitHub struct {
-	AppID                              *string   `yaml:"app_id"`
-	PrivateKeyFile                     *string   `yaml:"private_key_file"`
-	Token                              *string   `yaml:"token"`
-	WebhookSecret                      *string   `yaml:"webhook_secret"`
-	Repositories                       *[]string `yaml:"repositories"`
-	APIURL                             *string   `yaml:"api_url"`
-	ProjectDir                         *string   `yaml:"project_dir"`
-	ProdBranch                         *string   `yaml:"prod_branch"`
-	PREnvironmentName                  *string   `yaml:"pr_environment_name"`
-	PRStart                            *string   `yaml:"pr_start"`
-	EnableDeployCommand                *bool     `yaml:"enable_deploy_command"`
-	CommandNamespace                   *string   `yaml:"command_namespace"`
-	DeployOnMerge                      *bool     `yaml:"deploy_on_merge"`
-	MergeMethod                        *string   `yaml:"merge_method"`
-	CheckIfBlockedOnDeploy             *bool     `yaml:"check_if_blocked_on_deploy"`
-	InvalidatePREnvironmentAfterDeploy *bool     `yaml:"invalidate_pr_environment_after_deploy"`
+	AppID                              *string        `yaml:"app_id"`
+	PrivateKeyFile                     *string        `yaml:"private_key_file"`
+	Token                              *string        `yaml:"token"`
+	WebhookSecret                      *string        `yaml:"webhook_secret"`
+	Repositories                       *[]string      `yaml:"repositories"`
+	APIURL                             *string        `yaml:"api_url"`
+	ProjectDir                         *string        `yaml:"project_dir"`
+	ProdBranch                         *string        `yaml:"prod_branch"`
+	PREnvironmentName                  *string        `yaml:"pr_environment_name"`
+	PRStart                            *string        `yaml:"pr_start"`
+	EnableDeployCommand                *bool          `yaml:"enable_deploy_command"`
+	CommandNamespace                   *string        `yaml:"command_namespace"`
+	DeployOnMerge                      *bool          `yaml:"deploy_on_merge"`
+	MergeMethod                        *string        `yaml:"merge_method"`
+	CheckIfBlockedOnDeploy             *bool          `yaml:"check_if_blocked_on_deploy"`
+	InvalidatePREnvironmentAfterDeploy *bool          `yaml:"invalidate_pr_environment_after_deploy"`
+	MergeGate                          *fileMergeGate `yaml:"merge_gate"`
+}
+
+// fileMergeGate mirrors github.merge_gate.
+type fileMergeGate struct {
+	Environments *[]string `yaml:"environments"`
+	WaitFor      *string   `yaml:"wait_for"`
+	Wait         *string   `yaml:"wait"`
 }
 
 // repoRE is owner/name as GitHub allows them: an owner of letters, digits
@@ -430,7 +479,8 @@ func (l *loader) gitHub(cfg *Config, raw *fileGitHub, lookupEnv func(string) (st
 		APIURL: DefaultGitHubAPIURL, ProjectDir: ".", ProdBranch: DefaultProdBranch,
 		PRStart: PRStart{Ago: DefaultPRStart}, EnableDeployCommand: true, MergeMethod: DefaultMergeMethod,
 		CheckIfBlockedOnDeploy: true, InvalidatePREnvironmentAfterDeploy: true,
-		file: l.File, valPos: map[string]strictyaml.Pos{}, unset: map[string]string{},
+		MergeGate: MergeGate{Environments: []string{"prod"}, WaitFor: WaitForRendered, Wait: DefaultMergeGateWait},
+		file:      l.File, valPos: map[string]strictyaml.Pos{}, unset: map[string]string{},
 	}
 	for k, p := range l.ValPos {
 		if rest, ok := strings.CutPrefix(k, "github."); ok {
@@ -615,7 +665,47 @@ func (l *loader) gitHub(cfg *Config, raw *fileGitHub, lookupEnv func(string) (st
 		}
 		g.MergeMethod = m
 	}
+	if err := l.mergeGate(g, raw.MergeGate); err != nil {
+		return nil, err
+	}
 	return g, nil
+}
+
+// mergeGate reads github.merge_gate into g.
+func (l *loader) mergeGate(g *GitHub, raw *fileMergeGate) error {
+	if raw == nil {
+		return nil
+	}
+	if raw.Environments != nil {
+		envs := []string{}
+		for i, e := range *raw.Environments {
+			e = strings.TrimSpace(e)
+			key := fmt.Sprintf("github.merge_gate.environments[%d]", i)
+			if e == "" || strings.ContainsAny(e, " \t/") {
+				return l.ValueErr("github.merge_gate.environments", nil, "%s: want an environment name such as prod, got %q", key, (*raw.Environments)[i])
+			}
+			if !slices.Contains(envs, e) {
+				envs = append(envs, e)
+			}
+		}
+		slices.Sort(envs)
+		g.MergeGate.Environments = envs
+	}
+	if raw.WaitFor != nil {
+		m, err := ParseWaitFor(*raw.WaitFor)
+		if err != nil {
+			return l.ValueErr("github.merge_gate.wait_for", err, "github.merge_gate.wait_for")
+		}
+		g.MergeGate.WaitFor = m
+	}
+	if raw.Wait != nil {
+		d, err := time.ParseDuration(strings.TrimSpace(*raw.Wait))
+		if err != nil || d <= 0 {
+			return l.ValueErr("github.merge_gate.wait", nil, "github.merge_gate.wait: want a positive duration such as 2m or 90s, got %q", *raw.Wait)
+		}
+		g.MergeGate.Wait = d
+	}
+	return nil
 }
 
 // repositories reads github.repositories into g: each owner/name,

@@ -37,6 +37,10 @@ github:
   merge_method: Rebase
   check_if_blocked_on_deploy: false
   invalidate_pr_environment_after_deploy: false
+  merge_gate:
+    environments: [staging, prod, prod]
+    wait_for: Recorded
+    wait: 90s
 `
 
 // Scenario: every key of the github: block is read, with ${VAR} expanded
@@ -69,6 +73,9 @@ func TestGitHub_EveryKey(t *testing.T) {
 	require.Equal(t, codehost.MergeRebase, g.MergeMethod)
 	require.False(t, g.CheckIfBlockedOnDeploy)
 	require.False(t, g.InvalidatePREnvironmentAfterDeploy)
+	require.Equal(t, config.MergeGate{Environments: []string{"prod", "staging"}, WaitFor: config.WaitForRecorded, Wait: 90 * time.Second}, g.MergeGate)
+	require.True(t, g.MergeGate.Gated("staging"))
+	require.False(t, g.MergeGate.Gated("dev"))
 	require.True(t, g.UsesApp())
 	require.True(t, g.Allows("ACME/analytics"))
 	require.False(t, g.Allows("acme/other"))
@@ -100,6 +107,8 @@ func TestGitHub_Defaults(t *testing.T) {
 	require.Equal(t, codehost.MergeSquash, g.MergeMethod)
 	require.True(t, g.CheckIfBlockedOnDeploy)
 	require.True(t, g.InvalidatePREnvironmentAfterDeploy)
+	require.Equal(t, config.MergeGate{Environments: []string{"prod"}, WaitFor: config.WaitForRendered, Wait: 2 * time.Minute}, g.MergeGate,
+		"prod is gated by default, waiting for the holds to show on GitHub")
 	require.Zero(t, g.AppID)
 	require.Empty(t, g.PrivateKeyFile)
 	require.True(t, g.Token.IsZero())
@@ -181,8 +190,26 @@ func TestGitHub_Errors(t *testing.T) {
 			content: "github:\n  zzz: 1\n",
 			want: ":2:3: unknown key zzz in github (keys: app_id, private_key_file, token, webhook_secret, repositories, api_url, project_dir, " +
 				"prod_branch, pr_environment_name, pr_start, enable_deploy_command, command_namespace, deploy_on_merge, merge_method, " +
-				"check_if_blocked_on_deploy, invalidate_pr_environment_after_deploy)",
+				"check_if_blocked_on_deploy, invalidate_pr_environment_after_deploy, merge_gate)",
 			key: "github.zzz",
+		},
+		{
+			name:    "bad merge gate mode",
+			content: "github:\n  merge_gate:\n    wait_for: rendred\n",
+			want:    `:3:15: github.merge_gate.wait_for: unknown merge gate mode "rendred": want rendered or recorded`,
+			key:     "github.merge_gate.wait_for",
+		},
+		{
+			name:    "bad merge gate wait",
+			content: "github:\n  merge_gate:\n    wait: soon\n",
+			want:    `:3:11: github.merge_gate.wait: want a positive duration such as 2m or 90s, got "soon"`,
+			key:     "github.merge_gate.wait",
+		},
+		{
+			name:    "unknown merge gate key",
+			content: "github:\n  merge_gate:\n    envs: [prod]\n",
+			want:    ":3:5: unknown key envs in github.merge_gate (keys: environments, wait_for, wait)",
+			key:     "github.merge_gate.envs",
 		},
 		{
 			name:    "misspelt block",

@@ -12,13 +12,16 @@
 // in_progress, failure or action_required, never neutral or skipped, which
 // GitHub's branch protection counts as passing.
 //
-// The next issue's merge gate adds holds to the input; a hold only ever
-// makes a check less green.
+// The merge gate adds holds (design invariant 4): while a deploy attempt
+// holds the pull request, its aggregate is action_required whatever the
+// verdict says, and a hold only ever makes a check less green. Only the
+// settle of the hold's own attempt removes it from the input.
 package gate
 
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // The check runs gapless keeps on a pull request's head. Aggregate is the
@@ -97,6 +100,23 @@ type Input struct {
 	// generation now (0 when it does not exist yet).
 	Target     string
 	Generation int64
+	// Holds are the unreleased holds of deploy attempts on the PR.
+	Holds []Hold
+	// Unsafe, when set, says why the target's gate cannot be trusted
+	// (branch protection does not require the aggregate); the aggregate's
+	// summary says so. It changes no conclusion.
+	Unsafe string
+}
+
+// Hold is one deploy attempt holding the pull request: a deploy is
+// changing the target, so the PR's verdict is about to be stale.
+type Hold struct {
+	Attempt string
+	// Origin says who deploys (pr:<repo>#<n>@<sha> or cli:<user>@<host>),
+	// PlanID what, when known.
+	Origin string
+	PlanID string
+	Since  time.Time
 }
 
 // Run is one check run as it should show.
@@ -118,7 +138,49 @@ func (r Run) Green() bool { return r.Status == StatusCompleted && r.Conclusion =
 // failure, any action required, else success (SchemaBot's fold).
 func Desired(in Input) []Run {
 	env, preview := halves(in)
-	return []Run{env, preview, fold(in, env, preview)}
+	agg := fold(in, env, preview)
+	if len(in.Holds) > 0 {
+		agg = held(in, agg)
+	}
+	if in.Unsafe != "" {
+		agg.Summary += "\n\n**The merge gate is not enforced**: " + in.Unsafe
+	}
+	return []Run{env, preview, agg}
+}
+
+// held is the aggregate of a held pull request: action_required (never
+// neutral, which GitHub counts as passing), naming the deploy, whatever
+// the verdict says.
+func held(in Input, verdict Run) Run {
+	h := in.Holds[0]
+	for _, o := range in.Holds[1:] {
+		if o.Since.Before(h.Since) {
+			h = o
+		}
+	}
+	what := "a deploy"
+	if h.PlanID != "" {
+		what = fmt.Sprintf("a deploy of plan `%s`", h.PlanID)
+	}
+	who := ""
+	if h.Origin != "" {
+		who = " by " + h.Origin
+	}
+	since := ""
+	if !h.Since.IsZero() {
+		since = " since " + h.Since.UTC().Format(time.RFC3339)
+	}
+	state := string(verdict.Conclusion)
+	if verdict.Status != StatusCompleted {
+		state = string(verdict.Status)
+	}
+	return Run{
+		Name: CheckAggregate, Status: StatusCompleted, Conclusion: ConclusionActionRequired,
+		Title: fmt.Sprintf("Held: a deploy to %s is in progress", in.Target),
+		Summary: fmt.Sprintf("Held: %s to %s is in progress%s%s (attempt `%s`). "+
+			"This check re-plans when the deploy settles; do not merge until then.\n\nVerdict before the hold: %s — %s\n\n%s",
+			what, in.Target, who, since, h.Attempt, state, verdict.Title, verdict.Summary),
+	}
 }
 
 // Aggregate returns only the aggregate check run of Desired.

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -80,12 +81,82 @@ func TestPropertyNeverGreenWhenStale(t *testing.T) {
 				Error:             rapid.SampledFrom([]string{"", "boom"}).Draw(t, "error"),
 			}
 		}
+		in.Holds = drawHolds(t)
 		v := in.Verdict
 		current := v != nil && v.State == Planned && v.Error == "" && v.Environment.OK && v.Preview.OK &&
 			in.HeadSHA != "" && v.HeadSHA == in.HeadSHA && v.PlannedGeneration == in.Generation
 		agg := Aggregate(in)
-		if agg.Green() != current {
-			t.Fatalf("aggregate green=%v for a verdict current=%v: %+v / %+v", agg.Green(), current, in, v)
+		if agg.Green() != (current && len(in.Holds) == 0) {
+			t.Fatalf("aggregate green=%v for a verdict current=%v with %d holds: %+v / %+v", agg.Green(), current, len(in.Holds), in, v)
+		}
+		if len(in.Holds) > 0 && (agg.Status != StatusCompleted || agg.Conclusion != ConclusionActionRequired) {
+			// Held is action_required: never neutral or skipped, which
+			// branch protection counts as passing, and never in_progress,
+			// which a later fold could read as "still planning".
+			t.Fatalf("a held aggregate is %s/%s, want completed/action_required", agg.Status, agg.Conclusion)
 		}
 	})
+}
+
+func drawHolds(t *rapid.T) []Hold {
+	n := rapid.IntRange(0, 2).Draw(t, "holds")
+	out := make([]Hold, n)
+	for i := range out {
+		out[i] = Hold{
+			Attempt: rapid.SampledFrom([]string{"a1", "a2"}).Draw(t, "attempt"),
+			Origin:  rapid.SampledFrom([]string{"", "pr:acme/x#8@abc", "cli:ops@host"}).Draw(t, "origin"),
+			Since:   time.Unix(rapid.Int64Range(0, 100).Draw(t, "since"), 0),
+		}
+	}
+	return out
+}
+
+// TestPropertyAHoldNeverMakesACheckGreener: adding holds to any input
+// turns no run from not green to green, and the aggregate is never green
+// while held (invariant 4: "when in doubt the answer is blocked").
+func TestPropertyAHoldNeverMakesACheckGreener(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		in := Input{HeadSHA: "aaa", Target: "prod", Generation: rapid.Int64Range(0, 2).Draw(t, "generation")}
+		if rapid.Bool().Draw(t, "hasVerdict") {
+			in.Verdict = &Verdict{
+				State: Planned, HeadSHA: rapid.SampledFrom([]string{"aaa", "bbb"}).Draw(t, "verdictHead"),
+				PlannedGeneration: rapid.Int64Range(0, 2).Draw(t, "plannedGeneration"),
+				Environment:       Part{OK: rapid.Bool().Draw(t, "envOK")},
+				Preview:           Part{OK: rapid.Bool().Draw(t, "previewOK")},
+			}
+		}
+		free := Desired(in)
+		in.Holds = drawHolds(t)
+		in.Unsafe = rapid.SampledFrom([]string{"", "not required"}).Draw(t, "unsafe")
+		heldRuns := Desired(in)
+		for i := range free {
+			if heldRuns[i].Green() && !free[i].Green() {
+				t.Fatalf("%s turned green with %d holds", free[i].Name, len(in.Holds))
+			}
+		}
+		if len(in.Holds) > 0 && heldRuns[2].Green() {
+			t.Fatalf("the aggregate is green while held")
+		}
+	})
+}
+
+func TestDesiredHeldNamesTheDeploy(t *testing.T) {
+	t.Parallel()
+	since := time.Date(2024, 1, 3, 1, 0, 0, 0, time.UTC)
+	in := Input{Verdict: planned("aaa", 2), HeadSHA: "aaa", Target: "prod", Generation: 2,
+		Holds: []Hold{{Attempt: "att-2", Origin: "cli:ops@h", Since: since.Add(time.Hour)}, {Attempt: "att-1", Origin: "pr:acme/a#8@abc", PlanID: "p-9", Since: since}}}
+	agg := Aggregate(in)
+	require.Equal(t, StatusCompleted, agg.Status)
+	require.Equal(t, ConclusionActionRequired, agg.Conclusion)
+	require.Contains(t, agg.Summary, "plan `p-9`")
+	require.Contains(t, agg.Summary, "pr:acme/a#8@abc")
+	require.Contains(t, agg.Summary, "att-1")
+	require.Contains(t, agg.Summary, "2024-01-03T01:00:00Z")
+	in.Holds = nil
+	require.True(t, Aggregate(in).Green(), "released, the same verdict is green again")
+	in.Unsafe = "branch protection of main does not require the check \"gapless\""
+	agg = Aggregate(in)
+	require.True(t, agg.Green())
+	require.Contains(t, agg.Summary, "not enforced")
 }

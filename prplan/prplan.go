@@ -96,6 +96,9 @@ type Params struct {
 	// os.LookupEnv. (Its gapless.yaml is read as project.Load reads it,
 	// from the process environment.)
 	LookupEnv func(string) (string, bool)
+	// Gate is the deploy attempt a Deploy to a merge-gated target
+	// promotes under (see apply.Params.Gate).
+	Gate *state.GateFence
 }
 
 // ProjectError is an error the project is at fault for: a model, its
@@ -220,6 +223,7 @@ func (s *session) apply(ctx context.Context, pl *plan.Plan) (*apply.Result, erro
 		Lease:          lease.Options{Clock: s.p.Clock},
 		EnvironmentTTL: s.cfg.TTL(pl.Environment),
 		Actor:          s.p.Actor,
+		Gate:           s.p.Gate,
 		Replan: plan.Replanner(plan.ReplannerParams{Store: s.p.Store, Clock: s.p.Clock, IDs: s.p.IDs,
 			Additive: func(ctx context.Context) snapshot.Additive { return project.Additive(ctx, s.parser) }}),
 	})

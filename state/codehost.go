@@ -328,6 +328,21 @@ type DeployAttempt struct {
 	MergeSHA        string    `json:"merge_sha,omitempty"`
 	MergeError      string    `json:"merge_error,omitempty"`
 	MergeRecordedAt time.Time `json:"merge_recorded_at,omitzero"`
+	// The merge gate (see GateStore): Mode is the gate mode the attempt
+	// waits for (GateRendered or GateRecorded; "" for an ungated
+	// environment); BaseGeneration the environment's generation when its
+	// holds were recorded (HoldsRecordedAt), HoldsRenderedAt when the last
+	// was rendered; PromotedAt when a fenced Promote committed under it
+	// (with PlanID and ResultGeneration), which tells a dead attempt that
+	// promoted from one that did not; SettledAt and SettledBy when its
+	// holds were released.
+	Mode            string    `json:"mode,omitempty"`
+	BaseGeneration  int64     `json:"base_generation,omitempty"`
+	HoldsRecordedAt time.Time `json:"holds_recorded_at,omitzero"`
+	HoldsRenderedAt time.Time `json:"holds_rendered_at,omitzero"`
+	PromotedAt      time.Time `json:"promoted_at,omitzero"`
+	SettledAt       time.Time `json:"settled_at,omitzero"`
+	SettledBy       string    `json:"settled_by,omitempty"`
 	CreatedAt       time.Time `json:"created_at"`
 	StartedAt       time.Time `json:"started_at,omitzero"`
 	FinishedAt      time.Time `json:"finished_at,omitzero"`
@@ -453,6 +468,11 @@ type CodeHostStore interface {
 	// equal the stored revision (ErrRevisionConflict if it does not, or if
 	// there is no check). On success the revision is the old one plus one
 	// (1 for a new check). A refused write changes nothing.
+	//
+	// The merge gate's write-path guard: when an attempt is held, rendered
+	// or running on p.Env and the PR (open) is not its own and has no hold
+	// of it, the same transaction inserts one, so a PR opened or pushed
+	// during a deploy is held and released by that deploy's settle.
 	PutPRCheck(ctx context.Context, p PutPRCheckParams) (PRCheck, error)
 	// GetPRCheck returns one check, or ErrNotFound.
 	GetPRCheck(ctx context.Context, repo string, number int, env string) (PRCheck, error)
@@ -520,12 +540,14 @@ type CodeHostStore interface {
 	// on one environment at most one succeeds, also when the check is
 	// bypassed: the schema admits one active attempt per environment.
 	StartDeploy(ctx context.Context, p StartDeployParams) (DeployAttempt, error)
-	// RenewDeploy extends a running attempt's lease to Now+TTL while Token
-	// holds it unexpired at Now: ErrLeaseLost otherwise.
+	// RenewDeploy extends a held, rendered or running attempt's lease to
+	// Now+TTL while Token holds it unexpired at Now: ErrLeaseLost
+	// otherwise.
 	RenewDeploy(ctx context.Context, p RenewDeployParams) (DeployAttempt, error)
-	// FinishDeploy ends a running attempt, a compare-and-swap on its id,
-	// its token and state running (its lease may have expired, as long as
-	// no StartDeploy abandoned it): DeployPromoted, DeployFailed or
+	// FinishDeploy ends a held, rendered or running attempt (a gate that
+	// timed out ends a held one failed), a compare-and-swap on its id, its
+	// token and its state (its lease may have expired, as long as nothing
+	// abandoned it): DeployPromoted, DeployFailed or
 	// DeployCancelled, with FinishedAt Now. A replay with the same token
 	// and outcome returns the stored attempt; anything else fails wrapping
 	// ErrLeaseLost and writes nothing.

@@ -193,6 +193,14 @@ type PromoteParams struct {
 	// Check may run more than once (a retried transaction); it must only
 	// read through r, and its result replaces any earlier one.
 	Check func(ctx context.Context, r Reader) (CheckResult, error)
+	// Gate is the deploy attempt the promotion runs under. An environment
+	// under the merge gate (GateStore) is refused with ErrNotHeld, writing
+	// nothing, unless Gate names an attempt on it that is running, on
+	// Token's unexpired lease at Now, with its holds recorded (and
+	// rendered, in mode rendered), checked inside the promotion
+	// transaction. A fenced promotion (gated or not) stamps the attempt's
+	// PlanID, ResultGeneration and PromotedAt in the same transaction.
+	Gate *GateFence
 }
 
 // CheckResult is what a promotion's Check asks the promotion to write
@@ -474,6 +482,7 @@ type Store interface {
 	SourceStore
 	BatchQueue
 	CodeHostStore
+	GateStore
 
 	// PushSnapshots records snapshots. Pushing a snapshot that exists is a
 	// no-op (a snapshot is immutable: same key, same content).

@@ -67,10 +67,12 @@ const (
 	FromGeneration     = "from_generation"     // the generation a run started on
 	FrontierAtPlan     = "frontier_at_plan"    // the incumbent's frontier when the plan was built
 	FrontierNow        = "frontier_now"        // the incumbent's frontier at promotion
+	GateMode           = "gate_mode"           // a merge gate's mode (rendered or recorded)
 	Generation         = "generation"          // an environment's generation
 	GraceMS            = "grace_ms"            // the scheduler's stop grace, in milliseconds
 	Head               = "head"                // a pull request's head commit
 	Holder             = "holder"              // a lease's holder (lease.Describe)
+	Holds              = "holds"               // a number of merge-gate holds
 	HolderExpiresAt    = "holder_expires_at"   // when the holder's lease expires
 	HolderHost         = "holder_host"         // the holder's host
 	HolderPID          = "holder_pid"          // the holder's process id
@@ -136,7 +138,7 @@ var All = []string{
 	Check, Child, Comment, CurrentGeneration, CurrentPlan, Debts, Deferred, DeferredModels, Delivery,
 	Deploy, Deploys, DryRun, DueModels, DurationMS, Environment, Environments, Error, Event,
 	ExpiresAt, Failed, Files, FollowedPromotions, FromGeneration, FrontierAtPlan, FrontierNow,
-	Generation, GraceMS, Head, Holder, HolderExpiresAt, HolderHost, HolderPID, Host, Interval,
+	GateMode, Generation, GraceMS, Head, Holder, Holds, HolderExpiresAt, HolderHost, HolderPID, Host, Interval,
 	Intervals, Invalidated, JitterMS, Job, Kind, LagSeconds, Lease, Leases, LockWaitMS, MaxAttempts,
 	Model, Models, NextPlan, Outcome, Owner, PID, PR, Panic, ParsedQueries, Path, Plan, Policy,
 	Project, Promoted, RanModels, Reason, Repo, Revision, Round, Route, Rows, Schema, SchemaVersion,
