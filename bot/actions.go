@@ -73,8 +73,18 @@ func RunEvent(ctx context.Context, p RunParams) (res RunResult, err error) {
 		return res, err
 	}
 	b.Register(workers)
+	if err := b.RegisterGate(ctx); err != nil {
+		return res, err
+	}
 	if _, err := in.Insert(ctx, DeliveryJob{Event: ev}, &queue.InsertOpts{Unique: true}); err != nil {
 		return res, err
+	}
+	// Each run also sweeps the merge gate: there is no serve process to
+	// settle what an earlier run left (a killed workflow's deploy).
+	if b.gated() {
+		if _, err := in.Insert(ctx, SweepJob{Round: b.now().UnixNano()}, &queue.InsertOpts{Unique: true}); err != nil {
+			return res, err
+		}
 	}
 	drainErr := in.Drain(ctx)
 	jobs, err := in.Jobs(ctx, queue.JobFilter{})

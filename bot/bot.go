@@ -29,6 +29,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/gapless-dev/gapless/codehost"
+	"github.com/gapless-dev/gapless/deploygate"
 	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/queue"
 	"github.com/gapless-dev/gapless/sqlparse"
@@ -72,6 +73,14 @@ type Config struct {
 	InvalidateAfterDeploy bool
 	// DeployLease is the deploy attempt's lease (renewed at a third of it).
 	DeployLease time.Duration
+	// GateMode is the merge gate's mode on Target (state.GateRendered or
+	// state.GateRecorded); "" when Target is not merge-gated. GateWait
+	// bounds how long a deploy waits for its holds (2m); SweepGrace is how
+	// long after its lease expired the sweep takes an attempt for dead
+	// (DefaultSweepGrace).
+	GateMode   string
+	GateWait   time.Duration
+	SweepGrace time.Duration
 }
 
 func (c *Config) defaults() {
@@ -92,6 +101,12 @@ func (c *Config) defaults() {
 	}
 	if c.DeployLease <= 0 {
 		c.DeployLease = 5 * time.Minute
+	}
+	if c.GateWait <= 0 {
+		c.GateWait = 2 * time.Minute
+	}
+	if c.SweepGrace <= 0 {
+		c.SweepGrace = DefaultSweepGrace
 	}
 	for i, r := range c.Repositories {
 		c.Repositories[i] = strings.ToLower(r)
@@ -141,12 +156,18 @@ type Hooks struct {
 	AfterComment func(ctx context.Context, repo string, number int, marker string) error
 	// BeforePlan runs when a plan job starts planning.
 	BeforePlan func(ctx context.Context, repo string, number int, head string) error
+	// GateOpen runs when a deploy's merge gate opened, before anything
+	// is planned or backfilled.
+	GateOpen func(ctx context.Context, attemptID string) error
 }
 
 // Bot is the pull-request bot.
 type Bot struct {
 	cfg Config
 	d   Deps
+	// kick wakes this process's deploys waiting on the merge gate when a
+	// render marked a hold rendered.
+	kick *deploygate.Notifier
 }
 
 // New returns a bot, refusing a configuration it cannot act on.
@@ -175,7 +196,7 @@ func New(cfg Config, d Deps) (*Bot, error) {
 	if d.Hooks == nil {
 		d.Hooks = &Hooks{}
 	}
-	return &Bot{cfg: cfg, d: d}, nil
+	return &Bot{cfg: cfg, d: d, kick: deploygate.NewNotifier()}, nil
 }
 
 // Config returns the configuration the bot runs with (defaults applied).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/codehost"
+	"github.com/gapless-dev/gapless/deploygate"
 	"github.com/gapless-dev/gapless/gate"
 	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/prplan"
@@ -177,7 +178,17 @@ func (b *Bot) deploy(ctx context.Context, id string) error {
 			return err
 		}
 	}
-	a, err = b.d.Store.StartDeploy(ctx, state.StartDeployParams{ID: id, Owner: b.d.Owner, TTL: b.cfg.DeployLease, Now: b.now()})
+	var g *deploygate.Attempt
+	if b.gated() {
+		// The merge gate: record the holds, render them, and start only
+		// once the gate opens (design invariant 4).
+		g, err = deploygate.Begin(ctx, b.gateParams(), state.BeginDeployParams{ID: id, Mode: b.cfg.GateMode, Now: b.now()})
+		if err == nil {
+			a = g.Attempt()
+		}
+	} else {
+		a, err = b.d.Store.StartDeploy(ctx, state.StartDeployParams{ID: id, Owner: b.d.Owner, TTL: b.cfg.DeployLease, Now: b.now()})
+	}
 	switch {
 	case errors.Is(err, state.ErrDeployActive):
 		return queue.Snooze(deployBusyWait)
@@ -187,6 +198,13 @@ func (b *Bot) deploy(ctx context.Context, id string) error {
 		return fmt.Errorf("starting deploy %s: %w", id, err)
 	}
 	log := b.logPR(a.Repo, a.Number).With(logkey.Deploy, a.ID)
+	if g != nil {
+		opened, err := b.openGate(ctx, g)
+		if err != nil || !opened {
+			return err
+		}
+		a = g.Attempt()
+	}
 	log.Info("deploy started", logkey.Head, a.HeadSHA)
 	if err := b.appendEvent(ctx, state.Event{Kind: state.EventDeployStarted, Environment: a.Env, Reason: a.Trigger},
 		prEventData{Repo: a.Repo, Number: a.Number, HeadSHA: a.HeadSHA, Deploy: a.ID}); err != nil {
@@ -202,7 +220,11 @@ func (b *Bot) deploy(ctx context.Context, id string) error {
 	defer cancel(nil)
 	token := a.LeaseToken
 	stopRenew := b.keepDeployLease(runCtx, a.ID, token, cancel)
-	planID, gen, runErr := b.runDeploy(runCtx, a)
+	var fence *state.GateFence
+	if g != nil {
+		fence = g.Fence()
+	}
+	planID, gen, runErr := b.runDeploy(runCtx, a, fence)
 	stopRenew()
 	if cause := context.Cause(runCtx); runErr != nil && cause != nil && errors.Is(cause, state.ErrLeaseLost) {
 		return fmt.Errorf("deploy %s lost its lease while it ran: %w", id, cause)
@@ -214,8 +236,14 @@ func (b *Bot) deploy(ctx context.Context, id string) error {
 			fin.State = state.DeployCancelled
 		}
 	}
-	a, err = b.d.Store.FinishDeploy(context.WithoutCancel(ctx), fin)
-	if err != nil {
+	if g != nil {
+		// Finish enqueues the settle job, which releases the holds and
+		// re-plans the held pull requests.
+		if err := g.Finish(context.WithoutCancel(ctx), fin); err != nil {
+			return err
+		}
+		a = g.Attempt()
+	} else if a, err = b.d.Store.FinishDeploy(context.WithoutCancel(ctx), fin); err != nil {
 		return fmt.Errorf("recording the end of deploy %s: %w", id, err)
 	}
 	log.Info("deploy ended", logkey.Outcome, a.State, logkey.Generation, a.ResultGeneration, logkey.Error, a.Error)
@@ -242,7 +270,7 @@ func (b *Bot) deploy(ctx context.Context, id string) error {
 var errHeadMoved = errors.New("the pull request's head moved after /deploy")
 
 // runDeploy plans and applies the target from the attempt's commit.
-func (b *Bot) runDeploy(ctx context.Context, a state.DeployAttempt) (planID string, gen int64, err error) {
+func (b *Bot) runDeploy(ctx context.Context, a state.DeployAttempt, fence *state.GateFence) (planID string, gen int64, err error) {
 	sha := a.HeadSHA
 	if a.Trigger == state.TriggerDeployCommand {
 		pr, err := b.d.Host.PullRequest(ctx, a.Repo, a.Number)
@@ -266,7 +294,7 @@ func (b *Bot) runDeploy(ctx context.Context, a state.DeployAttempt) (planID stri
 	defer cleanup()
 	pl, res, err := prplan.Deploy(ctx, prplan.Params{
 		Store: b.d.Store, Engine: b.d.Engine, ProjectRoot: root, Clock: b.d.Clock,
-		ExecutionTime: b.now(), Logger: b.d.Log, Parser: b.d.Parser,
+		ExecutionTime: b.now(), Logger: b.d.Log, Parser: b.d.Parser, Gate: fence,
 	})
 	if err != nil {
 		return "", 0, err

@@ -12,15 +12,18 @@ import (
 // The job kinds, a closed set. Each job's args hold only what makes it
 // unique; what it acts on it reads from the store when it runs.
 const (
-	KindDelivery  = "gapless_delivery"
-	KindPlanPR    = "gapless_plan_pr"
-	KindRenderPR  = "gapless_render_pr"
-	KindDeploy    = "gapless_deploy"
-	KindReconcile = "gapless_reconcile"
+	KindDelivery    = "gapless_delivery"
+	KindPlanPR      = "gapless_plan_pr"
+	KindRenderPR    = "gapless_render_pr"
+	KindDeploy      = "gapless_deploy"
+	KindReconcile   = "gapless_reconcile"
+	KindSettle      = "gapless_settle"
+	KindHoldComment = "gapless_hold_comment"
+	KindSweep       = "gapless_sweep"
 )
 
 // Kinds lists every job kind.
-var Kinds = []string{KindDelivery, KindPlanPR, KindRenderPR, KindDeploy, KindReconcile}
+var Kinds = []string{KindDelivery, KindPlanPR, KindRenderPR, KindDeploy, KindReconcile, KindSettle, KindHoldComment, KindSweep}
 
 // DeliveryJob turns one verified webhook delivery into work. Unique by the
 // delivery (its id is in the event).
@@ -110,6 +113,15 @@ func (b *Bot) Register(w *queue.Workers) {
 	}, queue.WorkerOptions{MaxAttempts: 5, Timeout: queue.NoTimeout})
 	queue.AddWorker(w, func(ctx context.Context, j *queue.Job[ReconcileJob]) error {
 		return b.Reconcile(b.asJob(ctx, KindReconcile, j.ID))
+	}, queue.WorkerOptions{MaxAttempts: 3})
+	queue.AddWorker(w, func(ctx context.Context, j *queue.Job[SettleJob]) error {
+		return b.settle(b.asJob(ctx, KindSettle, j.ID), j.Args.AttemptID)
+	}, queue.WorkerOptions{MaxAttempts: 25})
+	queue.AddWorker(w, func(ctx context.Context, j *queue.Job[HoldCommentJob]) error {
+		return b.holdComment(b.asJob(ctx, KindHoldComment, j.ID), j.Args)
+	}, queue.WorkerOptions{MaxAttempts: 25})
+	queue.AddWorker(w, func(ctx context.Context, j *queue.Job[SweepJob]) error {
+		return b.Sweep(b.asJob(ctx, KindSweep, j.ID), j.Args.Round)
 	}, queue.WorkerOptions{MaxAttempts: 3})
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gapless-dev/gapless/queue"
+	"github.com/gapless-dev/gapless/state"
 )
 
 // Delivery outcomes, the closed label set of
@@ -39,6 +40,9 @@ type Metrics struct {
 	rateRemain  prometheus.Gauge
 	rateLimit   prometheus.Gauge
 	jobsByState *jobsCollector
+	gateRenders *prometheus.CounterVec
+	gateSweeps  prometheus.Counter
+	reg         prometheus.Registerer
 }
 
 // NewMetrics registers the bot's metrics in reg. counts, when set, is
@@ -75,6 +79,18 @@ func NewMetrics(reg prometheus.Registerer, counts func(context.Context) ([]queue
 			Help: "X-RateLimit-Limit of the latest GitHub answer that carried it.",
 		}),
 	}
+	m.gateRenders = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gapless_gate_renders_total",
+		Help: "Renders of merge-gate holds on GitHub, by outcome (rendered, failed): a failed render keeps the gate shut and is retried.",
+	}, []string{"outcome"})
+	m.gateSweeps = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "gapless_gate_sweeps_total",
+		Help: "Rounds of the merge gate's sweep (settles left undone, dead deploys, renders and comments re-armed).",
+	})
+	m.reg = reg
+	reg.MustRegister(m.gateRenders, m.gateSweeps)
+	m.gateRenders.WithLabelValues("rendered")
+	m.gateRenders.WithLabelValues("failed")
 	m.rateRemain.Set(-1)
 	m.rateLimit.Set(-1)
 	reg.MustRegister(m.deliveries, m.jobOutcomes, m.calls, m.callSeconds, m.callErrors, m.rateRemain, m.rateLimit)
@@ -139,5 +155,74 @@ func (c *jobsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, n := range counts {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n.N), n.Kind, n.State)
+	}
+}
+
+// GateRender counts one hold render's outcome.
+func (m *Metrics) GateRender(ok bool) {
+	if m != nil {
+		m.gateRenders.WithLabelValues(map[bool]string{true: "rendered", false: "failed"}[ok]).Inc()
+	}
+}
+
+// GateSweep counts one sweep round.
+func (m *Metrics) GateSweep() {
+	if m != nil {
+		m.gateSweeps.Inc()
+	}
+}
+
+// WatchGate registers the merge gate's gauges, read from holds at every
+// scrape: gapless_gate_holds (unreleased holds, by environment and
+// whether GitHub shows them) and gapless_gate_render_lag_seconds (the
+// oldest unrendered hold's age, by environment).
+func (m *Metrics) WatchGate(holds func(context.Context) ([]state.Hold, error), now func() time.Time) {
+	if m == nil || m.reg == nil {
+		return
+	}
+	m.reg.MustRegister(&gateCollector{holds: holds, now: now,
+		count: prometheus.NewDesc("gapless_gate_holds", "Unreleased merge-gate holds, by environment and rendered (true: GitHub shows the hold).", []string{"env", "rendered"}, nil),
+		lag:   prometheus.NewDesc("gapless_gate_render_lag_seconds", "Age of the oldest hold not yet rendered on GitHub, by environment (0: none lags).", []string{"env"}, nil),
+	})
+}
+
+// gateCollector reads the holds at every scrape.
+type gateCollector struct {
+	holds      func(context.Context) ([]state.Hold, error)
+	now        func() time.Time
+	count, lag *prometheus.Desc
+}
+
+func (c *gateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.count; ch <- c.lag }
+
+func (c *gateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	hs, err := c.holds(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.count, err)
+		return
+	}
+	type key struct {
+		env      string
+		rendered bool
+	}
+	counts := map[key]int{}
+	lag := map[string]float64{}
+	now := c.now()
+	for _, h := range hs {
+		counts[key{h.Env, !h.RenderedAt.IsZero()}]++
+		if _, ok := lag[h.Env]; !ok {
+			lag[h.Env] = 0
+		}
+		if h.RenderedAt.IsZero() {
+			lag[h.Env] = max(lag[h.Env], now.Sub(h.CreatedAt).Seconds())
+		}
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(n), k.env, strconv.FormatBool(k.rendered))
+	}
+	for env, s := range lag {
+		ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, s, env)
 	}
 }

@@ -36,7 +36,20 @@ func ConfigFrom(gh *config.GitHub) Config {
 		MergeMethod:           gh.MergeMethod,
 		CheckIfBlocked:        gh.CheckIfBlockedOnDeploy,
 		InvalidateAfterDeploy: gh.InvalidatePREnvironmentAfterDeploy,
+		GateMode:              gateMode(gh),
+		GateWait:              gh.MergeGate.Wait,
 	}
+}
+
+// gateMode is the merge gate's mode on prod ("" when prod is not gated).
+func gateMode(gh *config.GitHub) string {
+	if !gh.MergeGate.Gated(config.ProdEnvironment) {
+		return ""
+	}
+	if gh.MergeGate.WaitFor == config.WaitForRecorded {
+		return state.GateRecorded
+	}
+	return state.GateRendered
 }
 
 // HostParams are NewHost's optional parts.
@@ -198,6 +211,9 @@ func OpenServer(ctx context.Context, p ServerParams) (*Server, func(), error) {
 		return nil, nil, err
 	}
 	b.Register(workers)
+	metrics.WatchGate(func(ctx context.Context) ([]state.Hold, error) {
+		return p.Store.ListHolds(ctx, state.ListHoldsParams{ActiveOnly: true})
+	}, p.Clock.Now)
 	q, err = queue.Open(ctx, qcfg)
 	if err != nil {
 		closeQ()

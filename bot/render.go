@@ -61,11 +61,25 @@ func (b *Bot) renderOnce(ctx context.Context, repo string, n int) (again bool, e
 	if err != nil {
 		return false, err
 	}
+	holds, gholds, err := b.activeHolds(ctx, repo, n)
+	if err != nil {
+		return false, err
+	}
+	unsafe, err := b.gateUnsafe(ctx)
+	if err != nil {
+		return false, err
+	}
 	var runs []gate.Run
 	if !pc.Closed {
 		// A closed PR's verdict is no longer shown or re-planned; only its
 		// deploy check still moves (a deploy's merge closes it).
-		runs = gate.Desired(gate.Input{Verdict: verdictOf(pc), HeadSHA: pc.HeadSHA, Target: b.cfg.Target, Generation: gen})
+		runs = gate.Desired(gate.Input{Verdict: verdictOf(pc), HeadSHA: pc.HeadSHA, Target: b.cfg.Target, Generation: gen,
+			Holds: gholds, Unsafe: unsafe})
+	}
+	// fail records a render error on the PR's holds too: a deploy waiting
+	// for them says which PR's render failed, and why.
+	fail := func(err error) error {
+		return errors.Join(err, b.markHolds(ctx, holds, err))
 	}
 	dep, err := b.latestDeploy(ctx, repo, n, pc.HeadSHA)
 	if err != nil {
@@ -101,7 +115,7 @@ func (b *Bot) renderOnce(ctx context.Context, repo string, n int) (again bool, e
 	log := b.logPR(repo, n).With(logkey.Head, pc.HeadSHA)
 	for _, p := range lag {
 		if _, err := b.d.Host.UpsertCheckRun(ctx, repo, checkRunOf(pc.HeadSHA, p.run)); err != nil {
-			return false, b.renderFailed(ctx, p.key, p.rev, fmt.Errorf("writing the %q check of %s#%d: %w", p.run.Name, repo, n, err))
+			return false, fail(b.renderFailed(ctx, p.key, p.rev, fmt.Errorf("writing the %q check of %s#%d: %w", p.run.Name, repo, n, err)))
 		}
 	}
 	if len(lag) > 0 {
@@ -113,13 +127,13 @@ func (b *Bot) renderOnce(ctx context.Context, repo string, n int) (again bool, e
 					readErr = errors.Join(readErr, fmt.Errorf("recording the render failure: %w", ferr))
 				}
 			}
-			return false, readErr
+			return false, fail(readErr)
 		}
 		for _, p := range lag {
 			got, ok := findRun(shown, p.run.Name)
 			if !ok || !sameRun(got, p.run) {
-				return false, b.renderFailed(ctx, p.key, p.rev, fmt.Errorf("the %q check of %s#%d reads back as %s/%s %q, not %s/%s %q",
-					p.run.Name, repo, n, got.Status, got.Conclusion, got.Title, p.run.Status, p.run.Conclusion, p.run.Title))
+				return false, fail(b.renderFailed(ctx, p.key, p.rev, fmt.Errorf("the %q check of %s#%d reads back as %s/%s %q, not %s/%s %q",
+					p.run.Name, repo, n, got.Status, got.Conclusion, got.Title, p.run.Status, p.run.Conclusion, p.run.Title)))
 			}
 			applied, err := b.d.Store.MarkCheckRendered(ctx, state.MarkCheckRenderedParams{Key: p.key, Revision: p.rev, CheckRunID: got.ID, Now: b.now()})
 			if err != nil {
@@ -129,6 +143,13 @@ func (b *Bot) renderOnce(ctx context.Context, repo string, n int) (again bool, e
 				again = true
 			}
 			log.Debug("check rendered", logkey.Check, p.run.Name, logkey.Revision, p.rev)
+		}
+	}
+	if len(holds) > 0 && !pc.Closed {
+		// Every run this pass wanted is rendered (read back) or was already:
+		// GitHub shows the held aggregate on the PR's head.
+		if err := b.markHolds(ctx, holds, nil); err != nil {
+			return false, err
 		}
 	}
 	if !pc.Closed {
@@ -218,6 +239,9 @@ func deployRun(a state.DeployAttempt) gate.Run {
 	case state.DeployPending:
 		r.Status, r.Title = gate.StatusInProgress, "Deploy queued"
 		r.Summary = fmt.Sprintf("%s asked for a deploy of `%s`; it starts when %s is free.", a.RequestedBy, shortSHA(a.HeadSHA), a.Env)
+	case state.DeployHeld, state.DeployRendered:
+		r.Status, r.Title = gate.StatusInProgress, "Waiting for the merge gate"
+		r.Summary = fmt.Sprintf("The deploy of `%s` to %s holds the other open pull requests' checks; it starts once GitHub shows the holds.", shortSHA(a.HeadSHA), a.Env)
 	case state.DeployRunning:
 		r.Status, r.Title = gate.StatusInProgress, "Deploying to "+a.Env
 		r.Summary = fmt.Sprintf("Deploying `%s` to %s.", shortSHA(a.HeadSHA), a.Env)

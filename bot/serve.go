@@ -20,6 +20,7 @@ import (
 	"github.com/gapless-dev/gapless/config"
 	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/queue"
+	"github.com/gapless-dev/gapless/state"
 )
 
 // QueueFile is the SQLite file of the queue beside a SQLite state store: a
@@ -67,6 +68,9 @@ type Server struct {
 	// ReconcileEvery is the period of the reconcile job (default 5m); it
 	// also runs once at start.
 	ReconcileEvery time.Duration
+	// SweepEvery is the period of the merge gate's sweep (default
+	// DefaultSweepEvery); it also runs once at start.
+	SweepEvery time.Duration
 	// Grace bounds how long a stop waits for running jobs before it
 	// cancels them (default 30s).
 	Grace time.Duration
@@ -87,6 +91,22 @@ type Health struct {
 	LastReconcile *time.Time `json:"last_reconcile"`
 	Repositories  []string   `json:"repositories"`
 	Target        string     `json:"target"`
+	// Gate is the merge gate on Target (nil when it is not gated).
+	Gate *GateHealth `json:"gate,omitempty"`
+}
+
+// GateHealth is the merge gate's part of /healthz.
+type GateHealth struct {
+	Mode string `json:"mode"`
+	// Enforced is false when branch protection does not require the
+	// aggregate check (Unsafe says why): the gate then blocks nothing.
+	Enforced bool   `json:"enforced"`
+	Unsafe   string `json:"unsafe,omitempty"`
+	// ActiveHolds and UnrenderedHolds count the unreleased holds and
+	// those GitHub does not show yet.
+	ActiveHolds     int    `json:"active_holds"`
+	UnrenderedHolds int    `json:"unrendered_holds"`
+	Error           string `json:"error,omitempty"`
 }
 
 // Health returns the server's health report.
@@ -101,7 +121,37 @@ func (s *Server) Health() Health {
 		t := s.lastReconcile
 		h.LastReconcile = &t
 	}
+	if s.Bot.gated() {
+		h.Gate = s.gateHealth()
+	}
 	return h
+}
+
+// gateHealth reads the merge gate's state for /healthz.
+func (s *Server) gateHealth() *GateHealth {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	g := &GateHealth{Mode: s.Bot.cfg.GateMode, Enforced: true}
+	unsafe, err := s.Bot.gateUnsafe(ctx)
+	if err != nil {
+		g.Error, g.Enforced = err.Error(), false
+		return g
+	}
+	if unsafe != "" {
+		g.Enforced, g.Unsafe = false, unsafe
+	}
+	hs, err := s.Bot.d.Store.ListHolds(ctx, state.ListHoldsParams{Env: s.Bot.cfg.Target, ActiveOnly: true})
+	if err != nil {
+		g.Error = err.Error()
+		return g
+	}
+	g.ActiveHolds = len(hs)
+	for _, h := range hs {
+		if h.RenderedAt.IsZero() {
+			g.UnrenderedHolds++
+		}
+	}
+	return g
 }
 
 // Handler serves POST /webhook, GET /healthz and GET /metrics.
@@ -142,6 +192,12 @@ func (s *Server) Run(ctx context.Context, l net.Listener) error {
 	if s.Grace <= 0 {
 		s.Grace = 30 * time.Second
 	}
+	if s.SweepEvery <= 0 {
+		s.SweepEvery = DefaultSweepEvery
+	}
+	if err := s.Bot.RegisterGate(ctx); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	s.mu.Lock()
 	s.started = s.Clock.Now().UTC()
 	s.mu.Unlock()
@@ -156,7 +212,10 @@ func (s *Server) Run(ctx context.Context, l net.Listener) error {
 
 	tick := s.Clock.NewTicker(s.ReconcileEvery)
 	defer tick.Stop()
+	sweep := s.Clock.NewTicker(s.SweepEvery)
+	defer sweep.Stop()
 	s.reconcile(ctx)
+	s.sweep(ctx)
 	close(s.readyCh())
 	var serveErr error
 loop:
@@ -169,6 +228,8 @@ loop:
 			break loop
 		case <-tick.Chan():
 			s.reconcile(ctx)
+		case <-sweep.Chan():
+			s.sweep(ctx)
 		}
 	}
 	s.mu.Lock()
@@ -211,4 +272,16 @@ func (s *Server) reconcile(ctx context.Context) {
 	s.mu.Lock()
 	s.lastReconcile = now
 	s.mu.Unlock()
+}
+
+// sweep enqueues one merge-gate sweep job for this period (unique, so
+// replicas ticking together sweep once).
+func (s *Server) sweep(ctx context.Context) {
+	if !s.Bot.gated() {
+		return
+	}
+	round := s.Clock.Now().UnixNano() / int64(s.SweepEvery)
+	if _, err := s.Queue.Insert(ctx, SweepJob{Round: round}, &queue.InsertOpts{Unique: true}); err != nil {
+		s.Log.Warn("enqueueing the merge gate's sweep failed; the next period tries again", logkey.Error, err)
+	}
 }

@@ -53,6 +53,11 @@ type Params struct {
 	// when set, wakes it at once (a render in the same process).
 	Poll time.Duration
 	Kick *Notifier
+	// Settle, when set, is what Finish does after the attempt ended (the
+	// bot enqueues its settle job, which re-plans the released pull
+	// requests); nil settles in place (state.GateStore.SettleDeploy), for
+	// `gapless apply`, whose released verdicts `gapless serve` re-plans.
+	Settle func(ctx context.Context, a state.DeployAttempt) error
 }
 
 func (p *Params) defaults() {
@@ -247,6 +252,9 @@ func (g *Attempt) Finish(ctx context.Context, fin state.FinishDeployParams) erro
 		return fmt.Errorf("recording the end of deploy %s: %w", g.a.ID, err)
 	}
 	g.a = a
+	if g.p.Settle != nil {
+		return g.p.Settle(ctx, a)
+	}
 	_, released, err := g.p.Store.SettleDeploy(ctx, state.SettleDeployParams{ID: a.ID, By: state.SettledBySettle, Now: g.p.Clock.Now()})
 	switch {
 	case errors.Is(err, state.ErrSettleDeferred):

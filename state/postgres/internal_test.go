@@ -43,6 +43,6 @@ func TestNewestEmbeddedVersion(t *testing.T) {
 	t.Parallel()
 	v, err := newestEmbedded()
 	require.NoError(t, err)
-	require.Equal(t, int64(12), v) // 00012_codehost.sql
+	require.Equal(t, int64(13), v) // 00013_gate.sql
 	require.Equal(t, v, NewestSchemaVersion())
 }

@@ -2,6 +2,7 @@ package storekit
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,7 +52,7 @@ type CodeHostTx interface {
 // ActiveDeployStates are the states the schema admits one attempt per
 // environment in (the partial unique index deploy_attempts_one_active):
 // running, and held and rendered, which the merge gate adds.
-var ActiveDeployStates = []string{"held", "rendered", state.DeployRunning}
+var ActiveDeployStates = []string{state.DeployHeld, state.DeployRendered, state.DeployRunning}
 
 // stamp is t as stored: whole microseconds, UTC (the zero time stays zero).
 func stamp(t time.Time) time.Time { return FromMicros(Micros(t)) }
@@ -157,9 +158,12 @@ func CompactJSON(raw json.RawMessage) (json.RawMessage, error) {
 
 var verdicts = []string{state.VerdictPending, state.VerdictSuccess, state.VerdictChanges, state.VerdictFailure, state.VerdictError}
 
-// PutPRCheck writes a PR check, a compare-and-swap on its revision (see
-// state.CodeHostStore.PutPRCheck).
-func PutPRCheck(ctx context.Context, tx CodeHostTx, p state.PutPRCheckParams) (state.PRCheck, error) {
+// PutPRCheck writes a PR check, a compare-and-swap on its revision, and
+// holds the PR for the gated attempt active on its environment, if any
+// (the merge gate's write-path guard, see state.CodeHostStore.PutPRCheck).
+// It shares the environment's gate lock from before its read, so that a
+// BeginDeploy either reads the check or is seen active by the guard.
+func PutPRCheck(ctx context.Context, tx GateTx, p state.PutPRCheckParams) (state.PRCheck, error) {
 	if err := checkPR(p.Repo, p.Number); err != nil {
 		return state.PRCheck{}, err
 	}
@@ -186,6 +190,9 @@ func PutPRCheck(ctx context.Context, tx CodeHostTx, p state.PutPRCheckParams) (s
 		PREnvironment: p.PREnvironment, PlanID: p.PlanID, PlannedGeneration: p.PlannedGeneration,
 		Verdict: p.Verdict, Summary: p.Summary, Detail: detail, Closed: p.Closed, UpdatedAt: stamp(p.Now),
 	}
+	if err := tx.LockGate(ctx, p.Env, false); err != nil {
+		return state.PRCheck{}, fmt.Errorf("taking the gate lock of %q: %w", p.Env, err)
+	}
 	stored, found, err := tx.PRCheck(ctx, p.Repo, p.Number, p.Env)
 	if err != nil {
 		return state.PRCheck{}, fmt.Errorf("reading the check: %w", err)
@@ -206,6 +213,9 @@ func PutPRCheck(ctx context.Context, tx CodeHostTx, p state.PutPRCheckParams) (s
 		if !inserted {
 			return state.PRCheck{}, fmt.Errorf("%w: another writer created the check meanwhile", state.ErrRevisionConflict)
 		}
+		if err := guardPRCheck(ctx, tx, c); err != nil {
+			return state.PRCheck{}, err
+		}
 		return c, nil
 	}
 	if !found {
@@ -217,6 +227,9 @@ func PutPRCheck(ctx context.Context, tx CodeHostTx, p state.PutPRCheckParams) (s
 	c.Revision = stored.Revision + 1
 	if err := tx.UpdatePRCheck(ctx, c); err != nil {
 		return state.PRCheck{}, fmt.Errorf("writing the check: %w", err)
+	}
+	if err := guardPRCheck(ctx, tx, c); err != nil {
+		return state.PRCheck{}, err
 	}
 	return c, nil
 }
@@ -571,8 +584,8 @@ func StartDeploy(ctx context.Context, tx CodeHostTx, p state.StartDeployParams) 
 	return a, nil
 }
 
-// RenewDeploy extends a running attempt's unexpired lease (see
-// state.CodeHostStore.RenewDeploy).
+// RenewDeploy extends a held, rendered or running attempt's unexpired
+// lease (see state.CodeHostStore.RenewDeploy).
 func RenewDeploy(ctx context.Context, tx CodeHostTx, p state.RenewDeployParams) (state.DeployAttempt, error) {
 	if err := checkLease(p.TTL, p.Now); err != nil {
 		return state.DeployAttempt{}, err
@@ -586,7 +599,7 @@ func RenewDeploy(ctx context.Context, tx CodeHostTx, p state.RenewDeployParams) 
 	}
 	now := stamp(p.Now)
 	switch {
-	case a.State != state.DeployRunning:
+	case !slices.Contains(ActiveDeployStates, a.State):
 		return state.DeployAttempt{}, fmt.Errorf("%w: the attempt is %s", state.ErrLeaseLost, a.State)
 	case a.LeaseToken != p.Token:
 		return state.DeployAttempt{}, fmt.Errorf("%w: the token is not the attempt's", state.ErrLeaseLost)
@@ -600,8 +613,11 @@ func RenewDeploy(ctx context.Context, tx CodeHostTx, p state.RenewDeployParams) 
 	return a, nil
 }
 
-// FinishDeploy ends a running attempt, pinned to its token (see
-// state.CodeHostStore.FinishDeploy).
+// FinishDeploy ends a held, rendered or running attempt, pinned to its
+// token (see state.CodeHostStore.FinishDeploy). A failed or cancelled
+// finish that names no plan or result generation keeps the ones stored
+// (BeginDeploy's plan, or a fenced promotion's stamp, which a failure
+// after the promotion must not erase).
 func FinishDeploy(ctx context.Context, tx CodeHostTx, p state.FinishDeployParams) (state.DeployAttempt, error) {
 	switch p.State {
 	case state.DeployPromoted:
@@ -630,18 +646,22 @@ func FinishDeploy(ctx context.Context, tx CodeHostTx, p state.FinishDeployParams
 	if err != nil {
 		return state.DeployAttempt{}, err
 	}
-	if a.LeaseToken == p.Token && a.State == p.State && a.PlanID == p.PlanID &&
-		a.ResultGeneration == p.ResultGeneration && a.Error == p.Error {
+	plan, gen := p.PlanID, p.ResultGeneration
+	if p.State != state.DeployPromoted {
+		plan, gen = cmp.Or(plan, a.PlanID), cmp.Or(gen, a.ResultGeneration)
+	}
+	if a.LeaseToken == p.Token && a.State == p.State && a.PlanID == plan &&
+		a.ResultGeneration == gen && a.Error == p.Error {
 		return a, nil // a replay of the finish that committed
 	}
 	switch {
-	case a.State != state.DeployRunning:
-		return state.DeployAttempt{}, fmt.Errorf("%w: the attempt is %s, not %s", state.ErrLeaseLost, a.State, state.DeployRunning)
+	case !slices.Contains(ActiveDeployStates, a.State):
+		return state.DeployAttempt{}, fmt.Errorf("%w: the attempt is %s, not held, rendered or running", state.ErrLeaseLost, a.State)
 	case a.LeaseToken != p.Token && !mutated(MutantDeployFinishIgnoresToken):
 		return state.DeployAttempt{}, fmt.Errorf("%w: the token is not the attempt's", state.ErrLeaseLost)
 	}
 	now := stamp(p.Now)
-	a.State, a.PlanID, a.ResultGeneration, a.Error = p.State, p.PlanID, p.ResultGeneration, p.Error
+	a.State, a.PlanID, a.ResultGeneration, a.Error = p.State, plan, gen, p.Error
 	a.FinishedAt, a.UpdatedAt = now, now
 	if err := tx.UpdateDeploy(ctx, a); err != nil {
 		return state.DeployAttempt{}, fmt.Errorf("finishing the attempt: %w", err)
@@ -718,6 +738,6 @@ func CheckListDeploys(p state.ListDeploysParams) (int, error) {
 // deployStates are the states an attempt can be in, the merge gate's
 // included.
 var deployStates = []string{
-	state.DeployPending, "held", "rendered", state.DeployRunning,
+	state.DeployPending, state.DeployHeld, state.DeployRendered, state.DeployRunning,
 	state.DeployPromoted, state.DeployFailed, state.DeployCancelled, state.DeployAbandoned,
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // MutantEnv names the environment variable that switches on one mutant of
-// the sources state machine or the code-host store: a transition rewritten
+// the sources state machine, the code-host store or the merge gate: a transition rewritten
 // wrongly, the way a plausible implementation would, so that a test can
 // show the suite catches it (statetest.CatchesMutants, and ingest's
 // TestSeedSuiteCatchesStoreMutants, run the test binary again as a child
@@ -57,6 +57,21 @@ const (
 	// abandons the other active attempts of the environment (the schema's
 	// index still admits one running attempt).
 	MutantDeployStartIgnoresActive = "deploy-start-ignores-active"
+
+	// The merge gate's (gate.go):
+
+	// MutantSettleReleasesEveryHold: SettleDeploy releases every active
+	// hold on the attempt's environment, other attempts' included (G5).
+	MutantSettleReleasesEveryHold = "settle-releases-every-hold"
+	// MutantPromoteSkipsFence: Promote neither refuses a gated environment
+	// without a valid fence nor checks the fence it is given (G2).
+	MutantPromoteSkipsFence = "promote-skips-fence"
+	// MutantPRCheckSkipsHold: PutPRCheck writes the check without the
+	// write-path guard (a PR opened or pushed during a deploy is not held).
+	MutantPRCheckSkipsHold = "pr-check-skips-hold"
+	// MutantRunIgnoresRender: RunDeploy opens the gate of a held attempt
+	// in mode rendered (its holds are not rendered: fail-open, G7).
+	MutantRunIgnoresRender = "run-ignores-render"
 )
 
 // Mutants lists every mutant MutantEnv can switch on.
@@ -65,6 +80,7 @@ var Mutants = []string{
 	MutantAppliedMovesBackward, MutantStageRenumbers,
 	MutantPRCheckIgnoresRevision, MutantRenderMovesBackward, MutantCommentClaimIgnoresHolder,
 	MutantDeployFinishIgnoresToken, MutantDeployStartIgnoresActive,
+	MutantSettleReleasesEveryHold, MutantPromoteSkipsFence, MutantPRCheckSkipsHold, MutantRunIgnoresRender,
 }
 
 // mutant is the mutant switched on, "" outside a test binary or when
