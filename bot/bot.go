@@ -159,6 +159,11 @@ type Hooks struct {
 	// GateOpen runs when a deploy's merge gate opened, before anything
 	// is planned or backfilled.
 	GateOpen func(ctx context.Context, attemptID string) error
+	// GateWait runs each time a deploy is about to wait for its holds.
+	GateWait func(ctx context.Context, attemptID string)
+	// HoldRendered runs after a render recorded its outcome on a pull
+	// request's holds (err nil: rendered).
+	HoldRendered func(ctx context.Context, repo string, number int, err error)
 }
 
 // Bot is the pull-request bot.

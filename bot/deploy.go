@@ -166,6 +166,16 @@ func (b *Bot) deploy(ctx context.Context, id string) error {
 	case state.DeployPending:
 	case state.DeployPromoted:
 		return b.afterPromotion(ctx, a)
+	case state.DeployFailed, state.DeployCancelled, state.DeployAbandoned:
+		// A retry after the outcome was recorded: say it (once; the
+		// comment is edited in place) and show it.
+		if err := b.deployComment(ctx, a); err != nil {
+			return err
+		}
+		if a.Repo == "" {
+			return nil
+		}
+		return b.enqueue(ctx, RenderPRJob{Repo: a.Repo, Number: a.Number, Deploy: a.ID + "/" + a.State})
 	default:
 		return nil
 	}

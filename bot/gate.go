@@ -81,6 +81,11 @@ func (b *Bot) gateParams() deploygate.Params {
 		Settle: func(ctx context.Context, a state.DeployAttempt) error {
 			return b.enqueue(ctx, SettleJob{AttemptID: a.ID})
 		},
+		OnWait: func(ctx context.Context, a state.DeployAttempt) {
+			if h := b.d.Hooks.GateWait; h != nil {
+				h(ctx, a.ID)
+			}
+		},
 	}
 }
 
@@ -183,6 +188,9 @@ func (b *Bot) markHolds(ctx context.Context, holds []state.Hold, cause error) er
 	if cause == nil && len(holds) > 0 {
 		b.kick.Notify()
 	}
+	if h := b.d.Hooks.HoldRendered; h != nil && len(holds) > 0 {
+		h(ctx, holds[0].Repo, holds[0].Number, cause)
+	}
 	return errors.Join(errs...)
 }
 
@@ -280,17 +288,8 @@ func (b *Bot) holdComment(ctx context.Context, job HoldCommentJob) error {
 	if h.Active() && job.Released {
 		return nil // an edit enqueued before a newer state; the newer job says it
 	}
-	if !h.Active() {
-		// Edit only a comment that was posted: a hold released before its
-		// comment was posted needs none.
-		c, err := b.d.Store.GetComment(ctx, job.Repo, job.Number, marker)
-		if errors.Is(err, state.ErrNotFound) || (err == nil && !c.Posted) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("reading the hold comment of %s on %s#%d: %w", a.ID, job.Repo, job.Number, err)
-		}
-	}
+	// A hold released before its comment was posted gets the released
+	// text as its one comment: the PR says it was held and re-planned.
 	return b.ensureComment(ctx, job.Repo, job.Number, marker, b.holdCommentBody(ctx, a, h))
 }
 
@@ -380,7 +379,44 @@ func (b *Bot) Sweep(ctx context.Context, round int64) error {
 			return fmt.Errorf("sweep: reading the hold comment of %s on %s#%d: %w", h.AttemptID, h.Repo, h.Number, err)
 		}
 	}
+	if err := b.rearmReleasedComments(ctx); err != nil {
+		return err
+	}
 	return b.replanPending(ctx, holds)
+}
+
+// rearmReleasedComments queues the hold comment of every hold of the
+// latest ended attempts whose comment was never posted (GitHub was down
+// while it was held): each held pull request gets its one comment saying
+// it was held and re-planned.
+func (b *Bot) rearmReleasedComments(ctx context.Context) error {
+	ended, err := b.d.Store.ListDeploys(ctx, state.ListDeploysParams{Env: b.cfg.Target,
+		States: []string{state.DeployPromoted, state.DeployFailed, state.DeployCancelled, state.DeployAbandoned}, Limit: 20})
+	if err != nil {
+		return fmt.Errorf("sweep: listing the ended deploys: %w", err)
+	}
+	for _, a := range ended {
+		if a.SettledAt.IsZero() || a.HoldsRecordedAt.IsZero() {
+			continue
+		}
+		hs, err := b.d.Store.ListHolds(ctx, state.ListHoldsParams{AttemptID: a.ID})
+		if err != nil {
+			return fmt.Errorf("sweep: listing the holds of %s: %w", a.ID, err)
+		}
+		for _, h := range hs {
+			c, err := b.d.Store.GetComment(ctx, h.Repo, h.Number, HoldMarker(a.ID))
+			switch {
+			case err == nil && c.Posted:
+				continue
+			case err != nil && !errors.Is(err, state.ErrNotFound):
+				return fmt.Errorf("sweep: reading the hold comment of %s on %s#%d: %w", a.ID, h.Repo, h.Number, err)
+			}
+			if err := b.enqueue(ctx, HoldCommentJob{AttemptID: a.ID, Repo: h.Repo, Number: h.Number, Released: true}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // replanPending plans every open, unheld pull request whose verdict is
@@ -415,9 +451,16 @@ func (b *Bot) replanPending(ctx context.Context, holds []state.Hold) error {
 // was planned or backfilled.
 func (b *Bot) openGate(ctx context.Context, g *deploygate.Attempt) (opened bool, err error) {
 	a := g.Attempt()
+	// Render the holds here first: a render job may not run while this
+	// one waits (one worker, or `gapless github run`'s inline queue). A
+	// failed render is recorded on its hold, and its job retries it with
+	// backoff (and the sweep re-arms it while the attempt is active).
 	for _, h := range g.Holds() {
-		if err := b.enqueue(ctx, RenderPRJob{Repo: h.Repo, Number: h.Number, Deploy: a.ID + "/held"}); err != nil {
-			return false, b.gateFailed(ctx, g, err)
+		if err := b.renderPR(ctx, RenderPRJob{Repo: h.Repo, Number: h.Number}); err != nil {
+			b.logPR(h.Repo, h.Number).Warn("merge gate: rendering a hold failed; its job retries it", logkey.Deploy, a.ID, logkey.Error, err)
+			if err := b.enqueue(ctx, RenderPRJob{Repo: h.Repo, Number: h.Number, Deploy: a.ID + "/held"}); err != nil {
+				return false, b.gateFailed(ctx, g, err)
+			}
 		}
 		if err := b.enqueue(ctx, HoldCommentJob{AttemptID: a.ID, Repo: h.Repo, Number: h.Number}); err != nil {
 			return false, b.gateFailed(ctx, g, err)
@@ -426,14 +469,6 @@ func (b *Bot) openGate(ctx context.Context, g *deploygate.Attempt) (opened bool,
 	if a.Repo != "" {
 		if err := b.enqueue(ctx, RenderPRJob{Repo: a.Repo, Number: a.Number, Deploy: a.ID + "/" + a.State}); err != nil {
 			return false, b.gateFailed(ctx, g, err)
-		}
-	}
-	// Render the holds here first: a render job may not run while this
-	// one waits (one worker, or `gapless github run`'s inline queue). A
-	// failed render is recorded on its hold and retried by its job.
-	for _, h := range g.Holds() {
-		if err := b.renderPR(ctx, RenderPRJob{Repo: h.Repo, Number: h.Number}); err != nil {
-			b.logPR(h.Repo, h.Number).Warn("merge gate: rendering a hold failed; its job retries it", logkey.Deploy, a.ID, logkey.Error, err)
 		}
 	}
 	err = g.Open(ctx)

@@ -69,7 +69,7 @@ policy acted and what it accepted, caught up or replanned.`,
 				return err
 			}
 			defer g.closeBackend(b, &err)
-			res, err := g.applyPlan(ctx, g.env.Stdout, b, cfg.Dir, pl, pol, lopts)
+			res, err := g.applyPlan(ctx, g.env.Stdout, b, cfg.Dir, pl, pol, lopts, pf.gate)
 			if err != nil {
 				return err
 			}

@@ -218,7 +218,7 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	if err != nil {
 		return err
 	}
-	res, err := g.applyPlan(ctx, out, b, cfg.Dir, pl, nil, lopts)
+	res, err := g.applyPlan(ctx, out, b, cfg.Dir, pl, nil, lopts, f.policy.gate)
 	if err != nil {
 		return err
 	}

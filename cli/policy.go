@@ -20,14 +20,17 @@ const (
 	flagLeaseWait               = "lease-wait"
 )
 
-// policyFlags are --on-incumbent-advance and its bounds, as given, and
-// how the lock policy takes its leases (--lease-ttl, --lease-wait).
+// policyFlags are --on-incumbent-advance and its bounds, as given, how
+// the lock policy takes its leases (--lease-ttl, --lease-wait), and the
+// merge gate's flags (--merge-gate, --merge-gate-wait).
 type policyFlags struct {
 	name        string
 	maxGap      int
 	maxAttempts int
 	leaseTTL    time.Duration
 	leaseWait   time.Duration
+	// gate is --merge-gate and --merge-gate-wait (see gate.go).
+	gate mergeGateFlags
 }
 
 func addPolicyFlags(cmd *cobra.Command, f *policyFlags, what string) {
@@ -42,6 +45,7 @@ func addPolicyFlags(cmd *cobra.Command, f *policyFlags, what string) {
 		"lock policy: lifetime of the deploy's version leases (renewed every third of it); a crashed deploy's leases expire after it")
 	fl.DurationVar(&f.leaseWait, flagLeaseWait, lease.DefaultWait,
 		"lock policy: how long to wait for each version lease another owner (a scheduler) holds before failing")
+	addMergeGateFlags(cmd, &f.gate)
 }
 
 // leaseOptions are the lock policy's lease options from --lease-ttl and

@@ -57,7 +57,7 @@ plan, and the plan it replaced becomes its previous one.`,
 			}
 			out := g.env.Stdout
 			printRollback(out, rb)
-			if _, err := g.applyPlan(ctx, out, b, cfg.Dir, rb.Plan, nil, lease.Options{}); err != nil {
+			if _, err := g.applyPlan(ctx, out, b, cfg.Dir, rb.Plan, nil, lease.Options{}, mergeGateFlags{}); err != nil {
 				return apply.RollbackRefusal(rb, err)
 			}
 			fmt.Fprintf(out, "\nRolled %s back to plan %s (as plan %s); it served plan %s before.\n", env, rb.To, rb.Plan.ID, rb.From)

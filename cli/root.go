@@ -141,6 +141,7 @@ func newRoot(g *globals) *cobra.Command {
 		newSchedulerCmd(g),
 		newServeCmd(g),
 		newGitHubCmd(g),
+		newGateCmd(g),
 		newStatusCmd(g),
 		newDebtCmd(g),
 		newEnvironmentsCmd(g),

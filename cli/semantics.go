@@ -37,16 +37,36 @@ import (
 // when set, replaces the policy pl recorded (apply's policy flags); lopts
 // are how the lock policy takes its leases (--lease-ttl, --lease-wait).
 //
+// On a merge-gated environment the apply runs under a deploy attempt (see
+// openMergeGate, with gate's --merge-gate and --merge-gate-wait): nothing
+// is applied before the gate opens, the promotion names the attempt's
+// fence, and the attempt is ended and settled however the apply ends. An
+// environment that is not gated records no attempt.
+//
 // A promotion the policy refused is returned as a *refusedError: every
 // rejecting model on its own line, with the rule that rejected it and the
 // policy or flag that would have helped.
 func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backend, projectDir string, pl *plan.Plan,
-	override *promotion.Policy, lopts lease.Options) (*apply.Result, error) {
+	override *promotion.Policy, lopts lease.Options, gate mergeGateFlags) (*apply.Result, error) {
 	parser, err := sqlparse.Open()
 	if err != nil {
 		return nil, fmt.Errorf("starting the SQL parser: %w", err)
 	}
 	defer parser.Close()
+	gated, err := g.openMergeGate(ctx, b, pl, gate)
+	if err != nil {
+		return nil, err
+	}
+	actx, stop := ctx, func() {}
+	var fence *state.GateFence
+	if gated != nil {
+		// The attempt's lease is renewed while the apply runs; a lost lease
+		// cancels actx (cause state.ErrLeaseLost) before the promotion,
+		// which the fence would refuse anyway.
+		actx, stop = gated.Keep(ctx)
+		defer stop()
+		fence = gated.Fence()
+	}
 	// The environment lives for its configured TTL after this promotion
 	// (environment_ttl, or environments.<name>.ttl; prod never expires).
 	var ttl time.Duration
@@ -55,7 +75,7 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 	}
 	bars := g.newProgress(pl)
 	var committed atomic.Int64
-	res, err := apply.Apply(ctx, apply.Params{
+	res, err := apply.Apply(actx, apply.Params{
 		Plan: pl, Store: b.Store, Engine: b.Engine, Parser: parser, ProjectDir: projectDir,
 		Clock: g.clock(), Logger: g.progressLogger(bars),
 		OnEvent: func(e apply.Event) {
@@ -70,8 +90,16 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 		Actor:          actorName(),
 		Replan: plan.Replanner(plan.ReplannerParams{Store: b.Store, Clock: g.clock(),
 			Additive: func(ctx context.Context) snapshot.Additive { return project.Additive(ctx, parser) }}),
+		Gate: fence,
 	})
 	bars.Done(err == nil)
+	if gated != nil {
+		if cause := context.Cause(actx); err != nil && errors.Is(cause, state.ErrLeaseLost) {
+			err = fmt.Errorf("%w (the merge gate's deploy attempt %s lost its lease: %w)", err, gated.Attempt().ID, cause)
+		}
+		stop()
+		g.finishMergeGate(ctx, b.Store, gated, pl, res, err)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, &interruptedError{batches: committed.Load(), err: err}

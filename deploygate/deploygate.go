@@ -58,6 +58,9 @@ type Params struct {
 	// requests); nil settles in place (state.GateStore.SettleDeploy), for
 	// `gapless apply`, whose released verdicts `gapless serve` re-plans.
 	Settle func(ctx context.Context, a state.DeployAttempt) error
+	// OnWait, when set, is called each time Open is about to wait for
+	// the holds (a test seam).
+	OnWait func(ctx context.Context, a state.DeployAttempt)
 }
 
 func (p *Params) defaults() {
@@ -185,6 +188,9 @@ func (g *Attempt) Open(ctx context.Context) error {
 		}
 		if !errors.Is(err, state.ErrGateNotOpen) {
 			return g.fail(ctx, err)
+		}
+		if g.p.OnWait != nil {
+			g.p.OnWait(ctx, g.a)
 		}
 		now := g.p.Clock.Now()
 		if !now.Before(deadline) {

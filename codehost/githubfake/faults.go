@@ -14,6 +14,25 @@ type fault struct {
 	route  string
 	status int
 	left   int
+	// lost: the request is answered 200 with the resource as it stands,
+	// and nothing changes (LoseCheckRunUpdates).
+	lost bool
+}
+
+// routeUpdateCheckRun is the route LoseCheckRunUpdates acts on.
+const routeUpdateCheckRun = "PATCH /repos/{owner}/{repo}/check-runs/{id}"
+
+// LoseCheckRunUpdates makes the next n check-run updates (PATCH
+// /repos/{owner}/{repo}/check-runs/{id}) answer 200 with the check run as
+// it stands, changing nothing: a write GitHub acknowledged that a reader
+// does not see (another writer won, or a replica lags). Only a read-back
+// tells it from a write that landed. Queued with Fail's faults, in order.
+func (f *Fake) LoseCheckRunUpdates(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n > 0 {
+		f.faults = append(f.faults, &fault{route: routeUpdateCheckRun, status: http.StatusOK, left: n, lost: true})
+	}
 }
 
 // Fail makes the next n requests matching route (a Route* name such as

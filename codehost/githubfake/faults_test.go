@@ -58,6 +58,28 @@ func TestFailAnswersNTimesThenRecovers(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
+// Scenario: GitHub acknowledges a check-run update that a reader does not
+// see: the PATCH answers 200 with the run unchanged, and a read-back shows
+// the old conclusion. The next update lands.
+func TestLoseCheckRunUpdatesAnswers200AndChangesNothing(t *testing.T) {
+	f, _, a := setup(t, githubfake.Options{})
+	n := openPR(f, map[string]string{"models/a.sql": "select 1"})
+	head := f.PR(testRepo, n).HeadSHA
+	status, run := a.createRun(object{"name": "gapless", "head_sha": head, "status": "completed", "conclusion": "success"})
+	require.Equal(t, http.StatusCreated, status)
+	path := fmt.Sprintf("repos/%s/check-runs/%.0f", testRepo, run["id"].(float64))
+
+	f.LoseCheckRunUpdates(1)
+	resp, body := a.do("PATCH", path, object{"conclusion": "action_required"})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "success", decode[object](t, body)["conclusion"], "the answer shows the run as it stands")
+	require.Equal(t, "success", string(f.CheckRuns(testRepo, head)[0].Conclusion), "nothing changed")
+
+	resp, _ = a.do("PATCH", path, object{"conclusion": "action_required"})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "action_required", string(f.CheckRuns(testRepo, head)[0].Conclusion), "the next update lands")
+}
+
 // Scenario: GitHub is down: every request answers 503 until it is back.
 func TestDownAnswers503(t *testing.T) {
 	f, _, a := setup(t, githubfake.Options{})

@@ -237,6 +237,10 @@ func (f *Fake) updateCheckRun(c *call) {
 		c.errorf(http.StatusForbidden, resourceNotAccessible)
 		return
 	}
+	if c.lose {
+		c.status, c.out = http.StatusOK, f.checkRunJSON(c.repo, cr)
+		return
+	}
 	if !c.applyCheckRun(cr, &req, false) {
 		return
 	}

@@ -99,6 +99,8 @@ type call struct {
 	header http.Header
 	out    []byte
 	events []*outgoing
+	// lose: answer as if the write landed, and change nothing.
+	lose bool
 }
 
 func (c *call) param(name string) string { return c.params[name] }
@@ -398,9 +400,13 @@ func (f *Fake) handle(c *call, reqID string) map[string]string {
 		c.errorDoc(http.StatusNotFound, notFoundMessage, docsBase)
 		return nil
 	}
-	if fl := f.takeFault(rt.name); fl != nil {
+	if fl := f.takeFault(rt.name); fl != nil && !fl.lost {
 		f.faultResponse(c, fl.status, reqID)
 		return nil
+	} else if fl != nil {
+		// A lost update: the handler answers as it would, changing
+		// nothing (see LoseCheckRunUpdates).
+		c.lose = true
 	}
 	var rate map[string]string
 	switch rt.auth {

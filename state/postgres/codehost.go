@@ -320,24 +320,29 @@ func (t codeHostTx) UpdateComment(ctx context.Context, c state.CommentClaim) err
 
 const deployColumns = `id, env, repo, number, head_sha, origin, trigger_kind, requested_by, state, owner,
 	lease_token, lease_expires_at_us, plan_id, result_generation, error, merge_sha, merge_error,
-	merge_recorded_at_us, created_at_us, started_at_us, finished_at_us, updated_at_us`
+	merge_recorded_at_us, created_at_us, started_at_us, finished_at_us, updated_at_us,
+	mode, base_generation, holds_recorded_at_us, holds_rendered_at_us, promoted_at_us, settled_at_us, settled_by`
 
 func scanDeploy(row pgx.Row) (state.DeployAttempt, error) {
 	var (
 		a                                        state.DeployAttempt
 		number                                   int32
 		expires, merged, created, started, ended int64
-		updated                                  int64
+		updated, recorded, rendered, promoted    int64
+		settled                                  int64
 	)
 	if err := row.Scan(&a.ID, &a.Env, &a.Repo, &number, &a.HeadSHA, &a.Origin, &a.Trigger, &a.RequestedBy, &a.State,
 		&a.Owner, &a.LeaseToken, &expires, &a.PlanID, &a.ResultGeneration, &a.Error, &a.MergeSHA, &a.MergeError,
-		&merged, &created, &started, &ended, &updated); err != nil {
+		&merged, &created, &started, &ended, &updated,
+		&a.Mode, &a.BaseGeneration, &recorded, &rendered, &promoted, &settled, &a.SettledBy); err != nil {
 		return state.DeployAttempt{}, err
 	}
 	a.Number = int(number)
 	a.LeaseExpiresAt, a.MergeRecordedAt = storekit.FromMicros(expires), storekit.FromMicros(merged)
 	a.CreatedAt, a.StartedAt = storekit.FromMicros(created), storekit.FromMicros(started)
 	a.FinishedAt, a.UpdatedAt = storekit.FromMicros(ended), storekit.FromMicros(updated)
+	a.HoldsRecordedAt, a.HoldsRenderedAt = storekit.FromMicros(recorded), storekit.FromMicros(rendered)
+	a.PromotedAt, a.SettledAt = storekit.FromMicros(promoted), storekit.FromMicros(settled)
 	return a, nil
 }
 
@@ -345,7 +350,9 @@ func deployArgs(a state.DeployAttempt) []any {
 	return []any{a.ID, a.Env, a.Repo, a.Number, a.HeadSHA, a.Origin, a.Trigger, a.RequestedBy, a.State, a.Owner,
 		a.LeaseToken, storekit.Micros(a.LeaseExpiresAt), a.PlanID, a.ResultGeneration, a.Error, a.MergeSHA, a.MergeError,
 		storekit.Micros(a.MergeRecordedAt), storekit.Micros(a.CreatedAt), storekit.Micros(a.StartedAt),
-		storekit.Micros(a.FinishedAt), storekit.Micros(a.UpdatedAt)}
+		storekit.Micros(a.FinishedAt), storekit.Micros(a.UpdatedAt),
+		a.Mode, a.BaseGeneration, storekit.Micros(a.HoldsRecordedAt), storekit.Micros(a.HoldsRenderedAt),
+		storekit.Micros(a.PromotedAt), storekit.Micros(a.SettledAt), a.SettledBy}
 }
 
 func (t codeHostTx) Deploy(ctx context.Context, id string) (state.DeployAttempt, bool, error) {
@@ -359,7 +366,8 @@ func (t codeHostTx) Deploy(ctx context.Context, id string) (state.DeployAttempt,
 func (t codeHostTx) InsertDeploy(ctx context.Context, a state.DeployAttempt) (bool, error) {
 	return inserted(t.tx.Exec(ctx, `
 		INSERT INTO deploy_attempts (`+deployColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22,
+			$23, $24, $25, $26, $27, $28, $29)
 		ON CONFLICT (id) DO NOTHING`, deployArgs(a)...))
 }
 
@@ -368,7 +376,9 @@ func (t codeHostTx) UpdateDeploy(ctx context.Context, a state.DeployAttempt) err
 		UPDATE deploy_attempts SET env = $2, repo = $3, number = $4, head_sha = $5, origin = $6, trigger_kind = $7,
 			requested_by = $8, state = $9, owner = $10, lease_token = $11, lease_expires_at_us = $12, plan_id = $13,
 			result_generation = $14, error = $15, merge_sha = $16, merge_error = $17, merge_recorded_at_us = $18,
-			created_at_us = $19, started_at_us = $20, finished_at_us = $21, updated_at_us = $22
+			created_at_us = $19, started_at_us = $20, finished_at_us = $21, updated_at_us = $22,
+			mode = $23, base_generation = $24, holds_recorded_at_us = $25, holds_rendered_at_us = $26,
+			promoted_at_us = $27, settled_at_us = $28, settled_by = $29
 		WHERE id = $1`, deployArgs(a)...))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == sqlstateUniqueViolation && pgErr.ConstraintName == constraintOneActive {
@@ -386,7 +396,9 @@ func (t codeHostTx) ActiveDeploys(ctx context.Context, env, except string) ([]st
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (state.DeployAttempt, error) { return scanDeploy(row) })
 }
 
-// PutPRCheck writes a PR check, a compare-and-swap on its revision.
+// PutPRCheck writes a PR check, a compare-and-swap on its revision, and
+// in the same transaction holds the PR for the gated attempt active on its
+// environment (the merge gate's write-path guard).
 func (s *Store) PutPRCheck(ctx context.Context, p state.PutPRCheckParams) (state.PRCheck, error) {
 	var out state.PRCheck
 	err := s.codeHost(ctx, func(tx codeHostTx) (err error) {
@@ -582,14 +594,16 @@ func (s *Store) StartDeploy(ctx context.Context, p state.StartDeployParams) (sta
 	})
 }
 
-// RenewDeploy extends a running attempt's unexpired lease.
+// RenewDeploy extends a held, rendered or running attempt's unexpired
+// lease.
 func (s *Store) RenewDeploy(ctx context.Context, p state.RenewDeployParams) (state.DeployAttempt, error) {
 	return s.deployTransition(ctx, "renew", p.ID, func(ctx context.Context, tx storekit.CodeHostTx) (state.DeployAttempt, error) {
 		return storekit.RenewDeploy(ctx, tx, p)
 	})
 }
 
-// FinishDeploy ends a running attempt, pinned to its token.
+// FinishDeploy ends a held, rendered or running attempt, pinned to its
+// token.
 func (s *Store) FinishDeploy(ctx context.Context, p state.FinishDeployParams) (state.DeployAttempt, error) {
 	return s.deployTransition(ctx, "finish", p.ID, func(ctx context.Context, tx storekit.CodeHostTx) (state.DeployAttempt, error) {
 		return storekit.FinishDeploy(ctx, tx, p)

@@ -139,6 +139,12 @@ func (r txReader) GetEnvironment(ctx context.Context, name string) (*state.Envir
 //     repaired, superseded, or superseded and carried to the version it
 //     serves instead (see debtWriter).
 //
+// Between steps 2 and 3 it checks the merge gate's fence (p.Gate, see
+// storekit.PromoteGate): a gated environment promoted without a held
+// attempt's valid lease fails wrapping state.ErrNotHeld and changes
+// nothing; after step 4 a fenced promotion stamps its attempt's PlanID,
+// ResultGeneration and PromotedAt.
+//
 // A promotion aborted by the deadlock detector is retried from step 1, so
 // p.Check may run more than once; it must only read, and only the result of
 // the attempt that commits is written.
@@ -172,6 +178,13 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 			p.Environment).Scan(&stored, &storedSnaps, &invalidated, &deleted); err != nil {
 			return fmt.Errorf("locking the environment: %w", err)
 		}
+		// The merge gate's fence, under the environment's row lock: a
+		// gated environment is promoted only under a held attempt's lease.
+		gate := codeHostTx{tx}
+		attempt, err := storekit.PromoteGate(ctx, gate, p)
+		if err != nil {
+			return err
+		}
 		current := stored
 		if deleted || invalidated {
 			current = ""
@@ -198,6 +211,9 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 			RETURNING generation`,
 			p.Environment, p.PlanID, stored, string(encoded), storekit.Micros(p.Now), storekit.Micros(p.ExpiresAt)).Scan(&gen); err != nil {
 			return fmt.Errorf("writing the environment: %w", err)
+		}
+		if err := storekit.StampPromotion(ctx, gate, attempt, p, gen); err != nil {
+			return err
 		}
 		var before []state.SnapshotRef
 		if err := json.Unmarshal([]byte(storedSnaps), &before); err != nil {

@@ -159,6 +159,12 @@ func checkPromote(p state.PromoteParams) ([]state.SnapshotRef, error) {
 // transaction too. The new generation exceeds every generation the name
 // ever had, also across RemoveEnvironment. p.Check must read only through
 // the Reader it is given.
+//
+// The merge gate's fence (p.Gate, see storekit.PromoteGate) is checked in
+// the same transaction, before anything is written: a gated environment
+// promoted without a held attempt's valid lease fails wrapping
+// state.ErrNotHeld having written nothing; a fenced promotion stamps its
+// attempt's PlanID, ResultGeneration and PromotedAt in the transaction.
 func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Environment, error) {
 	refs, err := checkPromote(p)
 	if err != nil {
@@ -168,6 +174,13 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 	err = s.write(ctx, func(tx *sql.Tx) error {
 		cur, err := getEnvironment(ctx, tx, p.Environment)
 		if err != nil && !errors.Is(err, state.ErrNotFound) {
+			return err
+		}
+		// The merge gate's fence, under the write lock: a gated
+		// environment is promoted only under a held attempt's lease.
+		gate := codeHostTx{tx}
+		attempt, err := storekit.PromoteGate(ctx, gate, p)
+		if err != nil {
 			return err
 		}
 		current, previous := "", ""
@@ -201,6 +214,9 @@ func (s *Store) Promote(ctx context.Context, p state.PromoteParams) (*state.Envi
 			ExpiresAt:      storekit.FromMicros(storekit.Micros(p.ExpiresAt)),
 		}
 		if err := writeEnvironment(ctx, tx, e); err != nil {
+			return err
+		}
+		if err := storekit.StampPromotion(ctx, gate, attempt, p, gen); err != nil {
 			return err
 		}
 		if cur != nil {

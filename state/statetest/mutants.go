@@ -18,8 +18,8 @@ import (
 // binary only (see storekit.MutantEnv for why it is safe to ship).
 const MutantEnv = storekit.MutantEnv
 
-// Mutants are the mutants of the sources state machine and the code-host
-// store, each with the conformance scenarios (Group/Scenario of Run) that
+// Mutants are the mutants of the sources state machine, the code-host
+// store and the merge gate, each with the conformance scenarios (Group/Scenario of Run) that
 // must fail against it.
 var Mutants = []struct {
 	Name      string
@@ -35,6 +35,10 @@ var Mutants = []struct {
 	{storekit.MutantCommentClaimIgnoresHolder, []string{"CodeHost/CommentClaimLifecycle", "CodeHost/ClaimCommentIsExclusiveUnderConcurrency"}},
 	{storekit.MutantDeployFinishIgnoresToken, []string{"CodeHost/StaleTokenFinishWritesNothing"}},
 	{storekit.MutantDeployStartIgnoresActive, []string{"CodeHost/ExpiredLeaseIsAbandonedAndANewOneStarts"}},
+	{storekit.MutantSettleReleasesEveryHold, []string{"Gate/SettleReleasesOnlyItsOwnHolds"}},
+	{storekit.MutantPromoteSkipsFence, []string{"Gate/PromoteWithoutTheFenceWritesNothing"}},
+	{storekit.MutantPRCheckSkipsHold, []string{"Gate/PRCheckDuringADeployIsHeld"}},
+	{storekit.MutantRunIgnoresRender, []string{"Gate/RunDeployWaitsForTheRenderInModeRendered"}},
 }
 
 // CatchesMutants requires every mutant of Mutants to fail each of its

@@ -86,7 +86,17 @@
 //     environment, and a deploy finish or renewal with a token that is not
 //     the attempt's all write nothing (of racing goroutines exactly one
 //     wins); an identical desired check keeps its revision; and every write
-//     refuses a missing Now.
+//     refuses a missing Now;
+//   - keep the merge gate's invariants (state.GateStore): an attempt and
+//     its holds recorded in one transaction, at most one held, rendered or
+//     running attempt per environment (of racing deployers exactly one
+//     wins, and the stored holds are the winner's), an attempt on an
+//     expired lease still blocking BeginDeploy, a held attempt in mode
+//     rendered never opened, a promotion of a gated environment without a
+//     running attempt's valid lease refused with ErrNotHeld having written
+//     nothing, a settle releasing only its own attempt's holds and
+//     deferring to an active attempt, and a PR check written during a
+//     deploy held by it in the same write.
 package statetest
 
 import (
@@ -161,14 +171,15 @@ func groups() []struct {
 		{"Blocked", blockedTests()},
 		{"Skipped", skippedTests()},
 		{"CodeHost", codeHostTests()},
+		{"Gate", gateTests()},
 	}
 }
 
 // Run runs every conformance test against stores from newStore, as parallel
 // subtests grouped by area (Snapshots, Intervals, LastWrites, LastServed,
 // Fencing, Environments, Plans, Leases, Events, Debts, Schema, Races, Sources,
-// Batches, Applied, Blocked, Skipped, CodeHost). Each test gets its own
-// store.
+// Batches, Applied, Blocked, Skipped, CodeHost, Gate). Each test gets its
+// own store.
 func Run(t *testing.T, newStore Factory) {
 	t.Helper()
 	for _, g := range groups() {

@@ -1,6 +1,7 @@
 package storekit
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,6 +122,14 @@ const (
 var gateModes = []string{state.GateRendered, state.GateRecorded}
 
 var settlers = []string{state.SettledBySettle, state.SettledBySweep, state.SettledByOperator}
+
+// SortHolds orders holds by attempt, repo and number (the order of
+// ListHolds; an UPDATE ... RETURNING has none).
+func SortHolds(hs []state.Hold) {
+	slices.SortFunc(hs, func(a, b state.Hold) int {
+		return cmp.Or(cmp.Compare(a.AttemptID, b.AttemptID), cmp.Compare(a.Repo, b.Repo), cmp.Compare(a.Number, b.Number))
+	})
+}
 
 // holdPRs lists the PRs of hs.
 func holdPRs(hs []state.Hold) []GatePR {

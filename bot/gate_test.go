@@ -1,0 +1,225 @@
+package bot_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/gapless-dev/gapless/bot"
+	"github.com/gapless-dev/gapless/codehost"
+	"github.com/gapless-dev/gapless/codehost/githubfake"
+	"github.com/gapless-dev/gapless/gate"
+	"github.com/gapless-dev/gapless/state"
+)
+
+// regionsChange is a second, independent change (ref.regions).
+func regionsChange() map[string]string {
+	return map[string]string{"models/regions.sql": "MODEL (name ref.regions, kind FULL, cron '@daily');\n\nSELECT 1 AS region_id, 'all' AS name\n"}
+}
+
+// aggregate is the aggregate check on the PR's head now.
+func (h *harness) aggregate(n int) codehost.CheckRun {
+	h.t.Helper()
+	return h.checks(n)[gate.CheckAggregate]
+}
+
+// holds returns the holds on PR n (all of them, released too).
+func (h *harness) holds(n int) []state.Hold {
+	h.t.Helper()
+	hs, err := h.store.ListHolds(h.ctx, state.ListHoldsParams{Repo: repoName, Number: n})
+	require.NoError(h.t, err)
+	return hs
+}
+
+// onlyDeploy returns the one deploy attempt recorded.
+func (h *harness) onlyDeploy() state.DeployAttempt {
+	h.t.Helper()
+	ds, err := h.store.ListDeploys(h.ctx, state.ListDeploysParams{})
+	require.NoError(h.t, err)
+	require.Len(h.t, ds, 1)
+	return ds[0]
+}
+
+// gateSnapshot is what a test hook saw at one moment of a deploy.
+type gateSnapshot struct {
+	seen         bool
+	attemptState string
+	holdError    string
+	prodExists   bool
+	mergeAllowed bool
+	aggregate    codehost.CheckRun
+}
+
+// snapshot reads the world as it stands, for PR n and attempt id.
+func (h *harness) snapshot(ctx context.Context, n int, attemptID string) gateSnapshot {
+	s := gateSnapshot{seen: true}
+	if a, err := h.store.GetDeploy(ctx, attemptID); err == nil {
+		s.attemptState = a.State
+	}
+	hs, err := h.store.ListHolds(ctx, state.ListHoldsParams{AttemptID: attemptID, Repo: repoName, Number: n})
+	if err == nil && len(hs) == 1 {
+		s.holdError = hs[0].RenderError
+	}
+	_, _, err = h.store.EnvironmentGeneration(ctx, "prod")
+	s.prodExists = err == nil
+	s.mergeAllowed = h.fake.MergeAllowed(repoName, n)
+	s.aggregate = h.aggregate(n)
+	return s
+}
+
+func TestScenarioRenderFailureKeepsGateClosed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		fault func(f *githubfake.Fake)
+		want  string // in the hold's render error
+	}{
+		// GitHub answers 500 three times (the client retries them), then
+		// 422: the update never lands.
+		{"errors", func(f *githubfake.Fake) {
+			f.Fail(githubfake.RouteUpdateCheckRun, http.StatusInternalServerError, 3)
+			f.Fail(githubfake.RouteUpdateCheckRun, http.StatusUnprocessableEntity, 1)
+		}, "422"},
+		// GitHub answers 200 but the read-back shows the old conclusion:
+		// that is not rendered either.
+		{"lost update", func(f *githubfake.Fake) { f.LoseCheckRunUpdates(1) }, "reads back as completed/success"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			stores(t, func(t *testing.T, o options) {
+				// Scenario: PR 7 and PR 8 are green on prod. A writer
+				// comments /deploy on PR 8, whose deploy holds PR 7. The
+				// update of PR 7's aggregate check fails (the seed's
+				// fail-open finding: SchemaBot discarded this error). The
+				// attempt stays held, nothing is deployed, and the error is
+				// on PR 7's hold; GitHub would still let PR 7 merge (the
+				// visible hole the gate must not open on). The render job
+				// retries, the hold lands, and only then does the deploy
+				// start: at that moment GitHub shows PR 7 action_required
+				// and refuses its merge. After the deploy, PR 7 re-plans
+				// green at the new generation.
+				var h *harness
+				var mu sync.Mutex
+				var failed, opened gateSnapshot
+				var seven int
+				o.hooks = &bot.Hooks{
+					HoldRendered: func(ctx context.Context, repo string, n int, err error) {
+						mu.Lock()
+						defer mu.Unlock()
+						if err != nil && !failed.seen {
+							failed = h.snapshot(ctx, seven, h.onlyDeployCtx(ctx).ID)
+						}
+					},
+					GateOpen: func(ctx context.Context, id string) error {
+						mu.Lock()
+						defer mu.Unlock()
+						opened = h.snapshot(ctx, seven, id)
+						return nil
+					},
+				}
+				h = newHarness(t, o)
+				seven = h.openPR("amount", changed())
+				eight := h.openPR("regions", regionsChange())
+				h.requireGreen(seven)
+				h.requireGreen(eight)
+
+				tc.fault(h.fake)
+				h.fake.AddComment(repoName, eight, writer, "/deploy")
+				h.idle()
+
+				require.True(t, opened.seen, "the gate opened once the render landed")
+				require.Equal(t, codehost.ConclusionActionRequired, opened.aggregate.Conclusion, "PR 7 held on GitHub before the first backfill")
+				require.False(t, opened.mergeAllowed, "and GitHub refuses its merge")
+				require.False(t, opened.prodExists)
+
+				require.True(t, failed.seen, "a render of PR 7's hold failed")
+				require.Equal(t, state.DeployHeld, failed.attemptState, "the attempt stays held, not rendered")
+				require.Contains(t, failed.holdError, tc.want, "the hold records why its render failed")
+				require.False(t, failed.prodExists, "nothing was deployed while the hold was not shown")
+				require.True(t, failed.mergeAllowed, "GitHub still showed PR 7 green: exactly why the gate stays shut")
+
+				a := h.onlyDeploy()
+				require.Equal(t, state.DeployPromoted, a.State)
+				require.False(t, a.HoldsRenderedAt.IsZero())
+				require.False(t, a.SettledAt.IsZero(), "settled")
+				hs := h.holds(seven)
+				require.Len(t, hs, 1)
+				require.False(t, hs[0].Active(), "released by the settle")
+				require.Empty(t, hs[0].RenderError, "the successful render cleared the error")
+				h.requireGreen(seven)
+				pc, err := h.store.GetPRCheck(h.ctx, repoName, seven, "prod")
+				require.NoError(t, err)
+				require.Equal(t, a.ResultGeneration, pc.PlannedGeneration, "re-planned at the new generation")
+				require.Len(t, h.withMarker(seven, bot.HoldMarker(a.ID)), 1, "one hold comment")
+			})
+		})
+	}
+}
+
+// onlyDeployCtx is onlyDeploy from a hook (no test assertions there).
+func (h *harness) onlyDeployCtx(ctx context.Context) state.DeployAttempt {
+	ds, err := h.store.ListDeploys(ctx, state.ListDeploysParams{Limit: 1})
+	if err != nil || len(ds) == 0 {
+		return state.DeployAttempt{}
+	}
+	return ds[0]
+}
+
+func TestScenarioHoldCommentOnceOnBusyPR(t *testing.T) {
+	t.Parallel()
+	// before is how many comments PR 7 has when it is held: its summary
+	// and before-1 others, so the hold comment is comment before+1.
+	for _, before := range []int{150, 100, 99} {
+		t.Run(fmt.Sprintf("%d comments", before), func(t *testing.T) {
+			t.Parallel()
+			// Scenario: PR 7 is busy: it has many comments when PR 8's
+			// deploy holds it. The hold comment is posted, then the worker
+			// fails before recording it; its job is retried twice. The
+			// retries find the comment by its marker across every page of
+			// comments (GitHub lists them oldest first, 100 a page, and
+			// ignores sort): exactly one comment carries the marker (the
+			// seed's comment-dedup finding: SchemaBot read only one page).
+			// With 100 comments before it, the hold comment is the first of
+			// page 2; with 99, the last of page 1.
+			failures := 0
+			var mu sync.Mutex
+			var h *harness
+			o := options{hooks: &bot.Hooks{AfterComment: func(ctx context.Context, repo string, n int, marker string) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if strings.HasPrefix(marker, "<!-- gapless:hold:") && failures < 2 {
+					failures++
+					return errors.New("worker crashed after posting")
+				}
+				return nil
+			}}}
+			h = newHarness(t, o)
+			seven := h.openPR("amount", changed())
+			eight := h.openPR("regions", regionsChange())
+			for i := range before - 1 {
+				h.fake.AddComment(repoName, seven, reader, fmt.Sprintf("lgtm %d", i))
+			}
+			h.idle()
+			require.Len(t, h.fake.Comments(repoName, seven), before)
+			h.fake.AddComment(repoName, eight, writer, "/deploy")
+			h.idle()
+
+			a := h.onlyDeploy()
+			require.Equal(t, state.DeployPromoted, a.State)
+			require.Equal(t, 2, failures, "the comment job failed twice after posting")
+			hold := h.withMarker(seven, bot.HoldMarker(a.ID))
+			require.Len(t, hold, 1, "exactly one hold comment whatever the retries")
+			require.Contains(t, hold[0].Body, "Released", "edited in place when the hold was released")
+			all := h.fake.Comments(repoName, seven)
+			require.Len(t, all, before+1)
+			require.Equal(t, hold[0].ID, all[before].ID, "it is comment %d", before+1)
+			h.requireGreen(seven)
+		})
+	}
+}
