@@ -164,6 +164,8 @@ type Hooks struct {
 	// HoldRendered runs after a render recorded its outcome on a pull
 	// request's holds (err nil: rendered).
 	HoldRendered func(ctx context.Context, repo string, number int, err error)
+	// BeforeSettle runs when a settle job starts.
+	BeforeSettle func(ctx context.Context, attemptID string)
 }
 
 // Bot is the pull-request bot.

@@ -201,6 +201,9 @@ func (b *Bot) markHolds(ctx context.Context, holds []state.Hold, cause error) er
 // target now completes: that attempt's settle settles the attempts left
 // unsettled before it, and the sweep is the backstop.
 func (b *Bot) settle(ctx context.Context, id string) error {
+	if h := b.d.Hooks.BeforeSettle; h != nil {
+		h(ctx, id)
+	}
 	a, released, err := b.d.Store.SettleDeploy(ctx, state.SettleDeployParams{ID: id, By: state.SettledBySettle, Now: b.now()})
 	switch {
 	case errors.Is(err, state.ErrSettleDeferred):

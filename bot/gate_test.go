@@ -14,6 +14,7 @@ import (
 	"github.com/gapless-dev/gapless/bot"
 	"github.com/gapless-dev/gapless/codehost"
 	"github.com/gapless-dev/gapless/codehost/githubfake"
+	"github.com/gapless-dev/gapless/deploygate"
 	"github.com/gapless-dev/gapless/gate"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -222,4 +223,168 @@ func TestScenarioHoldCommentOnceOnBusyPR(t *testing.T) {
 			h.requireGreen(seven)
 		})
 	}
+}
+
+func TestScenarioSynchronizeDuringHoldStaysBlocked(t *testing.T) {
+	t.Parallel()
+	stores(t, func(t *testing.T, o options) {
+		// Scenario: PR 8 is being deployed; PR 7 is held. While the deploy
+		// runs, PR 7's author pushes a new head (which is planned green
+		// against prod as it was), and PR 9 is opened. Both show
+		// action_required on GitHub while the deploy runs: the hold is the
+		// PR's, not its head's, and a PR opened mid-deploy is held by the
+		// write path. Only the deploy's settle releases them (its own
+		// holds, PR 9's included), and each turns green only after its
+		// re-plan at the new generation.
+		var h *harness
+		var seven, nine int
+		type seen struct {
+			head            string
+			agg7, agg9      codehost.CheckRun
+			merge7, merge9  bool
+			desired7Success bool
+		}
+		var mid seen
+		rendered := make(chan struct{}, 16)
+		o.hooks = &bot.Hooks{
+			GateOpen: func(ctx context.Context, id string) error {
+				mid.head = h.fake.Commit(repoName, "amount", map[string]string{"NOTES.md": "pushed mid-deploy\n"}, "push during the hold")
+				h.fake.Commit(repoName, "late", regionsChange(), "a late branch")
+				nine = h.fake.OpenPR(repoName, githubfake.PRSpec{Title: "late", Author: writer, Head: "late", Base: "main"})
+				return nil
+			},
+			HoldRendered: func(ctx context.Context, repo string, n int, err error) {
+				if err == nil {
+					select {
+					case rendered <- struct{}{}:
+					default:
+					}
+				}
+			},
+			AfterPromote: func(ctx context.Context, id string) error {
+				// Wait until GitHub shows both PRs held on their current
+				// heads, then look, while the deploy has not ended.
+				for {
+					seven7 := h.fake.CheckRuns(repoName, mid.head)
+					pr9 := h.fake.PR(repoName, nine)
+					held := func(runs []codehost.CheckRun) bool {
+						for _, r := range runs {
+							if r.Name == gate.CheckAggregate && r.Conclusion == codehost.ConclusionActionRequired {
+								return true
+							}
+						}
+						return false
+					}
+					pc, err := h.store.GetPRCheck(ctx, repoName, seven, "prod")
+					if err == nil && pc.HeadSHA == mid.head && pc.Verdict != state.VerdictPending &&
+						held(seven7) && held(h.fake.CheckRuns(repoName, pr9.HeadSHA)) {
+						mid.agg7 = h.aggregate(seven)
+						mid.agg9 = h.aggregate(nine)
+						mid.merge7 = h.fake.MergeAllowed(repoName, seven)
+						mid.merge9 = h.fake.MergeAllowed(repoName, nine)
+						mid.desired7Success = pc.Verdict == state.VerdictSuccess || pc.Verdict == state.VerdictChanges
+						return nil
+					}
+					select {
+					case <-rendered:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+			},
+		}
+		h = newHarness(t, o)
+		seven = h.openPR("amount", changed())
+		eight := h.openPR("regions", regionsChange())
+		h.requireGreen(seven)
+		h.fake.AddComment(repoName, eight, writer, "/deploy")
+		h.idle()
+
+		require.Equal(t, mid.head, h.fake.PR(repoName, seven).HeadSHA)
+		require.True(t, mid.desired7Success, "the new head was planned green against prod as it was")
+		require.Equal(t, codehost.ConclusionActionRequired, mid.agg7.Conclusion, "but GitHub showed it held")
+		require.False(t, mid.merge7)
+		require.Equal(t, codehost.ConclusionActionRequired, mid.agg9.Conclusion, "a PR opened mid-deploy is held")
+		require.False(t, mid.merge9)
+
+		a := h.onlyDeploy()
+		require.Equal(t, state.DeployPromoted, a.State)
+		for _, n := range []int{seven, nine} {
+			hs := h.holds(n)
+			require.Len(t, hs, 1, "PR %d", n)
+			require.Equal(t, a.ID, hs[0].AttemptID)
+			require.False(t, hs[0].Active(), "PR %d released by the deploy's own settle", n)
+			h.requireGreen(n)
+			pc, err := h.store.GetPRCheck(h.ctx, repoName, n, "prod")
+			require.NoError(t, err)
+			require.Equal(t, a.ResultGeneration, pc.PlannedGeneration, "PR %d re-planned at the new generation", n)
+		}
+	})
+}
+
+func TestScenarioOlderSettleDuringANewerHoldReleasesNothing(t *testing.T) {
+	t.Parallel()
+	stores(t, func(t *testing.T, o options) {
+		// Scenario: PR 8's deploy (attempt A) ends; before its settle
+		// runs, an operator starts `gapless apply` on prod from a terminal
+		// (attempt B, mode recorded), which holds PR 7 too. A's settle is
+		// deferred and releases nothing: PR 7 stays held. B ends and
+		// settles its own hold only: PR 7 is still held by A. The sweep
+		// settles A; only then is PR 7 re-planned and green (invariant G5:
+		// a hold is released only by its own attempt's settle).
+		var h *harness
+		var b *deploygate.Attempt
+		var afterDeferred gateSnapshot
+		var deferredHolds []state.Hold
+		var beginErr error
+		o.hooks = &bot.Hooks{BeforeSettle: func(ctx context.Context, id string) {
+			if b != nil {
+				return
+			}
+			var err error
+			b, err = deploygate.Begin(ctx, deploygate.Params{Store: h.store, Clock: h.clock, Owner: "ops@laptop"}, state.BeginDeployParams{
+				ID: "cli-attempt-b", Mode: state.GateRecorded, Now: h.clock.Now(),
+				Request: &state.RequestDeployParams{ID: "cli-attempt-b", Env: "prod", Origin: "cli:ops@laptop", Trigger: state.TriggerCLI, RequestedBy: "ops", Now: h.clock.Now()},
+			})
+			beginErr = err
+		}}
+		h = newHarness(t, o)
+		seven := h.openPR("amount", changed())
+		eight := h.openPR("regions", regionsChange())
+		h.fake.AddComment(repoName, eight, writer, "/deploy")
+		h.idle()
+		require.NoError(t, beginErr)
+		require.NotNil(t, b, "attempt B began before A's settle")
+		ds, err := h.store.ListDeploys(h.ctx, state.ListDeploysParams{Repo: repoName, Number: eight})
+		require.NoError(t, err)
+		require.Len(t, ds, 1)
+		a := ds[0]
+		require.Equal(t, state.DeployPromoted, a.State)
+		require.True(t, a.SettledAt.IsZero(), "A's settle was deferred to B")
+		afterDeferred = h.snapshot(h.ctx, seven, a.ID)
+		deferredHolds = h.holds(seven)
+		require.Len(t, deferredHolds, 2, "held by A and by B")
+		for _, hd := range deferredHolds {
+			require.True(t, hd.Active(), "nothing released while B holds prod: %+v", hd)
+		}
+		require.Equal(t, codehost.ConclusionActionRequired, afterDeferred.aggregate.Conclusion)
+		require.False(t, afterDeferred.mergeAllowed)
+
+		require.NoError(t, b.Finish(h.ctx, state.FinishDeployParams{State: state.DeployCancelled}))
+		h.idle()
+		for _, hd := range h.holds(seven) {
+			require.Equal(t, hd.AttemptID == a.ID, hd.Active(), "B's settle released B's hold only: %+v", hd)
+		}
+		require.Equal(t, codehost.ConclusionActionRequired, h.aggregate(seven).Conclusion, "PR 7 is still held by A")
+
+		require.NoError(t, h.srv.Bot.Sweep(h.ctx, 1))
+		h.idle()
+		for _, hd := range h.holds(seven) {
+			require.False(t, hd.Active(), "the sweep settled A: %+v", hd)
+		}
+		h.requireGreen(seven)
+		pc, err := h.store.GetPRCheck(h.ctx, repoName, seven, "prod")
+		require.NoError(t, err)
+		require.Equal(t, a.ResultGeneration, pc.PlannedGeneration)
+	})
 }
