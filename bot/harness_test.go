@@ -69,6 +69,8 @@ type harness struct {
 	url   string
 	// servers are the serve processes (replicas); srv is the first.
 	servers []*bot.Server
+	// dir is the project folder of gapless.yaml.
+	dir string
 }
 
 // project is the repository's gapless project: an hourly incremental
@@ -151,7 +153,7 @@ func newHarness(t *testing.T, o options) *harness {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, engine.Close()) })
 
-	h := &harness{t: t, ctx: ctx, fake: fake, clock: clock, store: store, cfg: cfg}
+	h := &harness{t: t, ctx: ctx, fake: fake, clock: clock, store: store, cfg: cfg, dir: dir}
 	replicas := max(o.replicas, 1)
 	var handlers []http.Handler
 	for i := range replicas {
