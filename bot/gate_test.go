@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,6 +19,7 @@ import (
 	"github.com/gapless-dev/gapless/codehost/githubfake"
 	"github.com/gapless-dev/gapless/deploygate"
 	"github.com/gapless-dev/gapless/gate"
+	"github.com/gapless-dev/gapless/prplan"
 	"github.com/gapless-dev/gapless/state"
 )
 
@@ -386,5 +390,111 @@ func TestScenarioOlderSettleDuringANewerHoldReleasesNothing(t *testing.T) {
 		pc, err := h.store.GetPRCheck(h.ctx, repoName, seven, "prod")
 		require.NoError(t, err)
 		require.Equal(t, a.ResultGeneration, pc.PlannedGeneration)
+	})
+}
+
+// cliDeploy deploys main's head to prod as `gapless apply` does from a
+// terminal: through the merge gate (deploygate) in mode, with onWait
+// called whenever it waits for its holds. It returns the gate's error,
+// or the apply's.
+func (h *harness) cliDeploy(id, mode string, onWait func()) (*deploygate.Attempt, error) {
+	h.t.Helper()
+	root := h.t.TempDir()
+	for name, body := range h.fake.Files(repoName, h.fake.Branch(repoName, "main")) {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		require.NoError(h.t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(h.t, os.WriteFile(p, []byte(body), 0o644))
+	}
+	p := deploygate.Params{Store: h.store, Clock: h.clock, Owner: "ops@laptop", Wait: 2 * time.Minute,
+		OnWait: func(context.Context, state.DeployAttempt) { onWait() }}
+	g, err := deploygate.Begin(h.ctx, p, state.BeginDeployParams{ID: id, Mode: mode, Now: h.clock.Now(),
+		Request: &state.RequestDeployParams{ID: id, Env: "prod", Origin: "cli:ops@laptop", Trigger: state.TriggerCLI, RequestedBy: "ops", Now: h.clock.Now()}})
+	require.NoError(h.t, err)
+	if err := g.Open(h.ctx); err != nil {
+		return g, err
+	}
+	_, res, err := prplan.Deploy(h.ctx, prplan.Params{Store: h.store, Engine: h.engine, ProjectRoot: root, Clock: h.clock, Gate: g.Fence()})
+	fin := state.FinishDeployParams{State: state.DeployPromoted}
+	if err != nil {
+		fin = state.FinishDeployParams{State: state.DeployFailed, Error: err.Error()}
+	} else {
+		fin.PlanID, fin.ResultGeneration = res.Environment.PlanID, res.Environment.Generation
+	}
+	require.NoError(h.t, g.Finish(h.ctx, fin))
+	return g, err
+}
+
+func TestScenarioGitHubDownStrictVsRecorded(t *testing.T) {
+	t.Parallel()
+	stores(t, func(t *testing.T, o options) {
+		// Scenario: PR 7 is green; prod does not exist yet. GitHub goes
+		// down. An operator deploys main to prod from a terminal. In mode
+		// rendered the holds are recorded but cannot be shown: serve's
+		// renders fail, the gate waits its 2 minutes and ends the attempt
+		// failed, naming PR 7 and the error; nothing was deployed. In mode
+		// recorded (for exactly this outage) the deploy starts once the
+		// holds are recorded and promotes prod. GitHub comes back: the
+		// sweep renders and re-plans PR 7 green at the new generation, and
+		// each attempt's hold comment is posted exactly once.
+		h := newHarness(t, o)
+		seven := h.openPR("amount", changed())
+		h.requireGreen(seven)
+		h.fake.Down(true)
+
+		round := int64(100)
+		var lag []state.Hold
+		_, err := h.cliDeploy("cli-strict", state.GateRendered, func() {
+			// serve sweeps while the operator waits: the render fails.
+			round++
+			require.NoError(t, h.srv.Bot.Sweep(h.ctx, round))
+			h.idle()
+			hs, err := h.store.ListHolds(h.ctx, state.ListHoldsParams{Repo: repoName, Number: seven, ActiveOnly: true})
+			require.NoError(t, err)
+			lag = hs
+			h.clock.Advance(time.Minute)
+		})
+		var nerr *deploygate.NotOpenError
+		require.ErrorAs(t, err, &nerr, "the gate did not open")
+		require.Contains(t, err.Error(), "acme/analytics#1")
+		require.Contains(t, err.Error(), "nothing was backfilled")
+		require.Len(t, lag, 1, "PR 7 was held while the operator waited")
+		require.True(t, lag[0].RenderedAt.IsZero())
+		require.Contains(t, lag[0].RenderError, "503", "the hold says why it is not shown")
+		_, _, err = h.store.EnvironmentGeneration(h.ctx, "prod")
+		require.ErrorIs(t, err, state.ErrNotFound, "nothing was deployed in mode rendered")
+		strict, err := h.store.GetDeploy(h.ctx, "cli-strict")
+		require.NoError(t, err)
+		require.Equal(t, state.DeployFailed, strict.State)
+		require.False(t, strict.SettledAt.IsZero(), "its holds were released")
+
+		_, err = h.cliDeploy("cli-recorded", state.GateRecorded, func() { t.Error("mode recorded never waits") })
+		require.NoError(t, err)
+		gen, _, err := h.store.EnvironmentGeneration(h.ctx, "prod")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), gen, "mode recorded deployed during the outage")
+		opened := h.events(state.EventGateOpened)
+		require.Len(t, opened, 1)
+		require.Equal(t, state.GateRecorded, opened[0].Reason, "the mode is recorded in the history")
+
+		// GitHub is back a few minutes later: a comment claim taken by a
+		// job that failed during the outage has expired (whether that post
+		// reached GitHub is unknown, so the claim is not given up early;
+		// the next poster searches every page for the marker first).
+		h.fake.Down(false)
+		h.clock.Advance(3 * time.Minute)
+		require.NoError(t, h.srv.Bot.Sweep(h.ctx, round+1))
+		h.idle()
+		h.requireGreen(seven)
+		pc, err := h.store.GetPRCheck(h.ctx, repoName, seven, "prod")
+		require.NoError(t, err)
+		require.Equal(t, int64(1), pc.PlannedGeneration)
+		for _, id := range []string{"cli-strict", "cli-recorded"} {
+			require.Len(t, h.withMarker(seven, bot.HoldMarker(id)), 1, "one hold comment for %s", id)
+		}
+		require.NoError(t, h.srv.Bot.Sweep(h.ctx, round+2))
+		h.idle()
+		for _, id := range []string{"cli-strict", "cli-recorded"} {
+			require.Len(t, h.withMarker(seven, bot.HoldMarker(id)), 1, "still one for %s after another sweep", id)
+		}
 	})
 }

@@ -71,6 +71,8 @@ type harness struct {
 	servers []*bot.Server
 	// dir is the project folder of gapless.yaml.
 	dir string
+	// engine is the warehouse every replica shares.
+	engine *duckdb.Engine
 }
 
 // project is the repository's gapless project: an hourly incremental
@@ -153,7 +155,7 @@ func newHarness(t *testing.T, o options) *harness {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, engine.Close()) })
 
-	h := &harness{t: t, ctx: ctx, fake: fake, clock: clock, store: store, cfg: cfg, dir: dir}
+	h := &harness{t: t, ctx: ctx, fake: fake, clock: clock, store: store, cfg: cfg, dir: dir, engine: engine}
 	replicas := max(o.replicas, 1)
 	var handlers []http.Handler
 	for i := range replicas {

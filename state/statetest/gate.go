@@ -431,14 +431,18 @@ func testGateBeginBadInput(t *testing.T, b *bundle) {
 		mutate func(*state.BeginDeployParams)
 		want   string
 	}{
-		"no id":          {func(p *state.BeginDeployParams) { p.ID = "" }, "id"},
-		"no TTL":         {func(p *state.BeginDeployParams) { p.TTL = 0 }, "TTL"},
-		"negative TTL":   {func(p *state.BeginDeployParams) { p.TTL = -time.Minute }, "TTL"},
-		"mode":           {func(p *state.BeginDeployParams) { p.Mode = "eventually" }, "mode"},
-		"no now":         {func(p *state.BeginDeployParams) { p.Now = time.Time{} }, ""},
-		"negative gen":   {func(p *state.BeginDeployParams) { p.ExpectedGeneration = expectGeneration(-1) }, "generation"},
-		"request id":     {func(p *state.BeginDeployParams) { p.Request = &state.RequestDeployParams{ID: "zz", Env: "prod", Trigger: state.TriggerCLI} }, "id"},
-		"request no env": {func(p *state.BeginDeployParams) { p.ID, p.Request = "c9", &state.RequestDeployParams{Trigger: state.TriggerCLI} }, "environment"},
+		"no id":        {func(p *state.BeginDeployParams) { p.ID = "" }, "id"},
+		"no TTL":       {func(p *state.BeginDeployParams) { p.TTL = 0 }, "TTL"},
+		"negative TTL": {func(p *state.BeginDeployParams) { p.TTL = -time.Minute }, "TTL"},
+		"mode":         {func(p *state.BeginDeployParams) { p.Mode = "eventually" }, "mode"},
+		"no now":       {func(p *state.BeginDeployParams) { p.Now = time.Time{} }, ""},
+		"negative gen": {func(p *state.BeginDeployParams) { p.ExpectedGeneration = expectGeneration(-1) }, "generation"},
+		"request id": {func(p *state.BeginDeployParams) {
+			p.Request = &state.RequestDeployParams{ID: "zz", Env: "prod", Trigger: state.TriggerCLI}
+		}, "id"},
+		"request no env": {func(p *state.BeginDeployParams) {
+			p.ID, p.Request = "c9", &state.RequestDeployParams{Trigger: state.TriggerCLI}
+		}, "environment"},
 	} {
 		p := ok
 		c.mutate(&p)

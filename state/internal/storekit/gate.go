@@ -314,7 +314,8 @@ func BeginDeploy(ctx context.Context, tx GateTx, p state.BeginDeployParams) (sta
 	if err != nil {
 		return state.DeployAttempt{}, nil, fmt.Errorf("reading the active attempts of %q: %w", a.Env, err)
 	}
-	for _, other := range active {
+	if len(active) > 0 {
+		other := active[0]
 		why := "until " + other.LeaseExpiresAt.Format(time.RFC3339Nano)
 		if expired(other.LeaseExpiresAt, now) {
 			why = "its lease expired at " + other.LeaseExpiresAt.Format(time.RFC3339Nano) + "; the release sweep resolves it"
