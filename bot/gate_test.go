@@ -2,6 +2,7 @@ package bot_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -497,4 +498,76 @@ func TestScenarioGitHubDownStrictVsRecorded(t *testing.T) {
 			require.Len(t, h.withMarker(seven, bot.HoldMarker(id)), 1, "still one for %s after another sweep", id)
 		}
 	})
+}
+
+func TestScenarioUnprotectedBranchMarksTheGateUnsafe(t *testing.T) {
+	t.Parallel()
+	// Scenario: branch protection of main requires only "ci/build", not
+	// the aggregate "gapless" check: GitHub would merge a held PR. serve
+	// does not pretend: /healthz, the gate target (what `gapless gate
+	// status` shows) and the PR's summary comment and aggregate check say
+	// the gate is not enforced, and why. While a deploy holds PR 7, the
+	// metrics show the hold. Once an admin requires the check, the next
+	// sweep marks the gate enforced again.
+	h := newHarness(t, options{required: []string{"ci/build"}})
+	seven := h.openPR("amount", changed())
+
+	code, body := h.get("/healthz")
+	require.Equal(t, http.StatusOK, code, "serving, but degraded: %s", body)
+	var health bot.Health
+	require.NoError(t, json.Unmarshal([]byte(body), &health))
+	require.NotNil(t, health.Gate)
+	require.False(t, health.Gate.Enforced)
+	require.Contains(t, health.Gate.Unsafe, `does not require the check "gapless"`)
+	target, err := h.store.GetGateTarget(h.ctx, "prod")
+	require.NoError(t, err)
+	require.Contains(t, target.Unsafe, "acme/analytics:main")
+	summary := h.withMarker(seven, bot.SummaryMarker)
+	require.Len(t, summary, 1)
+	require.Contains(t, summary[0].Body, "merge gate is not enforced")
+	require.Contains(t, h.aggregate(seven).Summary, "merge gate is not enforced")
+
+	h.fake.SetRequiredChecks(repoName, "main", gate.CheckAggregate, "ci/build")
+	require.NoError(t, h.srv.Bot.Sweep(h.ctx, 1))
+	code, body = h.get("/healthz")
+	require.Equal(t, http.StatusOK, code)
+	health = bot.Health{}
+	require.NoError(t, json.Unmarshal([]byte(body), &health))
+	require.True(t, health.Gate.Enforced, "%s", body)
+	require.Empty(t, health.Gate.Unsafe)
+	require.Len(t, h.events(state.EventGateTarget), 2, "unsafe, then safe: both in the history")
+}
+
+func TestScenarioGateMetricsShowHoldsAndRenderFailures(t *testing.T) {
+	t.Parallel()
+	// Scenario: while PR 8's deploy holds PR 7 and PR 7's render fails
+	// once, an operator scrapes /metrics: one hold, not rendered, with its
+	// lag; a failed render counted. After the deploy: no hold, the render
+	// counted, the sweeps counted.
+	var h *harness
+	var during map[string]float64
+	h = newHarness(t, options{hooks: &bot.Hooks{HoldRendered: func(ctx context.Context, repo string, n int, err error) {
+		if err != nil && during == nil {
+			h.clock.Advance(5 * time.Second)
+			_, body := h.get("/metrics")
+			during = parseExposition(h.t, body)
+		}
+	}}})
+	seven := h.openPR("amount", changed())
+	eight := h.openPR("regions", regionsChange())
+	h.requireGreen(seven)
+	h.fake.Fail(githubfake.RouteUpdateCheckRun, http.StatusUnprocessableEntity, 1)
+	h.fake.AddComment(repoName, eight, writer, "/deploy")
+	h.idle()
+	require.NotNil(t, during, "a render failed")
+	require.Equal(t, 1.0, during[`gapless_gate_holds{env="prod",rendered="false"}`])
+	require.Equal(t, 5.0, during[`gapless_gate_render_lag_seconds{env="prod"}`])
+	require.Equal(t, 1.0, during[`gapless_gate_renders_total{outcome="failed"}`])
+
+	_, body := h.get("/metrics")
+	after := parseExposition(t, body)
+	require.Zero(t, after[`gapless_gate_holds{env="prod",rendered="false"}`])
+	require.Zero(t, after[`gapless_gate_holds{env="prod",rendered="true"}`])
+	require.GreaterOrEqual(t, after[`gapless_gate_renders_total{outcome="rendered"}`], 1.0)
+	require.GreaterOrEqual(t, after[`gapless_gate_sweeps_total`], 1.0, "serve swept at start")
 }

@@ -52,6 +52,9 @@ type options struct {
 	replicas int
 	// rateLimit is the fake's primary rate limit (its default when 0).
 	rateLimit int
+	// required are the checks branch protection of main requires (the
+	// aggregate when nil).
+	required []string
 }
 
 // harness is gapless serve as a user runs it, against the fake GitHub: a
@@ -124,7 +127,10 @@ func newHarness(t *testing.T, o options) *harness {
 	fake.Commit(repoName, "main", project("10.0"), "initial project")
 	fake.SetPermission(repoName, writer, codehost.PermissionWrite)
 	fake.SetPermission(repoName, reader, codehost.PermissionRead)
-	fake.SetRequiredChecks(repoName, "main", gate.CheckAggregate)
+	if o.required == nil {
+		o.required = []string{gate.CheckAggregate}
+	}
+	fake.SetRequiredChecks(repoName, "main", o.required...)
 	if o.rateLimit > 0 {
 		fake.SetRateLimit(o.rateLimit)
 	}

@@ -153,7 +153,7 @@ func (b *Bot) renderOnce(ctx context.Context, repo string, n int) (again bool, e
 		}
 	}
 	if !pc.Closed {
-		if err := b.ensureComment(ctx, repo, n, SummaryMarker, b.summaryBody(pc, runs, dep)); err != nil {
+		if err := b.ensureComment(ctx, repo, n, SummaryMarker, b.summaryBody(pc, runs, dep, unsafe)); err != nil {
 			return false, err
 		}
 	}
@@ -274,9 +274,12 @@ func shortSHA(sha string) string {
 
 // summaryBody is the sticky summary comment: the checks, the preview, and
 // how to deploy.
-func (b *Bot) summaryBody(pc state.PRCheck, runs []gate.Run, dep *state.DeployAttempt) string {
+func (b *Bot) summaryBody(pc state.PRCheck, runs []gate.Run, dep *state.DeployAttempt, unsafe string) string {
 	var sb strings.Builder
 	sb.WriteString(SummaryMarker + "\n### gapless\n\n")
+	if unsafe != "" {
+		fmt.Fprintf(&sb, "> [!WARNING]\n> **The merge gate is not enforced**: %s\n\n", unsafe)
+	}
 	fmt.Fprintf(&sb, "Head `%s` · PR environment `%s`", shortSHA(pc.HeadSHA), pc.PREnvironment)
 	if pc.Verdict != state.VerdictPending {
 		fmt.Fprintf(&sb, " · planned against %s generation %d", b.cfg.Target, pc.PlannedGeneration)
