@@ -19,9 +19,6 @@ type fault struct {
 	lost bool
 }
 
-// routeUpdateCheckRun is the route LoseCheckRunUpdates acts on.
-const routeUpdateCheckRun = "PATCH /repos/{owner}/{repo}/check-runs/{id}"
-
 // LoseCheckRunUpdates makes the next n check-run updates (PATCH
 // /repos/{owner}/{repo}/check-runs/{id}) answer 200 with the check run as
 // it stands, changing nothing: a write GitHub acknowledged that a reader
@@ -31,7 +28,7 @@ func (f *Fake) LoseCheckRunUpdates(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if n > 0 {
-		f.faults = append(f.faults, &fault{route: routeUpdateCheckRun, status: http.StatusOK, left: n, lost: true})
+		f.faults = append(f.faults, &fault{route: RouteUpdateCheckRun, status: http.StatusOK, left: n, lost: true})
 	}
 }
 
