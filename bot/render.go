@@ -69,21 +69,25 @@ func (b *Bot) renderOnce(ctx context.Context, repo string, n int) (again bool, e
 	if err != nil {
 		return false, err
 	}
+	dep, err := b.latestDeploy(ctx, repo, n, pc.HeadSHA)
+	if err != nil {
+		return false, err
+	}
+	var deployed *gate.Deployed
+	if dep != nil && (!dep.PromotedAt.IsZero() || dep.State == state.DeployPromoted) {
+		deployed = &gate.Deployed{HeadSHA: dep.HeadSHA, Generation: dep.ResultGeneration}
+	}
 	var runs []gate.Run
 	if !pc.Closed {
 		// A closed PR's verdict is no longer shown or re-planned; only its
 		// deploy check still moves (a deploy's merge closes it).
 		runs = gate.Desired(gate.Input{Verdict: verdictOf(pc), HeadSHA: pc.HeadSHA, Target: b.cfg.Target, Generation: gen,
-			Holds: gholds, Unsafe: unsafe})
+			Holds: gholds, Unsafe: unsafe, Deployed: deployed})
 	}
 	// fail records a render error on the PR's holds too: a deploy waiting
 	// for them says which PR's render failed, and why.
 	fail := func(err error) error {
 		return errors.Join(err, b.markHolds(ctx, holds, err))
-	}
-	dep, err := b.latestDeploy(ctx, repo, n, pc.HeadSHA)
-	if err != nil {
-		return false, err
 	}
 	if dep != nil {
 		runs = append(runs, deployRun(*dep))

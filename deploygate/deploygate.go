@@ -58,8 +58,9 @@ type Params struct {
 	// requests); nil settles in place (state.GateStore.SettleDeploy), for
 	// `gapless apply`, whose released verdicts `gapless serve` re-plans.
 	Settle func(ctx context.Context, a state.DeployAttempt) error
-	// OnWait, when set, is called each time Open is about to wait for
-	// the holds (a test seam).
+	// OnWait, when set, is called each time Open waits for the holds,
+	// once its poll timer is set (a test seam: advancing the clock there
+	// brings the poll due).
 	OnWait func(ctx context.Context, a state.DeployAttempt)
 }
 
@@ -180,6 +181,12 @@ func (e *NotOpenError) Unwrap() error { return e.Cause }
 func (g *Attempt) Open(ctx context.Context) error {
 	deadline := g.p.Clock.Now().Add(g.p.Wait)
 	for {
+		// Take the kick's channel before reading the store: a render that
+		// lands after the read notifies this channel.
+		var kick <-chan struct{}
+		if g.p.Kick != nil {
+			kick = g.p.Kick.C()
+		}
 		a, err := g.p.Store.RunDeploy(ctx, state.RunDeployParams{ID: g.a.ID, Token: g.a.LeaseToken, Now: g.p.Clock.Now()})
 		if err == nil {
 			g.a = a
@@ -188,9 +195,6 @@ func (g *Attempt) Open(ctx context.Context) error {
 		}
 		if !errors.Is(err, state.ErrGateNotOpen) {
 			return g.fail(ctx, err)
-		}
-		if g.p.OnWait != nil {
-			g.p.OnWait(ctx, g.a)
 		}
 		now := g.p.Clock.Now()
 		if !now.Before(deadline) {
@@ -204,11 +208,10 @@ func (g *Attempt) Open(ctx context.Context) error {
 			g.a = a
 		}
 		wait := min(g.p.Poll, deadline.Sub(now))
-		var kick <-chan struct{}
-		if g.p.Kick != nil {
-			kick = g.p.Kick.C()
-		}
 		t := g.p.Clock.NewTimer(wait)
+		if g.p.OnWait != nil {
+			g.p.OnWait(ctx, g.a)
+		}
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -102,10 +102,23 @@ type Input struct {
 	Generation int64
 	// Holds are the unreleased holds of deploy attempts on the PR.
 	Holds []Hold
+	// Deployed, when set, is the PR's own deploy that promoted a head to
+	// the target, and the generation it produced. When it is the PR's head
+	// now and the target is still at that generation, the target serves
+	// exactly this PR: its aggregate is green ("deployed"), whatever the
+	// verdict planned before the deploy says, so the bot's merge pinned to
+	// that head is not blocked by the deploy's own generation.
+	Deployed *Deployed
 	// Unsafe, when set, says why the target's gate cannot be trusted
 	// (branch protection does not require the aggregate); the aggregate's
 	// summary says so. It changes no conclusion.
 	Unsafe string
+}
+
+// Deployed is a pull request's own promoted deploy.
+type Deployed struct {
+	HeadSHA    string
+	Generation int64
 }
 
 // Hold is one deploy attempt holding the pull request: a deploy is
@@ -139,6 +152,10 @@ func (r Run) Green() bool { return r.Status == StatusCompleted && r.Conclusion =
 func Desired(in Input) []Run {
 	env, preview := halves(in)
 	agg := fold(in, env, preview)
+	if d := in.Deployed; d != nil && in.HeadSHA != "" && d.HeadSHA == in.HeadSHA && d.Generation == in.Generation && in.Generation > 0 {
+		agg = completed(CheckAggregate, ConclusionSuccess, fmt.Sprintf("Deployed to %s (generation %d)", in.Target, d.Generation),
+			fmt.Sprintf("Head `%s` is what %s serves: this pull request's deploy promoted generation %d.", shortSHA(d.HeadSHA), in.Target, d.Generation))
+	}
 	if len(in.Holds) > 0 {
 		agg = held(in, agg)
 	}

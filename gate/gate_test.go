@@ -59,9 +59,11 @@ func TestDesiredGreenOnlyForACurrentVerdict(t *testing.T) {
 }
 
 // TestPropertyNeverGreenWhenStale: whatever the verdict and the world, the
-// aggregate is green exactly when the verdict is planned, error-free, both
-// halves OK, for the head the PR has now and against the generation the
-// target has now (invariant 4's "no stale verdicts").
+// aggregate is green exactly when nothing holds the PR and either the
+// verdict is planned, error-free, both halves OK, for the head the PR has
+// now and against the generation the target has now (invariant 4's "no
+// stale verdicts"), or the target's generation now is the PR's own deploy
+// of its head now.
 func TestPropertyNeverGreenWhenStale(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
@@ -82,9 +84,15 @@ func TestPropertyNeverGreenWhenStale(t *testing.T) {
 			}
 		}
 		in.Holds = drawHolds(t)
+		if rapid.Bool().Draw(t, "deployed") {
+			in.Deployed = &Deployed{HeadSHA: rapid.SampledFrom(heads).Draw(t, "deployedHead"), Generation: rapid.Int64Range(0, 3).Draw(t, "deployedGeneration")}
+		}
 		v := in.Verdict
 		current := v != nil && v.State == Planned && v.Error == "" && v.Environment.OK && v.Preview.OK &&
 			in.HeadSHA != "" && v.HeadSHA == in.HeadSHA && v.PlannedGeneration == in.Generation
+		// Or the target serves exactly this head, deployed by this PR.
+		current = current || (in.Deployed != nil && in.HeadSHA != "" && in.Deployed.HeadSHA == in.HeadSHA &&
+			in.Deployed.Generation == in.Generation && in.Generation > 0)
 		agg := Aggregate(in)
 		if agg.Green() != (current && len(in.Holds) == 0) {
 			t.Fatalf("aggregate green=%v for a verdict current=%v with %d holds: %+v / %+v", agg.Green(), current, len(in.Holds), in, v)
