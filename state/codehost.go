@@ -52,10 +52,10 @@ const (
 // found by the next StartDeploy on its environment). A pending attempt may
 // also be cancelled.
 //
-// The merge gate (the next issue) adds two states between pending and
-// running, held and rendered: the schema already accepts them, and its
-// "one active attempt per environment" index already counts them with
-// running, so adding them needs no migration of the index.
+// The merge gate (GateStore) adds two states between pending and running:
+// held (BeginDeploy recorded the holds) and rendered (GitHub shows them);
+// the "one active attempt per environment" index counts them with
+// running.
 const (
 	DeployPending   = "pending"
 	DeployRunning   = "running"
