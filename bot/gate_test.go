@@ -250,13 +250,14 @@ func TestScenarioSynchronizeDuringHoldStaysBlocked(t *testing.T) {
 			desired7Success bool
 		}
 		var mid seen
+		var waitHeld func(ctx context.Context) error
 		rendered := make(chan struct{}, 16)
 		o.hooks = &bot.Hooks{
 			GateOpen: func(ctx context.Context, id string) error {
 				mid.head = h.fake.Commit(repoName, "amount", map[string]string{"NOTES.md": "pushed mid-deploy\n"}, "push during the hold")
 				h.fake.Commit(repoName, "late", regionsChange(), "a late branch")
 				nine = h.fake.OpenPR(repoName, githubfake.PRSpec{Title: "late", Author: writer, Head: "late", Base: "main"})
-				return nil
+				return waitHeld(ctx)
 			},
 			HoldRendered: func(ctx context.Context, repo string, n int, err error) {
 				if err == nil {
@@ -266,37 +267,38 @@ func TestScenarioSynchronizeDuringHoldStaysBlocked(t *testing.T) {
 					}
 				}
 			},
-			AfterPromote: func(ctx context.Context, id string) error {
-				// Wait until GitHub shows both PRs held on their current
-				// heads, then look, while the deploy has not ended.
-				for {
-					seven7 := h.fake.CheckRuns(repoName, mid.head)
-					pr9 := h.fake.PR(repoName, nine)
-					held := func(runs []codehost.CheckRun) bool {
-						for _, r := range runs {
-							if r.Name == gate.CheckAggregate && r.Conclusion == codehost.ConclusionActionRequired {
-								return true
-							}
+		}
+		// waitHeld waits, in the deploy (its gate open, nothing backfilled
+		// yet), until PR 7's new head is planned and GitHub shows both PRs
+		// held on their current heads, and looks.
+		waitHeld = func(ctx context.Context) error {
+			for {
+				seven7 := h.fake.CheckRuns(repoName, mid.head)
+				pr9 := h.fake.PR(repoName, nine)
+				held := func(runs []codehost.CheckRun) bool {
+					for _, r := range runs {
+						if r.Name == gate.CheckAggregate && r.Conclusion == codehost.ConclusionActionRequired {
+							return true
 						}
-						return false
 					}
-					pc, err := h.store.GetPRCheck(ctx, repoName, seven, "prod")
-					if err == nil && pc.HeadSHA == mid.head && pc.Verdict != state.VerdictPending &&
-						held(seven7) && held(h.fake.CheckRuns(repoName, pr9.HeadSHA)) {
-						mid.agg7 = h.aggregate(seven)
-						mid.agg9 = h.aggregate(nine)
-						mid.merge7 = h.fake.MergeAllowed(repoName, seven)
-						mid.merge9 = h.fake.MergeAllowed(repoName, nine)
-						mid.desired7Success = pc.Verdict == state.VerdictSuccess || pc.Verdict == state.VerdictChanges
-						return nil
-					}
-					select {
-					case <-rendered:
-					case <-ctx.Done():
-						return ctx.Err()
-					}
+					return false
 				}
-			},
+				pc, err := h.store.GetPRCheck(ctx, repoName, seven, "prod")
+				if err == nil && pc.HeadSHA == mid.head && pc.Verdict != state.VerdictPending &&
+					held(seven7) && held(h.fake.CheckRuns(repoName, pr9.HeadSHA)) {
+					mid.agg7 = h.aggregate(seven)
+					mid.agg9 = h.aggregate(nine)
+					mid.merge7 = h.fake.MergeAllowed(repoName, seven)
+					mid.merge9 = h.fake.MergeAllowed(repoName, nine)
+					mid.desired7Success = pc.Verdict == state.VerdictSuccess || pc.Verdict == state.VerdictChanges
+					return nil
+				}
+				select {
+				case <-rendered:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
 		}
 		h = newHarness(t, o)
 		seven = h.openPR("amount", changed())
