@@ -147,16 +147,22 @@ func (b *Bot) requestMergeDeploy(ctx context.Context, pr *codehost.PR) error {
 	return b.enqueue(ctx, DeployJob{AttemptID: a.ID})
 }
 
-// deploy runs one deploy attempt: it starts it (at most one running
+// deploy runs one deploy attempt: it starts it (at most one active
 // attempt per environment, under a lease renewed while it runs), plans the
 // target from the pull request's merge commit and applies it with the
 // environment's promotion policy, records the outcome, and after a /deploy
 // merges the pull request at the head that was deployed, and only at that
 // head.
 //
+// On a merge-gated target it starts through the gate (openGate): its holds
+// are recorded and rendered before anything is planned or backfilled, the
+// promotion names the attempt's fence, and its end queues the settle that
+// releases its holds. A gate that did not open ends the attempt failed.
+//
 // A retried job resumes from the attempt's stored state: a promoted
 // attempt whose merge is not recorded merges (pinned to the same head); an
-// ended attempt does nothing more.
+// ended attempt only says its outcome again (edited in place); an attempt
+// still active elsewhere is left to its lease (and the sweep).
 func (b *Bot) deploy(ctx context.Context, id string) error {
 	a, err := b.d.Store.GetDeploy(ctx, id)
 	if err != nil {
@@ -405,7 +411,8 @@ func (b *Bot) replanOpen(ctx context.Context, gen int64) error {
 // newerMergeDeploy names a pending or running merge deploy on the same
 // environment requested after a ("" when none).
 func (b *Bot) newerMergeDeploy(ctx context.Context, a state.DeployAttempt) (string, error) {
-	ds, err := b.d.Store.ListDeploys(ctx, state.ListDeploysParams{Env: a.Env, States: []string{state.DeployPending, state.DeployRunning}, Limit: 50})
+	ds, err := b.d.Store.ListDeploys(ctx, state.ListDeploysParams{Env: a.Env,
+		States: []string{state.DeployPending, state.DeployHeld, state.DeployRendered, state.DeployRunning}, Limit: 50})
 	if err != nil {
 		return "", fmt.Errorf("listing the deploys of %s: %w", a.Env, err)
 	}
