@@ -100,8 +100,18 @@ func (b *Bot) RegisterGate(ctx context.Context) error {
 	}
 	unsafe, err := b.verifyProtection(ctx)
 	if err != nil {
-		// Unknown is not safe: say so, and look again at the next sweep.
-		unsafe = "branch protection could not be read: " + err.Error()
+		// Unknown is not safe; but a blip of GitHub does not change what
+		// was last read: keep it, and look again at the next sweep.
+		b.d.Log.Warn("merge gate: reading branch protection failed; keeping what was last read", logkey.Error, err)
+		prev, ok, terr := deploygate.Target(ctx, b.d.Store, b.cfg.Target)
+		switch {
+		case terr != nil:
+			return terr
+		case ok:
+			unsafe = prev.Unsafe
+		default:
+			unsafe = "branch protection could not be read: " + err.Error()
+		}
 	}
 	t, err := b.d.Store.SetGateTarget(ctx, state.GateTarget{
 		Env: b.cfg.Target, Repo: b.cfg.Repositories[0], Mode: b.cfg.GateMode, Unsafe: unsafe, UpdatedAt: b.now(),
