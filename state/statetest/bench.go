@@ -32,6 +32,8 @@ func RunBenchmarks(b *testing.B, newStore func(b *testing.B) state.Store) {
 	b.Run("GetEnvironment10000Snapshots", func(b *testing.B) { benchGeneration(b, openBench(b, newStore), true) })
 	b.Run("RunModelStateCalls", func(b *testing.B) { BenchRunModel(b, newStore) })
 	b.Run("RecordDelivery", func(b *testing.B) { benchRecordDelivery(b, openBench(b, newStore)) })
+	b.Run("GateCycle1PR", func(b *testing.B) { benchGate(b, openBench(b, newStore), 1) })
+	b.Run("GateCycle100PRs", func(b *testing.B) { benchGate(b, openBench(b, newStore), 100) })
 }
 
 // BenchRunModel is the suite's RunModelStateCalls benchmark alone (see
