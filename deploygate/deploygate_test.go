@@ -105,7 +105,10 @@ func TestRecordedOpensAtOnceAndFinishHandsOverTheSettle(t *testing.T) {
 	var settled []string
 	p := deploygate.Params{Store: st, Clock: clock, Owner: "ops@h",
 		OnWait: func(context.Context, state.DeployAttempt) { t.Error("mode recorded never waits") },
-		Settle: func(_ context.Context, a state.DeployAttempt) error { settled = append(settled, a.ID+"/"+a.State); return nil }}
+		Settle: func(_ context.Context, a state.DeployAttempt) error {
+			settled = append(settled, a.ID+"/"+a.State)
+			return nil
+		}}
 	g := begin(t, p, "att-3", state.GateRecorded)
 	require.NoError(t, g.Open(t.Context()))
 	require.NoError(t, g.Finish(t.Context(), state.FinishDeployParams{State: state.DeployCancelled}))
