@@ -391,13 +391,27 @@ func (b *Bot) afterPromotion(ctx context.Context, a state.DeployAttempt) error {
 	return b.replanOpen(ctx, a.ResultGeneration)
 }
 
-// replanOpen queues a plan of every open pull request's head at gen.
+// replanOpen queues a plan of every open pull request's head at gen,
+// except those a deploy holds: the settle that releases a hold re-plans
+// its PR, at the generation then, so a held PR is planned once per
+// deploy, not once now and again at its release.
 func (b *Bot) replanOpen(ctx context.Context, gen int64) error {
 	open, err := b.d.Store.ListPRChecks(ctx, state.ListPRChecksParams{Env: b.cfg.Target, OpenOnly: true})
 	if err != nil {
 		return fmt.Errorf("listing the open pull requests to re-plan: %w", err)
 	}
+	holds, err := b.d.Store.ListHolds(ctx, state.ListHoldsParams{Env: b.cfg.Target, ActiveOnly: true})
+	if err != nil {
+		return fmt.Errorf("listing the holds: %w", err)
+	}
+	held := map[string]bool{}
+	for _, h := range holds {
+		held[fmt.Sprintf("%s#%d", h.Repo, h.Number)] = true
+	}
 	for _, pc := range open {
+		if held[fmt.Sprintf("%s#%d", pc.Repo, pc.Number)] {
+			continue
+		}
 		if err := b.enqueue(ctx, PlanPRJob{Repo: pc.Repo, Number: pc.Number, HeadSHA: pc.HeadSHA, Generation: gen}); err != nil {
 			return err
 		}

@@ -386,6 +386,8 @@ func TestScenarioOlderSettleDuringANewerHoldReleasesNothing(t *testing.T) {
 
 		require.NoError(t, h.srv.Bot.Sweep(h.ctx, 1))
 		h.idle()
+		require.NoError(t, h.srv.Bot.Sweep(h.ctx, 2))
+		h.idle()
 		for _, hd := range h.holds(seven) {
 			require.False(t, hd.Active(), "the sweep settled A: %+v", hd)
 		}
@@ -393,6 +395,20 @@ func TestScenarioOlderSettleDuringANewerHoldReleasesNothing(t *testing.T) {
 		pc, err := h.store.GetPRCheck(h.ctx, repoName, seven, "prod")
 		require.NoError(t, err)
 		require.Equal(t, a.ResultGeneration, pc.PlannedGeneration)
+		// Re-plans coalesce: two settles and two sweeps at one generation
+		// planned PR 7 once at it.
+		plans := 0
+		for _, e := range h.events(state.EventPRPlanned) {
+			var d struct {
+				Number     int   `json:"number"`
+				Generation int64 `json:"generation"`
+			}
+			require.NoError(t, json.Unmarshal(e.Data, &d))
+			if d.Number == seven && d.Generation == a.ResultGeneration {
+				plans++
+			}
+		}
+		require.Equal(t, 1, plans, "PR 7 planned once at generation %d", a.ResultGeneration)
 	})
 }
 

@@ -92,9 +92,10 @@ func (b *Bot) renderOnce(ctx context.Context, repo string, n int) (again bool, e
 	if dep != nil {
 		runs = append(runs, deployRun(*dep))
 	}
-	if !pc.Closed && gen != pc.PlannedGeneration && pc.Verdict != state.VerdictPending {
+	if !pc.Closed && gen != pc.PlannedGeneration && pc.Verdict != state.VerdictPending && len(holds) == 0 {
 		// The target moved since this head was planned: plan it again (a
-		// unique job, so every render at this generation asks once).
+		// unique job, so every render at this generation asks once). A
+		// held PR is re-planned by its hold's settle.
 		if err := b.enqueue(ctx, PlanPRJob{Repo: repo, Number: n, HeadSHA: pc.HeadSHA, Generation: gen}); err != nil {
 			return false, fmt.Errorf("enqueueing the re-plan of %s#%d: %w", repo, n, err)
 		}
