@@ -21,6 +21,8 @@ import (
 	"github.com/gapless-dev/gapless/codehost"
 	"github.com/gapless-dev/gapless/codehost/githubfake"
 	"github.com/gapless-dev/gapless/deploygate"
+	run "github.com/gapless-dev/gapless/run"
+	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
 )
 
@@ -84,7 +86,8 @@ func TestPropertyRandomInterleavings(t *testing.T) {
 	t.Parallel()
 	// Scenario: random stories of PRs opened, pushed and closed, /deploys,
 	// merges by users whenever GitHub allows them, deploys from a terminal
-	// (either gate mode), GitHub faults, worker crashes and sweeps. After
+	// (either gate mode), scheduler ticks, GitHub faults, worker crashes
+	// and sweeps. After
 	// every step, and at every moment a deploy runs: no PR GitHub shows
 	// held is mergeable (G1); every prod generation was promoted by a
 	// deploy attempt under the gate (G2); no aggregate is green for a
@@ -139,7 +142,7 @@ func (s *story) step(rt *rapid.T, i int) {
 		prs = append(prs, n)
 	}
 	slices.Sort(prs)
-	actions := []string{"open", "open", "sweep", "cli", "fault", "crash"}
+	actions := []string{"open", "open", "sweep", "cli", "fault", "crash", "tick"}
 	if len(prs) > 0 {
 		actions = append(actions, "push", "close", "deploy", "deploy", "merge")
 	}
@@ -191,6 +194,21 @@ func (s *story) step(rt *rapid.T, i int) {
 		s.mu.Unlock()
 	case "sweep":
 		h.clock.Advance(45 * time.Second)
+	case "tick":
+		// An hour passes and the scheduler runs prod's due intervals: it
+		// writes intervals, never a generation, so it neither needs nor
+		// takes the gate.
+		h.clock.Advance(time.Hour)
+		if _, _, err := h.store.EnvironmentGeneration(h.ctx, "prod"); err == nil {
+			parser, err := sqlparse.Open()
+			require.NoError(h.t, err)
+			_, err = run.Once(h.ctx, run.Params{Env: "prod", ExecutionTime: h.clock.Now(), Store: h.store, Engine: h.engine, Parser: parser,
+				Clock: h.clock, Logger: testLog(h.t)})
+			require.NoError(h.t, parser.Close())
+			if err != nil {
+				rt.Fatalf("the scheduler's run failed: %v", err)
+			}
+		}
 	}
 }
 
