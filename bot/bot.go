@@ -159,6 +159,9 @@ type Hooks struct {
 	// GateOpen runs when a deploy's merge gate opened, before anything
 	// is planned or backfilled.
 	GateOpen func(ctx context.Context, attemptID string) error
+	// AfterApply runs when a deploy's apply returned (prod promoted or
+	// not), before its end is recorded and its holds settled.
+	AfterApply func(ctx context.Context, attemptID string)
 	// GateWait runs each time a deploy is about to wait for its holds.
 	GateWait func(ctx context.Context, attemptID string)
 	// HoldRendered runs after a render recorded its outcome on a pull

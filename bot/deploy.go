@@ -242,6 +242,9 @@ func (b *Bot) deploy(ctx context.Context, id string) error {
 	}
 	planID, gen, runErr := b.runDeploy(runCtx, a, fence)
 	stopRenew()
+	if h := b.d.Hooks.AfterApply; h != nil {
+		h(ctx, a.ID)
+	}
 	if cause := context.Cause(runCtx); runErr != nil && cause != nil && errors.Is(cause, state.ErrLeaseLost) {
 		return fmt.Errorf("deploy %s lost its lease while it ran: %w", id, cause)
 	}

@@ -48,9 +48,10 @@ type story struct {
 	branches   int
 }
 
-// midDeploy checks, at a moment a deploy is running (its gate open, or
-// its promotion committed), that GitHub lets no held PR merge (G1): a
-// PR whose hold GitHub shows is never mergeable until its settle.
+// midDeploy checks, at a moment a deploy is running (its gate open, its
+// apply returned with prod promoted but its holds not settled, or after),
+// that GitHub lets no held PR merge (G1): a PR whose hold GitHub shows is
+// never mergeable until its settle.
 func (s *story) midDeploy(ctx context.Context, moment string) {
 	hs, err := s.h.store.ListHolds(ctx, state.ListHoldsParams{Env: "prod", ActiveOnly: true})
 	if err != nil {
@@ -102,6 +103,7 @@ func TestPropertyRandomInterleavings(t *testing.T) {
 		s := &story{open: map[int]string{}}
 		s.h = newHarness(t, options{hooks: &bot.Hooks{
 			GateOpen:     func(ctx context.Context, _ string) error { s.midDeploy(ctx, "gate open"); return nil },
+			AfterApply:   func(ctx context.Context, _ string) { s.midDeploy(ctx, "applied, not settled") },
 			AfterPromote: func(ctx context.Context, _ string) error { s.midDeploy(ctx, "promoted"); return nil },
 			AfterComment: func(context.Context, string, int, string) error { return s.crash() },
 			BeforePlan:   func(context.Context, string, int, string) error { return s.crash() },
