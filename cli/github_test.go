@@ -46,6 +46,8 @@ func TestGitHubRunInActions(t *testing.T) {
 	fake.SetPermission(repo, "alice", codehost.PermissionWrite)
 	fake.Commit(repo, "feature", map[string]string{"models/events.sql": actionsRepo("2.0")["models/events.sql"]}, "double it")
 	n := fake.OpenPR(repo, githubfake.PRSpec{Title: "double", Author: "alice", Head: "feature", Base: "main"})
+	fake.Commit(repo, "docs", map[string]string{"NOTES.md": "notes\n"}, "notes")
+	other := fake.OpenPR(repo, githubfake.PRSpec{Title: "notes", Author: "alice", Head: "docs", Base: "main"})
 
 	dir := t.TempDir()
 	cfg := fmt.Sprintf("state: sqlite://state.db\nwarehouse: duckdb://warehouse.duckdb\ngithub:\n  token: %s\n  repositories: [%s]\n  api_url: %s\n",
@@ -73,10 +75,33 @@ func TestGitHubRunInActions(t *testing.T) {
 	}
 	require.Len(t, withMarker(fake.Comments(repo, n), "<!-- gapless:summary -->"), 1)
 
+	res = run(t, dir, "github", "run", "--event", event("other", fake.PullRequestPayload(repo, other, "opened")), "--event-name", "pull_request")
+	require.Equal(t, ExitOK, res.code, "stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
+
+	// The deploy holds the other PR (prod is merge-gated by default): in
+	// one run, with its inline queue, the hold is rendered and read back,
+	// the gate opens, prod is deployed, and the settle releases the hold
+	// and re-plans the other PR against the new prod.
 	id := fake.AddComment(repo, n, "alice", "/deploy")
 	res = run(t, dir, "github", "run", "--event", event("comment", fake.IssueCommentPayload(repo, id, "created")), "--event-name", "issue_comment")
 	require.Equal(t, ExitOK, res.code, "stdout:\n%s\nstderr:\n%s", res.stdout, res.stderr)
 	require.True(t, fake.PR(repo, n).Merged, "deployed, then merged at its head")
+	held := false
+	for _, c := range fake.CheckRunLog() {
+		if c.Run.HeadSHA == fake.PR(repo, other).HeadSHA && c.Run.Name == gate.CheckAggregate && c.Run.Conclusion == codehost.ConclusionActionRequired {
+			held = true
+		}
+	}
+	require.True(t, held, "the other PR was shown held during the deploy")
+	hold := withMarker(fake.Comments(repo, other), "<!-- gapless:hold:")
+	require.Len(t, hold, 1)
+	require.Contains(t, hold[0].Body, "Released")
+	for _, r := range fake.CheckRuns(repo, fake.PR(repo, other).HeadSHA) {
+		if r.Name == gate.CheckAggregate {
+			require.Equal(t, codehost.ConclusionSuccess, r.Conclusion, "re-planned green after the settle: %s", r.Summary)
+			require.Contains(t, r.Title, "generation 1")
+		}
+	}
 	res = run(t, dir, "status")
 	require.Equal(t, ExitOK, res.code, res.stderr)
 	require.Contains(t, res.stdout, "prod")
