@@ -228,10 +228,10 @@ type GateStore interface {
 	// inserts one hold per open PR with a check on the environment, except
 	// the attempt's own PR; and appends EventGateHoldsRecorded. With no
 	// hold to record the attempt is rendered at once. ErrDeployActive when
-	// another attempt on the environment is held, rendered or running on
-	// an unexpired lease (one on an expired lease is left to
-	// ResolveDeploy): nothing is written. Of any number of racing
-	// BeginDeploys on one environment at most one succeeds.
+	// another attempt on the environment is held, rendered or running,
+	// even on an expired lease (ResolveDeploy ends that one, after its
+	// grace): nothing is written. Of any number of racing BeginDeploys on
+	// one environment at most one succeeds.
 	BeginDeploy(ctx context.Context, p BeginDeployParams) (DeployAttempt, []Hold, error)
 	// MarkHoldRendered records the outcome of rendering one hold (a PR's
 	// aggregate check read back showing it). When the last hold of a held
