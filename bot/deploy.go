@@ -235,7 +235,7 @@ func (b *Bot) deploy(ctx context.Context, id string) error {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	token := a.LeaseToken
-	stopRenew := b.keepDeployLease(runCtx, a.ID, token, cancel)
+	stopRenew := deploygate.RenewLease(runCtx, b.gateParams(), a.ID, token, cancel)
 	var fence *state.GateFence
 	if g != nil {
 		fence = g.Fence()
@@ -324,36 +324,6 @@ func (b *Bot) runDeploy(ctx context.Context, a state.DeployAttempt, fence *state
 		return pl.ID, gen, gerr
 	}
 	return res.Environment.PlanID, res.Environment.Generation, nil
-}
-
-// keepDeployLease renews the attempt's lease at a third of its TTL until
-// stopped; a lost lease cancels ctx with state.ErrLeaseLost as the cause.
-func (b *Bot) keepDeployLease(ctx context.Context, id, token string, cancel context.CancelCauseFunc) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := b.d.Clock.NewTicker(b.cfg.DeployLease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.Chan():
-				_, err := b.d.Store.RenewDeploy(ctx, state.RenewDeployParams{ID: id, Token: token, TTL: b.cfg.DeployLease, Now: b.now()})
-				if errors.Is(err, state.ErrLeaseLost) {
-					cancel(err)
-					return
-				}
-				if err != nil {
-					b.d.Log.Warn("renewing a deploy's lease failed; retrying at the next tick", logkey.Deploy, id, logkey.Error, err)
-				}
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
 }
 
 // afterPromotion finishes a promoted attempt: the merge (after /deploy,

@@ -282,11 +282,25 @@ func (g *Attempt) Finish(ctx context.Context, fin state.FinishDeployParams) erro
 // (which the fence would refuse anyway).
 func (g *Attempt) Keep(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
+	stopRenew := RenewLease(ctx, g.p, g.a.ID, g.a.LeaseToken, cancel)
+	var once sync.Once
+	return ctx, func() {
+		once.Do(func() { stopRenew(); cancel(nil) })
+	}
+}
+
+// RenewLease renews deploy attempt id's lease (p.Store, p.Clock, p.TTL)
+// at a third of its TTL until stop is called or ctx ends. A lost lease
+// calls cancel with state.ErrLeaseLost and stops renewing; any other
+// renewal error is logged and retried at the next tick. stop returns once
+// no renewal runs.
+func RenewLease(ctx context.Context, p Params, id, token string, cancel context.CancelCauseFunc) (stop func()) {
+	p.defaults()
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
 		defer close(finished)
-		t := g.p.Clock.NewTicker(g.p.TTL / 3)
+		t := p.Clock.NewTicker(p.TTL / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -295,21 +309,19 @@ func (g *Attempt) Keep(ctx context.Context) (context.Context, func()) {
 			case <-ctx.Done():
 				return
 			case <-t.Chan():
-				_, err := g.p.Store.RenewDeploy(ctx, state.RenewDeployParams{ID: g.a.ID, Token: g.a.LeaseToken, TTL: g.p.TTL, Now: g.p.Clock.Now()})
+				_, err := p.Store.RenewDeploy(ctx, state.RenewDeployParams{ID: id, Token: token, TTL: p.TTL, Now: p.Clock.Now()})
 				if errors.Is(err, state.ErrLeaseLost) {
 					cancel(err)
 					return
 				}
 				if err != nil && ctx.Err() == nil {
-					g.p.Log.WarnContext(ctx, "renewing a deploy's lease failed; retrying at the next tick", logkey.Deploy, g.a.ID, logkey.Error, err)
+					p.Log.WarnContext(ctx, "renewing a deploy's lease failed; retrying at the next tick", logkey.Deploy, id, logkey.Error, err)
 				}
 			}
 		}
 	}()
 	var once sync.Once
-	return ctx, func() {
-		once.Do(func() { close(done); <-finished; cancel(nil) })
-	}
+	return func() { once.Do(func() { close(done); <-finished }) }
 }
 
 // Notifier wakes every waiter at once: a render that marked a hold
