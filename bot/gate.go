@@ -70,6 +70,9 @@ type SweepJob struct {
 // Kind implements queue.Args.
 func (SweepJob) Kind() string { return KindSweep }
 
+// endedStates are the states of a deploy attempt that has ended.
+var endedStates = []string{state.DeployPromoted, state.DeployFailed, state.DeployCancelled, state.DeployAbandoned}
+
 // gated reports whether the bot's target is merge-gated.
 func (b *Bot) gated() bool { return b.cfg.GateMode != "" }
 
@@ -267,7 +270,7 @@ func (b *Bot) replanReleased(ctx context.Context, a state.DeployAttempt, release
 // env other than except.
 func (b *Bot) settleUnsettled(ctx context.Context, env, except string) error {
 	ds, err := b.d.Store.ListDeploys(ctx, state.ListDeploysParams{Env: env,
-		States: []string{state.DeployPromoted, state.DeployFailed, state.DeployCancelled, state.DeployAbandoned}, Limit: 200})
+		States: endedStates, Limit: 200})
 	if err != nil {
 		return fmt.Errorf("listing the ended deploys of %s: %w", env, err)
 	}
@@ -404,7 +407,7 @@ func (b *Bot) Sweep(ctx context.Context, round int64) error {
 // it was held and re-planned.
 func (b *Bot) rearmReleasedComments(ctx context.Context) error {
 	ended, err := b.d.Store.ListDeploys(ctx, state.ListDeploysParams{Env: b.cfg.Target,
-		States: []string{state.DeployPromoted, state.DeployFailed, state.DeployCancelled, state.DeployAbandoned}, Limit: 20})
+		States: endedStates, Limit: 20})
 	if err != nil {
 		return fmt.Errorf("sweep: listing the ended deploys: %w", err)
 	}
