@@ -16,9 +16,11 @@
 //   - ReplaceTable builds the new table beside the old one and swaps it in
 //     within one transaction: if anything fails, the old table still serves,
 //     intact;
-//   - CreateOrReplaceViews repoints a whole environment in one transaction:
-//     a reader never sees some views old and others new, and a batch that
-//     fails changes no view;
+//   - CreateOrReplaceViews repoints a whole environment in one transaction
+//     where the engine declares Capabilities.AtomicViews: a reader never
+//     sees some views old and others new, and a batch that fails changes no
+//     view. Elsewhere (Trino) it checks the whole batch first and then
+//     repoints the views one at a time in the order given;
 //   - every error is an *Error naming the operation, the object and the SQL;
 //     the mistakes errors.go names (a bad name or type, a missing table, a
 //     view where a table is needed, ...) wrap its sentinels, the same on
@@ -191,8 +193,11 @@ type InsertRowsParams struct {
 
 // Engine runs SQL on one warehouse.
 type Engine interface {
-	// Dialect is "duckdb" or "postgres".
+	// Dialect is "duckdb", "postgres" or "trino".
 	Dialect() string
+	// Capabilities declares what the engine guarantees where engines
+	// differ (see Capabilities); it never changes for an engine.
+	Capabilities() Capabilities
 	// QuoteIdent quotes one identifier; QuoteTable quotes schema.name.
 	QuoteIdent(name string) string
 	QuoteTable(t Table) string

@@ -458,3 +458,9 @@ func asciiFoldEqual(a, b string) bool {
 
 // LibraryVersion is the version of the DuckDB library linked in ("v1.3.0").
 func LibraryVersion() string { return mapping.LibraryVersion() }
+
+// Capabilities: DuckDB changes a batch of views in one transaction, keeps
+// names' case, and ingests exactly once (Ingester).
+func (e *Engine) Capabilities() warehouse.Capabilities {
+	return warehouse.Capabilities{AtomicViews: true, CaseSensitiveNames: true, Ingest: true}
+}

@@ -299,3 +299,10 @@ func redact(s string) string {
 	}
 	return u.Redacted()
 }
+
+// Capabilities: PostgreSQL changes a batch of views in one transaction
+// (transactional DDL), keeps quoted names' case, and ingests exactly once
+// (Ingester).
+func (e *Engine) Capabilities() warehouse.Capabilities {
+	return warehouse.Capabilities{AtomicViews: true, CaseSensitiveNames: true, Ingest: true}
+}
