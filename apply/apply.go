@@ -594,14 +594,28 @@ func (a *applier) updateViews(ctx context.Context, res *Result) error {
 }
 
 // createViews points every view of views at its table in one
-// CreateOrReplaceViews call: the engine commits them together, so readers
-// of the environment see all of its views old or all new, never a mix, and
-// a failure leaves every view as it was (the apply can be resumed). An
-// empty batch (every view already in place) sends nothing.
+// CreateOrReplaceViews call. On an engine with Capabilities.AtomicViews the
+// engine commits them together, so readers of the environment see all of
+// its views old or all new, never a mix, and a failure leaves every view as
+// it was. On an engine without (Trino) the engine checks the whole batch
+// first and then repoints the views one at a time in a fixed order (by
+// schema, then name, so every apply of a plan takes the same order); a
+// failure part-way leaves a prefix repointed and the apply resumable:
+// re-applying repoints the rest. An empty batch (every view already in
+// place) sends nothing.
 func (a *applier) createViews(ctx context.Context, views []warehouse.ViewParams) error {
 	if len(views) == 0 {
 		return nil
 	}
+	// Every view reads a physical table, never another view of the batch,
+	// so any order is valid; a fixed one makes the non-atomic path's
+	// intermediate states predictable.
+	sort.Slice(views, func(i, j int) bool {
+		if views[i].View.Schema != views[j].View.Schema {
+			return views[i].View.Schema < views[j].View.Schema
+		}
+		return views[i].View.Name < views[j].View.Name
+	})
 	if err := a.Engine.CreateOrReplaceViews(ctx, views); err != nil {
 		return fmt.Errorf("pointing %d views of environment %s at their tables: %w", len(views), a.Plan.Environment, err)
 	}

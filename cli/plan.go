@@ -26,6 +26,7 @@ import (
 	"github.com/gapless-dev/gapless/source"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/state"
+	"github.com/gapless-dev/gapless/warehouse"
 )
 
 // planFlags are the flags of `gapless plan`.
@@ -161,7 +162,8 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	if err != nil {
 		return err
 	}
-	if err := g.checkPlan(ctx, cfg, parser, pr.Dir, pl); err != nil {
+	caps, err := g.checkPlan(ctx, cfg, parser, pr.Dir, pl)
+	if err != nil {
 		return err
 	}
 	g.log.Debug("plan built", logkey.Plan, pl.ID, logkey.Environment, env, logkey.Changes, len(pl.Changes), logkey.Backfills, len(pl.Backfills))
@@ -180,11 +182,14 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 		}
 	}
 	if f.asJSON {
-		if err := writeJSON(g.env.Stdout, summarize(pl)); err != nil {
+		sum := summarize(pl)
+		sum.Views = viewsOf(cfg, caps)
+		if err := writeJSON(g.env.Stdout, sum); err != nil {
 			return err
 		}
 	} else {
 		printPlan(g.env.Stdout, pl)
+		printViewPromotion(g.env.Stdout, cfg, caps)
 	}
 	out := g.env.Stdout
 	if f.asJSON {
@@ -229,18 +234,41 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 // checkPlan checks the plan's models before anything is printed, saved or
 // applied (apply.Check), on the engine backend.OpenForPlanning opens: for a
 // DuckDB warehouse an in-memory one, so planning still never waits for the
-// warehouse file.
-func (g *globals) checkPlan(ctx context.Context, cfg *config.Config, parser *sqlparse.Parser, dir string, pl *plan.Plan) (err error) {
+// warehouse file. It returns what the warehouse's engine guarantees (the
+// planning engine is the same engine, so it declares the same).
+func (g *globals) checkPlan(ctx context.Context, cfg *config.Config, parser *sqlparse.Parser, dir string, pl *plan.Plan) (caps warehouse.Capabilities, err error) {
 	e, err := backend.OpenForPlanning(ctx, cfg.Warehouse)
 	if err != nil {
-		return err
+		return caps, err
 	}
 	defer func() {
 		if cerr := e.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("closing the engine the plan was checked on: %w", cerr))
 		}
 	}()
-	return apply.Check(ctx, pl, e, parser, dir)
+	return e.Capabilities(), apply.Check(ctx, pl, e, parser, dir)
+}
+
+// viewPromotion is how the warehouse changes an environment's views at
+// promotion, in plan --json.
+type viewPromotion struct {
+	Engine string `json:"engine"`
+	Atomic bool   `json:"atomic"`
+	How    string `json:"how"`
+}
+
+func viewsOf(cfg *config.Config, caps warehouse.Capabilities) viewPromotion {
+	return viewPromotion{Engine: string(cfg.Warehouse.Driver), Atomic: caps.AtomicViews, How: caps.Promotion()}
+}
+
+// printViewPromotion says, on an engine that cannot change several views in
+// one transaction, how the promotion will change them instead. An engine
+// with atomic views prints nothing: that is the guarantee users expect.
+func printViewPromotion(w io.Writer, cfg *config.Config, caps warehouse.Capabilities) {
+	if caps.AtomicViews {
+		return
+	}
+	fmt.Fprintf(w, "\nViews on %s: %s.\n", cfg.Warehouse.Driver, caps.Promotion())
 }
 
 // planOptions parses the flags into plan.Options.
@@ -351,6 +379,9 @@ type planSummary struct {
 	// Waits are the new versions whose work waits on a source (see
 	// plan.SourceWait): what is held back, and why.
 	Waits []waitRow `json:"waits"`
+	// Views says how the warehouse will change the environment's views
+	// (warehouse.Capabilities): atomically, or one at a time.
+	Views viewPromotion `json:"views"`
 }
 
 type waitRow struct {

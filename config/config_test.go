@@ -202,13 +202,13 @@ func TestLoad_Errors(t *testing.T) {
 		{
 			name:    "unknown driver",
 			content: "\nstate: mysql://u@h/db\n",
-			want:    `:2:8: state: bad connection string: unknown driver "mysql"; want duckdb, sqlite or postgres`,
+			want:    `:2:8: state: bad connection string: unknown driver "mysql"; want duckdb, sqlite, postgres or trino`,
 			key:     "state",
 		},
 		{
 			name:    "no scheme",
 			content: "warehouse: warehouse.duckdb\n",
-			want:    ":1:12: warehouse: bad connection string: want DRIVER://..., with DRIVER one of duckdb, sqlite, postgres",
+			want:    ":1:12: warehouse: bad connection string: want DRIVER://..., with DRIVER one of duckdb, sqlite, postgres, trino",
 			key:     "warehouse",
 		},
 		{
@@ -509,18 +509,22 @@ func TestParseConn(t *testing.T) {
 		{"duckdb://:memory:", config.Conn{Driver: config.DriverDuckDB, Path: config.Memory, DSN: config.Memory}},
 		{"sqlite3://s.db?_fk=1", config.Conn{Driver: config.DriverSQLite, Path: "/p/s.db", DSN: "/p/s.db?_fk=1"}},
 		{"postgresql://h/db", config.Conn{Driver: config.DriverPostgres, DSN: "postgres://h/db"}},
+		{"trino://ci@h:8080/iceberg", config.Conn{Driver: config.DriverTrino, DSN: "trino://ci@h:8080/iceberg"}},
+		{"Trino://u:p@h/lake?secure=true", config.Conn{Driver: config.DriverTrino, DSN: "trino://u:p@h/lake?secure=true"}},
 	}
 	for _, tt := range tests {
 		got, err := config.ParseConn(tt.in, "/p")
 		require.NoError(t, err, tt.in)
 		require.Equal(t, tt.want, got, tt.in)
 	}
-	for _, bad := range []string{"", "duckdb://", "sqlite://?x=1", "oracle://h", "postgres://u:p@h:bad/db"} {
+	for _, bad := range []string{"", "duckdb://", "sqlite://?x=1", "oracle://h", "postgres://u:p@h:bad/db",
+		"trino://u:p@h:bad/c", "trino://h:8080/iceberg", "trino://u:p@h:8080", "trino://u:p@h/a/b", "trino:///c"} {
 		_, err := config.ParseConn(bad, "/p")
 		require.ErrorIs(t, err, config.ErrBadConn, bad)
 		require.NotContains(t, err.Error(), "u:p", "errors never quote a connection string")
 	}
 	require.Equal(t, "duckdb:///p/w.duckdb", config.Conn{Driver: config.DriverDuckDB, Path: "/p/w.duckdb", DSN: "/p/w.duckdb"}.String())
+	require.Equal(t, "trino://u:xxxxx@h/lake", config.Conn{Driver: config.DriverTrino, DSN: "trino://u:secret@h/lake"}.String())
 }
 
 func TestParsePolicy(t *testing.T) {

@@ -16,6 +16,10 @@ const (
 	DriverDuckDB   Driver = "duckdb"
 	DriverSQLite   Driver = "sqlite"
 	DriverPostgres Driver = "postgres"
+	// DriverTrino is a Trino (or Starburst) cluster as the warehouse:
+	// trino://user[:password]@host[:port]/catalog[?secure=true]. It is never
+	// a state store.
+	DriverTrino Driver = "trino"
 )
 
 // Memory is the Path of an in-memory DuckDB or SQLite database
@@ -26,8 +30,9 @@ const Memory = ":memory:"
 //
 // For DuckDB and SQLite, Path is the database file, absolute (relative paths
 // in the file are resolved against the project directory) or Memory; DSN is
-// Path followed by the original "?query", if any. For PostgreSQL, Path is ""
-// and DSN is the URL as written (after ${VAR} expansion), for the driver.
+// Path followed by the original "?query", if any. For PostgreSQL and Trino,
+// Path is "" and DSN is the URL as written (after ${VAR} expansion), for the
+// driver.
 // DSN may hold a password: print String(), never DSN.
 type Conn struct {
 	Driver Driver
@@ -41,12 +46,12 @@ type Conn struct {
 // String renders the connection for logs and messages, with any password
 // replaced by "xxxxx".
 func (c Conn) String() string {
-	if c.Driver != DriverPostgres {
+	if c.Driver != DriverPostgres && c.Driver != DriverTrino {
 		return string(c.Driver) + "://" + c.DSN
 	}
 	u, err := url.Parse(c.DSN)
 	if err != nil {
-		return "postgres://(unparseable)"
+		return string(c.Driver) + "://(unparseable)"
 	}
 	return u.Redacted()
 }
@@ -57,7 +62,8 @@ var ErrBadConn = errors.New("bad connection string")
 // ParseConn parses a connection string: duckdb://PATH, sqlite://PATH (PATH
 // may be :memory:; a SQLite one may be followed by ?options for the
 // driver, a DuckDB one may not: its settings are warehouse_settings) or
-// postgres://... (also postgresql://). A relative PATH is resolved against
+// postgres://... (also postgresql://) or trino://user@host:port/catalog
+// (the catalog is required). A relative PATH is resolved against
 // dir. duckdb:///abs/file.duckdb names an absolute path.
 //
 // Errors wrap ErrBadConn and never quote the string itself, which may hold a
@@ -65,7 +71,7 @@ var ErrBadConn = errors.New("bad connection string")
 func ParseConn(s, dir string) (Conn, error) {
 	scheme, rest, ok := strings.Cut(strings.TrimSpace(s), "://")
 	if !ok {
-		return Conn{}, fmt.Errorf("%w: want DRIVER://..., with DRIVER one of duckdb, sqlite, postgres", ErrBadConn)
+		return Conn{}, fmt.Errorf("%w: want DRIVER://..., with DRIVER one of duckdb, sqlite, postgres, trino", ErrBadConn)
 	}
 	switch strings.ToLower(scheme) {
 	case "duckdb":
@@ -79,8 +85,24 @@ func ParseConn(s, dir string) (Conn, error) {
 			return Conn{}, fmt.Errorf("%w: postgres URL does not parse", ErrBadConn)
 		}
 		return Conn{Driver: DriverPostgres, DSN: dsn}, nil
+	case "trino":
+		dsn := "trino://" + rest
+		u, err := url.Parse(dsn)
+		if err != nil {
+			return Conn{}, fmt.Errorf("%w: trino URL does not parse", ErrBadConn)
+		}
+		if u.Host == "" {
+			return Conn{}, fmt.Errorf("%w: trino:// needs a host: trino://user@host:8080/catalog", ErrBadConn)
+		}
+		if u.User == nil || u.User.Username() == "" {
+			return Conn{}, fmt.Errorf("%w: trino:// needs a user, as Trino names every query's user: trino://user@%s/catalog", ErrBadConn, u.Host)
+		}
+		if strings.Trim(u.Path, "/") == "" || strings.Contains(strings.Trim(u.Path, "/"), "/") {
+			return Conn{}, fmt.Errorf("%w: trino:// needs one catalog after the host, where the models' schemas live: trino://user@%s/iceberg", ErrBadConn, u.Host)
+		}
+		return Conn{Driver: DriverTrino, DSN: dsn}, nil
 	default:
-		return Conn{}, fmt.Errorf("%w: unknown driver %q; want duckdb, sqlite or postgres", ErrBadConn, scheme)
+		return Conn{}, fmt.Errorf("%w: unknown driver %q; want duckdb, sqlite, postgres or trino", ErrBadConn, scheme)
 	}
 }
 

@@ -198,11 +198,12 @@ func Find(sql string) ([]Ref, error) {
 }
 
 // Render substitutes every macro variable in sql with its value from v, as a
-// literal of the given dialect ("duckdb" or "postgres").
+// literal of the given dialect ("duckdb", "postgres" or "trino").
 //
-// Renderings, the same for both dialects (standard SQL typed literals, which
-// both accept; the dialect is still checked so that a new dialect cannot
-// slip through unrendered):
+// Renderings, the same for every dialect (standard SQL typed literals, which
+// all accept; Trino reads '... 23:59:59.999999' as a timestamp(6); the
+// dialect is still checked so that a new dialect cannot slip through
+// unrendered):
 //
 //	@start_ts, @start_dt   TIMESTAMP '2024-01-01 00:00:00'
 //	@start_ds              '2024-01-01'           (a string, as in SQLMesh)
@@ -227,9 +228,9 @@ func Find(sql string) ([]Ref, error) {
 // reserved identifier, missing value) or wrap ErrUnknownDialect.
 func Render(sql string, v Vars, dialect string) (string, error) {
 	switch strings.ToLower(dialect) {
-	case "duckdb", "postgres":
+	case "duckdb", "postgres", "trino":
 	default:
-		return "", fmt.Errorf("%w %q (dialects: duckdb, postgres)", ErrUnknownDialect, dialect)
+		return "", fmt.Errorf("%w %q (dialects: duckdb, postgres, trino)", ErrUnknownDialect, dialect)
 	}
 	refs, err := Find(sql)
 	if err != nil {

@@ -37,6 +37,8 @@ type Dialect string
 const (
 	DialectDuckDB   Dialect = "duckdb"
 	DialectPostgres Dialect = "postgres"
+	// DialectTrino is Trino's SQL (also Starburst's and Athena's).
+	DialectTrino Dialect = "trino"
 )
 
 // Pos is a position in a model file. Line and Col are 1-based; Col counts

@@ -16,7 +16,7 @@ var (
 )
 
 // Dialects lists the supported dialects.
-var Dialects = []Dialect{DialectDuckDB, DialectPostgres}
+var Dialects = []Dialect{DialectDuckDB, DialectPostgres, DialectTrino}
 
 // ParseDialect returns the dialect named s, compared case-insensitively. The
 // error for an unknown name wraps ErrUnknownDialect and suggests the closest
