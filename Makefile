@@ -16,8 +16,10 @@ install:
 	$(GO) install ./cmd/gapless
 	@echo "installed; make sure that folder is on your PATH"
 
-# Installs (from Debian's packages, when missing) and starts every server the
-# tests need, and waits until each answers: PostgreSQL 15 on 127.0.0.1:5432.
+# Installs (when missing) and starts every server the tests need, and waits
+# until each answers: PostgreSQL 15 on 127.0.0.1:5432 (Debian's packages),
+# and Trino 476 (Maven Central, Java 24+), a coordinator on 127.0.0.1:8080
+# and a worker on 127.0.0.1:8081, with an Iceberg catalog on local files.
 services:
 	bash scripts/services
 
