@@ -1,6 +1,6 @@
 // Package backend opens what a project's gapless.yaml points at: the state
 // store (SQLite embedded, or PostgreSQL) and the warehouse engine (DuckDB
-// embedded, or PostgreSQL). The command line opens one Backend per command;
+// embedded, PostgreSQL, or a Trino cluster). The command line opens one Backend per command;
 // tests open it the same way.
 //
 // The DuckDB warehouse file is held by one process at a time. Open waits a
@@ -30,6 +30,7 @@ import (
 	"github.com/gapless-dev/gapless/warehouse"
 	"github.com/gapless-dev/gapless/warehouse/duckdb"
 	pgwarehouse "github.com/gapless-dev/gapless/warehouse/postgres"
+	"github.com/gapless-dev/gapless/warehouse/trino"
 )
 
 // ErrLocked is wrapped by Open's error when another process holds the DuckDB
@@ -180,8 +181,14 @@ func OpenEngine(ctx context.Context, conn config.Conn, opts Options) (warehouse.
 			return nil, fmt.Errorf("opening the warehouse %s: %w", conn.String(), err)
 		}
 		return e, nil
+	case config.DriverTrino:
+		e, err := trino.Open(ctx, conn.DSN)
+		if err != nil {
+			return nil, fmt.Errorf("opening the warehouse %s: %w", conn.String(), err)
+		}
+		return e, nil
 	default:
-		return nil, fmt.Errorf("warehouse %s: %w: the warehouse is duckdb:// or postgres://", conn.String(), ErrUnsupported)
+		return nil, fmt.Errorf("warehouse %s: %w: the warehouse is duckdb://, postgres:// or trino://", conn.String(), ErrUnsupported)
 	}
 }
 
@@ -190,8 +197,9 @@ func OpenEngine(ctx context.Context, conn config.Conn, opts Options) (warehouse.
 // warehouse a fresh in-memory DuckDB, the same engine and dialect, with the
 // warehouse's settings (its memory limit and threads), so that
 // planning never waits for the warehouse file another process may hold;
-// for PostgreSQL the warehouse itself, whose reused tables Describe then
-// reads as they are. The caller closes it.
+// for PostgreSQL and Trino the warehouse itself, whose reused tables
+// Describe then reads as they are (on Trino, Describe's stand-ins for
+// parents not built yet are real empty tables, dropped again at once). The caller closes it.
 func OpenForPlanning(ctx context.Context, conn config.Conn) (warehouse.Engine, error) {
 	if conn.Driver == config.DriverDuckDB {
 		e, err := duckdb.Open(ctx, config.Memory, duckdb.Options{MemoryLimit: conn.Settings.MemoryLimit, Threads: conn.Settings.Threads})

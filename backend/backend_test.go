@@ -15,6 +15,7 @@ import (
 	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/config"
 	"github.com/gapless-dev/gapless/internal/pgtest"
+	"github.com/gapless-dev/gapless/internal/trinotest"
 	"github.com/gapless-dev/gapless/state/sqlite"
 	"github.com/gapless-dev/gapless/warehouse"
 )
@@ -105,12 +106,35 @@ func TestOpenRefusesWrongRoles(t *testing.T) {
 	cfg := writeConfig(t, dir, "warehouse: sqlite://w.db\n")
 	_, err := backend.Open(context.Background(), cfg, backend.Options{})
 	require.ErrorIs(t, err, backend.ErrUnsupported)
-	require.Contains(t, err.Error(), "duckdb:// or postgres://")
+	require.Contains(t, err.Error(), "duckdb://, postgres:// or trino://")
 
 	cfg = writeConfig(t, dir, "state: duckdb://s.duckdb\n")
 	_, err = backend.Open(context.Background(), cfg, backend.Options{})
 	require.ErrorIs(t, err, backend.ErrUnsupported)
 	require.NoFileExists(t, filepath.Join(dir, "s.duckdb"))
+
+	// Trino is a warehouse, never a state store (SQLMesh too keeps its
+	// state outside Trino).
+	cfg = writeConfig(t, dir, "state: trino://u@127.0.0.1:1/iceberg\n")
+	_, err = backend.Open(context.Background(), cfg, backend.Options{})
+	require.ErrorIs(t, err, backend.ErrUnsupported)
+	require.Contains(t, err.Error(), "sqlite:// or postgres://")
+}
+
+// Scenario: gapless.yaml points the warehouse at a Trino cluster (a catalog
+// of its own, Iceberg) with the state in PostgreSQL, the password of the
+// Trino user, if any, from ${VAR}; tables round-trip and the engine
+// declares that it cannot change several views at once.
+func TestOpenTrino(t *testing.T) {
+	t.Parallel()
+	wh := trinotest.NewCatalog(t)
+	cfg := writeConfig(t, t.TempDir(), "warehouse: "+wh+"\nstate: "+pgtest.NewDatabase(t)+"\n")
+	b, err := backend.Open(context.Background(), cfg, backend.Options{})
+	require.NoError(t, err)
+	require.Equal(t, "trino", b.Engine.Dialect())
+	require.False(t, b.Engine.Capabilities().AtomicViews)
+	roundTrip(t, b)
+	require.NoError(t, b.Close())
 }
 
 // Scenario: another process holds the warehouse file. Open gives up after

@@ -59,10 +59,11 @@ func queryRows(t *testing.T, dir, sql string) warehouse.Result {
 	return res
 }
 
-// count returns SELECT count(*) of sql's rows.
+// count returns SELECT count(*) of table's rows (as a double precision,
+// which DuckDB, PostgreSQL and Trino all spell so).
 func count(t *testing.T, dir, table string) float64 {
 	t.Helper()
-	res := queryRows(t, dir, "SELECT count(*)::float8 AS n FROM "+table)
+	res := queryRows(t, dir, "SELECT CAST(count(*) AS double precision) AS n FROM "+table)
 	require.Len(t, res.Rows, 1)
 	n, ok := res.Rows[0][0].(float64)
 	require.True(t, ok, "count is %T", res.Rows[0][0])

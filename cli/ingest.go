@@ -75,7 +75,9 @@ plan or apply in another shell gets the DuckDB file in between.`,
 				}
 				in, ok := e.(warehouse.Ingester)
 				if !ok {
-					return nil, errors.Join(fmt.Errorf("the warehouse %s cannot land sources", cfg.Warehouse), e.Close())
+					return nil, errors.Join(fmt.Errorf("the warehouse %s cannot land sources: the %s engine does not declare exactly-once ingestion "+
+						"(each step needs one transaction holding the fence check, the rows and the marker); land sources into a DuckDB or PostgreSQL warehouse",
+						cfg.Warehouse, e.Dialect()), e.Close())
 				}
 				return in, nil
 			}

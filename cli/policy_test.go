@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/internal/pgtest"
+	"github.com/gapless-dev/gapless/internal/trinotest"
 	"github.com/gapless-dev/gapless/plan"
 )
 
@@ -52,27 +53,44 @@ func mustRunAt(t *testing.T, wd, now string, args ...string) string {
 }
 
 // storyBackend returns the gapless.yaml lines naming a fresh warehouse and
-// state, and the models' dialect.
-type storyBackend func(t *testing.T) (yaml string)
+// state (and the models' dialect), and that dialect.
+type storyBackend func(t *testing.T) (yaml, dialect string)
 
-func embeddedBackend(*testing.T) string {
-	return "model_defaults:\n  dialect: duckdb\n  start: '2024-01-01'\n"
+func embeddedBackend(*testing.T) (string, string) {
+	return "model_defaults:\n  dialect: duckdb\n  start: '2024-01-01'\n", "duckdb"
 }
 
-func postgresBackend(t *testing.T) string {
+func postgresBackend(t *testing.T) (string, string) {
 	url := pgtest.NewDatabase(t)
-	return "warehouse: " + url + "\nstate: " + url + "\nmodel_defaults:\n  dialect: postgres\n  start: '2024-01-01'\n"
+	return "warehouse: " + url + "\nstate: " + url + "\nmodel_defaults:\n  dialect: postgres\n  start: '2024-01-01'\n", "postgres"
+}
+
+// trinoBackend is a fresh catalog of the Trino cluster as the warehouse
+// and a fresh PostgreSQL database as the state store.
+func trinoBackend(t *testing.T) (string, string) {
+	return trinoYAML(t, trinotest.NewCatalog(t)), "trino"
+}
+
+// quarterHours is a FROM item of one row (g.ts) every 15 minutes from
+// @start_ts through @end_ts, in dialect: DuckDB and PostgreSQL have the
+// table function generate_series, Trino the array function sequence.
+func quarterHours(dialect string) string {
+	if dialect == "trino" {
+		return "UNNEST(sequence(@start_ts, @end_ts, INTERVAL '15' MINUTE)) AS g(ts)"
+	}
+	return "generate_series(@start_ts, @end_ts, INTERVAL '15' MINUTE) AS g(ts)"
 }
 
 // storyProject writes seed 000's project: an hourly incremental parent
 // (s.hits, four rows an hour of value v = 1) and an hourly incremental
-// child (s.hourly, per hour the count and the sum of v). The SQL runs on
-// DuckDB and on PostgreSQL alike. extra is appended to gapless.yaml.
+// child (s.hourly, per hour the count and the sum of v), in the backend's
+// dialect. extra is appended to gapless.yaml.
 func storyProject(t *testing.T, backend storyBackend, extra string) string {
 	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "models"), 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "gapless.yaml"), []byte(backend(t)+extra), 0o644))
+	yaml, dialect := backend(t)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "gapless.yaml"), []byte(yaml+extra), 0o644))
 	files := map[string]string{
 		"hits.sql": `MODEL (
   name s.hits,
@@ -81,7 +99,7 @@ func storyProject(t *testing.T, backend storyBackend, extra string) string {
 );
 
 SELECT g.ts AS ts, 1 AS v
-FROM generate_series(@start_ts, @end_ts, INTERVAL '15 minutes') AS g(ts)
+FROM ` + quarterHours(dialect) + `
 `,
 		"hourly.sql": `MODEL (
   name s.hourly,
@@ -144,13 +162,14 @@ func statusAt(t *testing.T, dir, now string) statusReport {
 // new parent (v = 2) and 4 per hour of the old one.
 func childRows(t *testing.T, dir string) (rows, total float64) {
 	t.Helper()
-	res := queryRows(t, dir, "SELECT count(*)::float8 AS n, coalesce(sum(total), 0)::float8 AS total FROM s.hourly")
+	res := queryRows(t, dir, "SELECT CAST(count(*) AS double precision) AS n, CAST(coalesce(sum(total), 0) AS double precision) AS total FROM s.hourly")
 	require.Len(t, res.Rows, 1)
 	return res.Rows[0][0].(float64), res.Rows[0][1].(float64)
 }
 
 // Scenario: seed 000's race through the command line, on the embedded
-// default and on PostgreSQL. prod serves an hourly parent and child built
+// default, on PostgreSQL, and on Trino (a fresh catalog as the warehouse,
+// PostgreSQL as the state store). prod serves an hourly parent and child built
 // through 00:00; a breaking change to the parent is planned with --out; the
 // scheduler then runs and advances both incumbents through 01:00. The saved
 // plan is applied under each policy, each on a fresh project and state:
@@ -165,7 +184,7 @@ func childRows(t *testing.T, dir string) (rows, total float64) {
 //     only the tail.
 func TestApplyUnderEachPolicyAfterTheSchedulerAdvanced(t *testing.T) {
 	t.Parallel()
-	for name, backend := range map[string]storyBackend{"embedded": embeddedBackend, "postgres": postgresBackend} {
+	for name, backend := range map[string]storyBackend{"embedded": embeddedBackend, "postgres": postgresBackend, "trino": trinoBackend} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			t.Run("strict", func(t *testing.T) {

@@ -2,17 +2,19 @@ package multiproc
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx" driver, to read a PostgreSQL warehouse
 	"github.com/stretchr/testify/require"
 
+	"github.com/gapless-dev/gapless/internal/trinotest"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/state"
 )
@@ -25,36 +27,65 @@ var timeColumns = map[string]string{
 	"shop.slow":   "event_ts",
 }
 
-// warehouse opens a connection pool on the project's database (the
-// warehouse), closed when the test ends.
-func (p *project) warehouse(t *testing.T) *pgxpool.Pool {
+// servedDB reads the views a project's warehouse serves, through
+// database/sql: on PostgreSQL (pgx's driver, names as they are) or on
+// Trino (a pool with no catalog, so every name is qualified by the
+// project's catalog). Its queries are plain SQL both engines run.
+type servedDB struct {
+	db      *sql.DB
+	catalog string // Trino: the project's catalog; "" on PostgreSQL
+}
+
+// warehouse opens a servedDB on the project's warehouse, closed when the
+// test ends.
+func (p *project) warehouse(t *testing.T) *servedDB {
 	t.Helper()
-	pool, err := pgxpool.New(t.Context(), p.url)
+	if strings.HasPrefix(p.warehouseURL, "trino://") {
+		return &servedDB{db: trinotest.Admin(t), catalog: p.warehouseURL[strings.LastIndex(p.warehouseURL, "/")+1:]}
+	}
+	db, err := sql.Open("pgx", p.warehouseURL)
 	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	return pool
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	return &servedDB{db: db}
+}
+
+// name is how a query names view (schema.name).
+func (w *servedDB) name(view string) string {
+	if w.catalog == "" {
+		return view
+	}
+	return w.catalog + "." + view
+}
+
+// param is the placeholder of the i-th argument (from 1).
+func (w *servedDB) param(i int) string {
+	if w.catalog == "" {
+		return fmt.Sprintf("$%d", i)
+	}
+	return "?"
 }
 
 // servedHours is the set of hours in which view (a model's served view in
 // prod) has rows.
-func servedHours(ctx context.Context, wh *pgxpool.Pool, view string) (interval.Set, error) {
+func servedHours(ctx context.Context, wh *servedDB, view string) (interval.Set, error) {
 	col, ok := timeColumns[view]
 	if !ok {
 		return interval.Set{}, fmt.Errorf("no time column known for %s", view)
 	}
-	rows, err := wh.Query(ctx, fmt.Sprintf("SELECT DISTINCT date_trunc('hour', %s) FROM %s", col, view))
+	rows, err := wh.db.QueryContext(ctx, fmt.Sprintf("SELECT DISTINCT date_trunc('hour', %s) FROM %s", col, wh.name(view)))
 	if err != nil {
 		return interval.Set{}, err
 	}
-	hours, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
-	if err != nil {
-		return interval.Set{}, err
-	}
+	defer rows.Close()
 	var s interval.Set
-	for _, h := range hours {
+	for rows.Next() {
+		var h time.Time
+		if err := rows.Scan(&h); err != nil {
+			return interval.Set{}, err
+		}
 		s = s.Add(interval.NewRange(h.UTC(), h.UTC().Add(time.Hour)))
 	}
-	return s, nil
+	return s, rows.Err()
 }
 
 // gapCheck checks design invariant 2 (no unaccepted gap is ever served) on
@@ -64,7 +95,7 @@ func servedHours(ctx context.Context, wh *pgxpool.Pool, view string) (interval.S
 // served view, must be covered by an open freshness debt of that version.
 type gapCheck struct {
 	st         state.Store
-	wh         *pgxpool.Pool
+	wh         *servedDB
 	incumbents map[string]state.SnapshotRef // prod's models before the deploy
 }
 

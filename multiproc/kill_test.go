@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/execute"
@@ -260,10 +259,10 @@ func refOf(t *testing.T, env *state.Environment, name string) state.SnapshotRef 
 }
 
 // rowsIn counts the rows shop.slow's served view shows in r.
-func rowsIn(ctx context.Context, t *testing.T, wh *pgxpool.Pool, r interval.Range) int64 {
+func rowsIn(ctx context.Context, t *testing.T, wh *servedDB, r interval.Range) int64 {
 	t.Helper()
 	var n int64
-	require.NoError(t, wh.QueryRow(ctx, "SELECT count(*) FROM shop.slow WHERE event_ts >= $1 AND event_ts < $2", r.Start, r.End).Scan(&n))
+	require.NoError(t, wh.db.QueryRowContext(ctx, "SELECT count(*) FROM "+wh.name("shop.slow")+" WHERE event_ts >= "+wh.param(1)+" AND event_ts < "+wh.param(2), r.Start, r.End).Scan(&n))
 	return n
 }
 
@@ -272,7 +271,7 @@ func rowsIn(ctx context.Context, t *testing.T, wh *pgxpool.Pool, r interval.Rang
 type slowDeployment struct {
 	p           *project
 	st          *postgres.Store
-	wh          *pgxpool.Pool
+	wh          *servedDB
 	env         *state.Environment
 	first       *proc
 	hour, start time.Time

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/execute"
@@ -56,21 +55,41 @@ func TestDeployRacesTwoDaemons(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				raceDeploy(t, tc.policy, tc.args, late)
+				raceDeploy(t, func(t *testing.T, start time.Time) *project { return newProject(t, "race", start) }, tc.policy, tc.args, late)
 			})
 		}
 	}
 }
 
-// raceDeploy is one run of TestDeployRacesTwoDaemons. The daemons start
+// Scenario: TestDeployRacesTwoDaemons's race on a Trino warehouse (a
+// fresh catalog of the coordinator-and-worker cluster, the race fixture's
+// models in Trino's dialect) with PostgreSQL state, for three policies
+// with the daemons started before the deploy: strict (which may refuse),
+// lock and catch-up (which promote). The same invariants hold: no interval
+// run twice at once nor recorded twice, no gap served beyond the policy
+// (sampled in state and in the Trino views all along), and in the end the
+// daemons caught prod up with every row once. Trino promotes one view at
+// a time, which the served-gap check samples too.
+func TestDeployRacesTwoDaemonsOnTrino(t *testing.T) {
+	t.Parallel()
+	for _, policy := range []string{"strict", "lock", "catch-up"} {
+		t.Run(policy+"/daemons-first", func(t *testing.T) {
+			t.Parallel()
+			raceDeploy(t, func(t *testing.T, start time.Time) *project { return newTrinoProject(t, "race-trino", start) }, policy, nil, false)
+		})
+	}
+}
+
+// raceDeploy is one run of TestDeployRacesTwoDaemons, on the race fixture
+// newRace copies (with every model starting at start). The daemons start
 // before the deploy, or (late) once the deploy has started its last batch of
 // shop.events: then the daemons' first batch of the incumbent and the
 // deploy's promotion land at about the same time, either way round.
-func raceDeploy(t *testing.T, policy string, extra []string, late bool) {
+func raceDeploy(t *testing.T, newRace func(t *testing.T, start time.Time) *project, policy string, extra []string, late bool) {
 	ctx := t.Context()
 	hour := time.Now().UTC().Truncate(time.Hour)
 	start, planned := hour.Add(-3*time.Hour), hour.Add(-time.Hour)
-	p := newProject(t, "race", start)
+	p := newRace(t, start)
 	procs := []*proc{p.run(t, "first-deploy", "plan", "--auto-apply", "--execution-time", planned.Format(time.RFC3339))}
 	st := p.openStore(t)
 	wh := p.warehouse(t)
@@ -192,7 +211,7 @@ func servedVersion(env *state.Environment, name string) string {
 // hours its version covers in state, each once: four distinct rows an hour
 // for the row-generating models, one row of four events an hour for
 // shop.hourly.
-func requireRowsOnce(ctx context.Context, t *testing.T, st state.Store, wh *pgxpool.Pool, env *state.Environment) {
+func requireRowsOnce(ctx context.Context, t *testing.T, st state.Store, wh *servedDB, env *state.Environment) {
 	t.Helper()
 	var keys []state.VersionKey
 	for _, r := range env.Snapshots {
@@ -205,11 +224,11 @@ func requireRowsOnce(ctx context.Context, t *testing.T, st state.Store, wh *pgxp
 		require.Positive(t, hours)
 		col := timeColumns[r.Name]
 		var n, distinct int64
-		require.NoError(t, wh.QueryRow(ctx, "SELECT count(*), count(DISTINCT "+col+") FROM "+r.Name).Scan(&n, &distinct))
+		require.NoError(t, wh.db.QueryRowContext(ctx, "SELECT count(*), count(DISTINCT "+col+") FROM "+wh.name(r.Name)).Scan(&n, &distinct))
 		require.Equal(t, n, distinct, "%s holds a row twice", r.Name)
 		if r.Name == "shop.hourly" {
 			var bad int64
-			require.NoError(t, wh.QueryRow(ctx, "SELECT count(*) FROM shop.hourly WHERE events <> 4").Scan(&bad))
+			require.NoError(t, wh.db.QueryRowContext(ctx, "SELECT count(*) FROM "+wh.name("shop.hourly")+" WHERE events <> 4").Scan(&bad))
 			require.Zero(t, bad, "an hour of shop.hourly did not count its four events exactly once")
 			require.Equal(t, hours, n, "%s: one row per covered hour", r.Name)
 			continue

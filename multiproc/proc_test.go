@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/internal/pgtest"
+	"github.com/gapless-dev/gapless/internal/trinotest"
 	"github.com/gapless-dev/gapless/state/postgres"
 )
 
@@ -31,12 +32,15 @@ const (
 )
 
 // project is a copy of a testdata fixture whose gapless.yaml points the
-// warehouse and the state at one fresh PostgreSQL database, with every
-// model starting at start.
+// warehouse and the state at one fresh PostgreSQL database (newProject),
+// or the warehouse at a fresh Trino catalog and the state at a fresh
+// PostgreSQL database (newTrinoProject), with every model starting at
+// start.
 type project struct {
-	dir   string
-	url   string
-	store *postgres.Store
+	dir          string
+	warehouseURL string
+	stateURL     string
+	store        *postgres.Store
 }
 
 // newProject copies the fixture into a temporary folder, on a fresh
@@ -46,12 +50,27 @@ func newProject(t *testing.T, fixture string, start time.Time) *project {
 	t.Helper()
 	skipShort(t)
 	url := pgtest.NewDatabase(t)
+	return writeProject(t, fixture, url, url, "postgres", start)
+}
+
+// newTrinoProject copies the fixture (its models written in Trino's
+// dialect) into a temporary folder, on a fresh catalog of the Trino
+// cluster as the warehouse and a fresh PostgreSQL database as the state.
+// Under -short it skips the test.
+func newTrinoProject(t *testing.T, fixture string, start time.Time) *project {
+	t.Helper()
+	skipShort(t)
+	return writeProject(t, fixture, trinotest.NewCatalog(t), pgtest.NewDatabase(t), "trino", start)
+}
+
+func writeProject(t *testing.T, fixture, warehouseURL, stateURL, dialect string, start time.Time) *project {
+	t.Helper()
 	dir := t.TempDir()
 	require.NoError(t, os.CopyFS(dir, os.DirFS(filepath.Join("testdata", fixture))))
-	yaml := fmt.Sprintf("warehouse: %s\nstate: %s\nmodel_defaults:\n  dialect: postgres\n  start: '%s'\n",
-		url, url, start.UTC().Format(time.RFC3339))
+	yaml := fmt.Sprintf("warehouse: %s\nstate: %s\nmodel_defaults:\n  dialect: %s\n  start: '%s'\n",
+		warehouseURL, stateURL, dialect, start.UTC().Format(time.RFC3339))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "gapless.yaml"), []byte(yaml), 0o644))
-	return &project{dir: dir, url: url}
+	return &project{dir: dir, warehouseURL: warehouseURL, stateURL: stateURL}
 }
 
 // openStore opens the project's state store from the test process (after a
@@ -59,7 +78,7 @@ func newProject(t *testing.T, fixture string, start time.Time) *project {
 func (p *project) openStore(t *testing.T) *postgres.Store {
 	t.Helper()
 	if p.store == nil {
-		st, err := postgres.Open(t.Context(), p.url)
+		st, err := postgres.Open(t.Context(), p.stateURL)
 		require.NoError(t, err)
 		t.Cleanup(func() { st.Close() })
 		p.store = st

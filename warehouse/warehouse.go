@@ -2,20 +2,24 @@
 // tables and views, inserting an interval's rows, merging by key, swapping a
 // rebuilt table in, and reading rows.
 //
-// Each backend (warehouse/duckdb, the embedded default, and
-// warehouse/postgres) implements Engine and passes the one conformance suite
-// in warehouse/warehousetest.
+// Each backend (warehouse/duckdb, the embedded default, warehouse/postgres
+// and warehouse/trino) implements Engine and passes the one conformance
+// suite in warehouse/warehousetest. Where engines differ (whether several
+// views change in one transaction, whether names keep their case, whether
+// sources can land exactly once), each declares what it guarantees
+// (Capabilities) and the suite asserts exactly that.
 //
 // Invariants every engine keeps:
 //   - identifiers are always quoted with the engine's own quoting, so a name
 //     with quotes, spaces, Unicode or a reserved word is just a name; values
 //     are always bound parameters or literals rendered by the engine;
 //   - InsertInterval replaces exactly the rows of [Start, End) in the time
-//     column, in one transaction: re-running an interval never duplicates
-//     and never touches rows outside it;
+//     column, in one transaction (on Trino, one MERGE: one Iceberg commit):
+//     re-running an interval never duplicates and never touches rows
+//     outside it;
 //   - ReplaceTable builds the new table beside the old one and swaps it in
-//     within one transaction: if anything fails, the old table still serves,
-//     intact;
+//     within one transaction (on Trino, CREATE OR REPLACE TABLE ... AS): if
+//     anything fails, the old table still serves, intact;
 //   - CreateOrReplaceViews repoints a whole environment in one transaction
 //     where the engine declares Capabilities.AtomicViews: a reader never
 //     sees some views old and others new, and a batch that fails changes no
@@ -26,9 +30,10 @@
 //     view where a table is needed, ...) wrap its sentinels, the same on
 //     every engine.
 //
-// Both engines also implement Ingester (ingest.go): the steps that land a
-// source exactly once, each one transaction holding the fence check, the
-// data write and the marker.
+// DuckDB and PostgreSQL also implement Ingester (ingest.go): the steps that
+// land a source exactly once, each one transaction holding the fence check,
+// the data write and the marker. Trino, without multi-statement
+// transactions, does not (Capabilities.Ingest is false).
 package warehouse
 
 import (

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/internal/pgtest"
+	"github.com/gapless-dev/gapless/internal/trinotest"
 	"github.com/gapless-dev/gapless/plan"
 	"github.com/gapless-dev/gapless/project"
 	"github.com/gapless-dev/gapless/snapshot"
@@ -30,6 +31,7 @@ import (
 	"github.com/gapless-dev/gapless/warehouse"
 	"github.com/gapless-dev/gapless/warehouse/duckdb"
 	pgwarehouse "github.com/gapless-dev/gapless/warehouse/postgres"
+	"github.com/gapless-dev/gapless/warehouse/trino"
 )
 
 // Bundle is what a scenario test works with. Everything is closed by
@@ -91,6 +93,26 @@ func SetupPostgres(t testing.TB, quickstart bool, files map[string]string) *Bund
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
 	return &Bundle{Ctx: ctx, Engine: eng, Store: st, Parser: p, Dir: dir, Backends: "postgres+postgres"}
+}
+
+// SetupTrino is Setup on a Trino warehouse (a catalog of its own on the
+// test cluster, internal/trinotest) with PostgreSQL state, as a production
+// deployment on Trino keeps its state outside Trino.
+func SetupTrino(t testing.TB, files map[string]string) *Bundle {
+	t.Helper()
+	ctx := t.Context()
+	dir := t.TempDir()
+	WriteFiles(t, dir, files)
+	eng, err := trino.Open(ctx, trinotest.NewCatalog(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, eng.Close()) })
+	st, err := pgstate.Open(ctx, pgtest.NewDatabase(t))
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	p, err := sqlparse.Open()
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, p.Close()) })
+	return &Bundle{Ctx: ctx, Engine: eng, Store: st, Parser: p, Dir: dir, Backends: "trino+postgres"}
 }
 
 // RepoRoot is the module's root folder.

@@ -26,8 +26,7 @@ import (
 	"testing"
 	"time"
 
-	// The database/sql driver "trino".
-	_ "github.com/trinodb/trino-go-client/trino"
+	trinoclient "github.com/trinodb/trino-go-client/trino"
 )
 
 // DefaultURL is used when GAPLESS_TEST_TRINO_URL is not set.
@@ -74,8 +73,31 @@ func DriverDSN(raw string) (string, error) {
 var (
 	reachOnce sync.Once
 	reachErr  error
-	admin     *sql.DB
 )
+
+// openDB opens a pool on the cluster with an HTTP transport of its own;
+// closing it with closeDB leaves no goroutine behind (goleak-clean).
+func openDB(raw string) (*sql.DB, func() error, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parsing the Trino URL: %w", err)
+	}
+	server := url.URL{Scheme: "http", User: u.User, Host: u.Host}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	connector, err := trinoclient.NewConnector(&trinoclient.Config{
+		ServerURI: server.String(), Source: "gapless-tests", TimeZone: "UTC",
+		HTTPClient: &http.Client{Transport: transport},
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	db := sql.OpenDB(connector)
+	return db, func() error {
+		err := db.Close()
+		transport.CloseIdleConnections()
+		return err
+	}, nil
+}
 
 // Require skips (or, under CI=true, fails) t when the cluster is
 // unreachable or has fewer than two active nodes.
@@ -92,25 +114,22 @@ func Require(t testing.TB) {
 		if reachErr = probe(dsn); reachErr != nil {
 			return
 		}
-		db, err := sql.Open("trino", dsn)
+		db, closeDB, err := openDB(ServerURL())
 		if err != nil {
 			reachErr = err
 			return
 		}
+		defer func() { _ = closeDB() }()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		var n int
 		if err := db.QueryRowContext(ctx, "SELECT count(*) FROM system.runtime.nodes WHERE state = 'active'").Scan(&n); err != nil {
 			reachErr = err
-			_ = db.Close()
 			return
 		}
 		if n < 2 {
 			reachErr = fmt.Errorf("%d active node(s), want a coordinator and a worker", n)
-			_ = db.Close()
-			return
 		}
-		admin = db
 	})
 	if reachErr == nil {
 		return
@@ -128,7 +147,9 @@ func probe(dsn string) error {
 	if err != nil {
 		return err
 	}
-	client := http.Client{Timeout: 5 * time.Second}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	defer transport.CloseIdleConnections()
+	client := http.Client{Timeout: 5 * time.Second, Transport: transport}
 	resp, err := client.Get(u.Scheme + "://" + u.Host + "/v1/info")
 	if err != nil {
 		return err
@@ -146,12 +167,22 @@ func probe(dsn string) error {
 	return nil
 }
 
-// Admin returns a connection to the cluster with no catalog, for a test's
-// own checks (system.runtime tables); Require must have passed.
+// Admin returns a connection pool on the cluster with no catalog, for a
+// test's own checks (system.runtime tables, another catalog's tables); it
+// is closed when t ends.
 func Admin(t testing.TB) *sql.DB {
 	t.Helper()
 	Require(t)
-	return admin
+	db, closeDB, err := openDB(ServerURL())
+	if err != nil {
+		t.Fatalf("opening a connection to Trino: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := closeDB(); err != nil {
+			t.Errorf("closing the connection to Trino: %v", err)
+		}
+	})
+	return db
 }
 
 // NewCatalog creates a fresh Iceberg catalog for t, its files in a folder
@@ -166,6 +197,7 @@ func NewCatalog(t testing.TB) string {
 		t.Fatalf("random catalog name: %v", err)
 	}
 	name := "gt_" + hex.EncodeToString(b[:])
+	admin := Admin(t)
 	dir := filepath.Join(LakeDir(), name)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

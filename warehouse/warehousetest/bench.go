@@ -39,18 +39,19 @@ func RunBenchmarks(b *testing.B, newEngine func(b *testing.B) warehouse.Engine) 
 	b.Run("MergeByKey/1000_keys_into_100k", func(b *testing.B) {
 		e := newEngine(b)
 		b.Cleanup(func() { _ = e.Close() })
+		d := dialectOf(b, e)
 		ctx := b.Context()
 		require.NoError(b, e.CreateSchema(ctx, testSchema))
 		tbl := warehouse.Table{Schema: testSchema, Name: "users"}
 		require.NoError(b, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: tbl, WithData: true,
-			Query: `SELECT CAST(g AS BIGINT) AS id, CAST('user' AS TEXT) AS name, CAST(g AS BIGINT) AS score FROM generate_series(1, 100000) AS s(g)`}))
+			Query: `SELECT CAST(g AS BIGINT) AS id, ` + d.cast("'user'", "TEXT") + ` AS name, CAST(g AS BIGINT) AS score FROM ` + d.series(1, 100000)}))
 		for i := 0; b.Loop(); i++ {
 			// Keys 99,501..100,500 at i = 0, shifting by 500 each run: half
 			// update rows merged before, half are new.
 			from := 99501 + 500*i
 			n, err := e.MergeByKey(ctx, warehouse.MergeParams{Table: tbl, Key: []string{"id"},
-				Query: fmt.Sprintf(`SELECT CAST(g AS BIGINT) AS id, CAST('merged' AS TEXT) AS name, CAST(%d AS BIGINT) AS score
-					FROM generate_series(%d, %d) AS s(g)`, i, from, from+999)})
+				Query: fmt.Sprintf(`SELECT CAST(g AS BIGINT) AS id, %s AS name, CAST(%d AS BIGINT) AS score FROM %s`,
+					d.cast("'merged'", "TEXT"), i, d.series(from, from+999))})
 			require.NoError(b, err)
 			require.Equal(b, int64(1000), n)
 		}
@@ -59,12 +60,13 @@ func RunBenchmarks(b *testing.B, newEngine func(b *testing.B) warehouse.Engine) 
 	b.Run("ReplaceTable/100k_rows", func(b *testing.B) {
 		e := newEngine(b)
 		b.Cleanup(func() { _ = e.Close() })
+		d := dialectOf(b, e)
 		ctx := b.Context()
 		require.NoError(b, e.CreateSchema(ctx, testSchema))
 		tbl := warehouse.Table{Schema: testSchema, Name: "full"}
 		for i := 0; b.Loop(); i++ {
 			require.NoError(b, e.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: tbl,
-				Query: fmt.Sprintf(`SELECT CAST(g AS BIGINT) AS id, CAST('run %d' AS TEXT) AS v FROM generate_series(1, 100000) AS s(g)`, i)}))
+				Query: `SELECT CAST(g AS BIGINT) AS id, ` + d.cast(fmt.Sprintf("'run %d'", i), "TEXT") + ` AS v FROM ` + d.series(1, 100000)}))
 		}
 	})
 
@@ -92,7 +94,7 @@ func RunBenchmarks(b *testing.B, newEngine func(b *testing.B) warehouse.Engine) 
 	b.Run("Query/point_read", func(b *testing.B) {
 		e, src, _ := benchSetup(b, newEngine)
 		ctx := b.Context()
-		q := "SELECT ts, v FROM " + e.QuoteTable(src) + " WHERE id = $1"
+		q := "SELECT ts, v FROM " + e.QuoteTable(src) + " WHERE id = " + dialectOf(b, e).param(1)
 		for i := 0; b.Loop(); i++ {
 			res, err := e.Query(ctx, q, int64(i%86400))
 			require.NoError(b, err)
@@ -107,11 +109,12 @@ func benchSetup(b *testing.B, newEngine func(b *testing.B) warehouse.Engine) (wa
 	b.Helper()
 	e := newEngine(b)
 	b.Cleanup(func() { _ = e.Close() })
+	d := dialectOf(b, e)
 	ctx := b.Context()
 	require.NoError(b, e.CreateSchema(ctx, testSchema))
 	src := warehouse.Table{Schema: testSchema, Name: "source"}
-	day := `SELECT TIMESTAMP '2024-01-01 00:00:00' + g * INTERVAL '1 second' AS ts, CAST(g AS BIGINT) AS id, CAST('value' AS TEXT) AS v
-		FROM generate_series(0, 86399) AS s(g)`
+	day := `SELECT ` + timestampLit(ts(0, 0, 0)) + ` + g * INTERVAL '1' SECOND AS ts, CAST(g AS BIGINT) AS id, ` + d.cast("'value'", "TEXT") + ` AS v
+		FROM ` + d.series(0, 86399)
 	require.NoError(b, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: src, Query: day, WithData: true}))
 	dst := warehouse.Table{Schema: testSchema, Name: "events"}
 	require.NoError(b, e.CreateTableAs(ctx, warehouse.CreateTableAsParams{Table: dst, Query: day}))

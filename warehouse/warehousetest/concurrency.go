@@ -55,7 +55,7 @@ func testRaceDifferentIntervals(t *testing.T, f *fixture) {
 	errs := race(2*workers, func(i int) error {
 		h := i % workers
 		_, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts",
-			Start: ts(h, 0, 0), End: ts(h+1, 0, 0), Query: hourly(0, workers, perHour, "v")})
+			Start: ts(h, 0, 0), End: ts(h+1, 0, 0), Query: f.hourly(0, workers, perHour, "v")})
 		return err
 	})
 	requireNoErrors(t, errs)
@@ -72,7 +72,7 @@ func testRaceSameInterval(t *testing.T, f *fixture) {
 	const perHour = 50
 	errs := race(workers, func(i int) error {
 		_, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts",
-			Start: ts(3, 0, 0), End: ts(4, 0, 0), Query: hourly(3, 4, perHour, fmt.Sprintf("worker %d", i))})
+			Start: ts(3, 0, 0), End: ts(4, 0, 0), Query: f.hourly(3, 4, perHour, fmt.Sprintf("worker %d", i))})
 		return err
 	})
 	requireNoErrors(t, errs)
@@ -87,8 +87,8 @@ func testRaceMerge(t *testing.T, f *fixture) {
 	tbl := f.usersTable()
 	errs := race(workers, func(i int) error {
 		_, err := f.e.MergeByKey(f.ctx, warehouse.MergeParams{Table: tbl, Key: []string{"id"},
-			Query: fmt.Sprintf(`SELECT CAST(g AS BIGINT) AS id, CAST('w%d' AS TEXT) AS name, CAST(%d AS BIGINT) AS score
-				FROM generate_series(1, 20) AS s(g)`, i, i)})
+			Query: fmt.Sprintf(`SELECT CAST(g AS BIGINT) AS id, %s AS name, CAST(%d AS BIGINT) AS score FROM %s`,
+				f.cast(fmt.Sprintf("'w%d'", i), "TEXT"), i, f.series(1, 20))})
 		return err
 	})
 	requireNoErrors(t, errs)
@@ -104,7 +104,7 @@ func testRaceReplace(t *testing.T, f *fixture) {
 	const swappers = 4
 	errs := race(swappers, func(i int) error {
 		return f.e.ReplaceTable(f.ctx, warehouse.ReplaceTableParams{Table: tbl,
-			Query: fmt.Sprintf(`SELECT CAST(g AS BIGINT) AS id, CAST('w%d' AS TEXT) AS v FROM generate_series(1, 100) AS s(g)`, i)})
+			Query: f.idsAndTag(1, 100, fmt.Sprintf("w%d", i))})
 	})
 	requireNoErrors(t, errs)
 	require.Equal(t, int64(100), f.count(tbl))

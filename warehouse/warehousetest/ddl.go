@@ -289,7 +289,7 @@ func testViewChangesColumns(t *testing.T, f *fixture) {
 	require.NoError(t, f.e.CreateOrReplaceView(f.ctx, warehouse.ViewParams{View: view,
 		Query: "SELECT id, name, score FROM (VALUES (1, 'a', 10)) AS v(id, name, score)"}))
 	require.NoError(t, f.e.CreateOrReplaceView(f.ctx, warehouse.ViewParams{View: view,
-		Query: "SELECT CAST(id AS TEXT) AS id, label, extra FROM (VALUES (1, 'b', TIMESTAMP '2024-01-01 00:00:00')) AS v(id, label, extra)"}))
+		Query: "SELECT " + f.cast("id", "TEXT") + " AS id, label, extra FROM (VALUES (1, 'b', TIMESTAMP '2024-01-01 00:00:00')) AS v(id, label, extra)"}))
 	cols, err := f.e.Columns(f.ctx, view)
 	require.NoError(t, err)
 	require.Len(t, cols, 3)
@@ -331,20 +331,20 @@ func testQueryBoundArgs(t *testing.T, f *fixture) {
 		(3, 'c', TIMESTAMP '2024-01-01 02:00:00'),
 		(4, 'd', TIMESTAMP '2024-01-01 03:00:00')) AS v(id, name, ts)`)
 	res, err := f.e.Query(f.ctx, "SELECT id, name AS label, ts FROM "+f.q(tbl)+
-		" WHERE id >= $1 AND name <> $2 AND ts < $3 ORDER BY id", 2, "c", ts(3, 0, 0))
+		" WHERE id >= "+f.param(1)+" AND name <> "+f.param(2)+" AND ts < "+f.param(3)+" ORDER BY id", 2, "c", ts(3, 0, 0))
 	require.NoError(t, err)
 	require.Equal(t, []string{"id", "label", "ts"}, res.Columns)
 	require.Equal(t, [][]any{row(2, `it's "b"`, ts(1, 0, 0))}, NormalizeRows(res.Rows))
 
 	quoted := `x'); DROP TABLE canary.x; --`
-	require.Equal(t, [][]any{row(quoted)}, f.query("SELECT CAST($1 AS TEXT) AS s", quoted))
+	require.Equal(t, [][]any{row(quoted)}, f.query("SELECT "+f.cast(f.param(1), "TEXT")+" AS s", quoted))
 }
 
 // Scenario: a query that matches nothing returns its columns and no rows.
 func testQueryNoRows(t *testing.T, f *fixture) {
 	tbl := f.table("empty_read")
 	f.createAs(tbl, "SELECT 1 AS id")
-	res, err := f.e.Query(f.ctx, "SELECT id FROM "+f.q(tbl)+" WHERE id > $1", 5)
+	res, err := f.e.Query(f.ctx, "SELECT id FROM "+f.q(tbl)+" WHERE id > "+f.param(1), 5)
 	require.NoError(t, err)
 	require.Equal(t, []string{"id"}, res.Columns)
 	require.Empty(t, res.Rows)
@@ -354,7 +354,7 @@ func testQueryNoRows(t *testing.T, f *fixture) {
 // time, though both come back as a time.Time at midnight: the result names
 // each column's type, with rows or without.
 func testQueryColumnTypes(t *testing.T, f *fixture) {
-	const q = "SELECT CAST('2024-01-02' AS DATE) AS d, CAST('2024-01-02 00:00:00' AS TIMESTAMP) AS ts, CAST('x' AS TEXT) AS s"
+	q := "SELECT CAST('2024-01-02' AS DATE) AS d, CAST('2024-01-02 00:00:00' AS TIMESTAMP) AS ts, " + f.cast("'x'", "TEXT") + " AS s"
 	res, err := f.e.Query(f.ctx, q)
 	require.NoError(t, err)
 	require.Len(t, res.Types, 3)
@@ -363,7 +363,7 @@ func testQueryColumnTypes(t *testing.T, f *fixture) {
 	require.NotEmpty(t, res.Types[2])
 	require.Equal(t, res.Rows[0][0], res.Rows[0][1], "the same Go value: only the type tells them apart")
 
-	res, err = f.e.Query(f.ctx, "SELECT * FROM ("+q+") AS v WHERE s = $1", "none")
+	res, err = f.e.Query(f.ctx, "SELECT * FROM ("+q+") AS v WHERE s = "+f.param(1), "none")
 	require.NoError(t, err)
 	require.Empty(t, res.Rows)
 	require.Equal(t, []string{"DATE", "TIMESTAMP"}, res.Types[:2])

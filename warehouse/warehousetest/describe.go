@@ -24,7 +24,7 @@ var describeScenarios = []scenario{
 // schemaExists reports whether schema is in information_schema.schemata.
 func (f *fixture) schemaExists(schema string) bool {
 	f.t.Helper()
-	return len(f.query("SELECT schema_name FROM information_schema.schemata WHERE schema_name = $1", schema)) > 0
+	return len(f.query(f.listSchemas(), f.fold(schema))) > 0
 }
 
 // Scenario: a model's query is described before its table exists: the
@@ -33,7 +33,7 @@ func (f *fixture) schemaExists(schema string) bool {
 // description itself.
 func testDescribeColumns(t *testing.T, f *fixture) {
 	cols, err := f.e.Describe(f.ctx, warehouse.DescribeParams{Query: `SELECT CAST(1 AS BIGINT) AS id,
-		TIMESTAMP '2024-01-01 00:00:00' AS ts, DATE '2024-01-01' AS d, CAST('x' AS TEXT) AS v,
+		TIMESTAMP '2024-01-01 00:00:00' AS ts, DATE '2024-01-01' AS d, ` + f.cast("'x'", "TEXT") + ` AS v,
 		CAST(1.5 AS DECIMAL(12,2)) AS amount, true AS ok -- trailing comment`})
 	require.NoError(t, err)
 	families := make([]string, len(cols))
@@ -58,7 +58,7 @@ func testDescribeStandIns(t *testing.T, f *fixture) {
 	seed := warehouse.Table{Schema: "gapless__new", Name: "customers__v1"}
 	events := f.table("events__v1")
 	p := warehouse.DescribeParams{
-		Query: `SELECT e.ts, e.customer_id, c.segment FROM ` + f.q(events) + ` AS e JOIN ` + f.q(seed) + ` AS c USING (customer_id)`,
+		Query: `SELECT e.ts, e.customer_id, c.segment FROM ` + f.q(events) + ` AS e JOIN ` + f.q(seed) + ` AS c ON c.customer_id = e.customer_id`,
 		StandIns: []warehouse.CreateTableParams{
 			{Table: seed, Columns: []warehouse.Column{{Name: "customer_id", Type: "BIGINT"}, {Name: "segment", Type: "TEXT"}}},
 			{Table: events, Columns: []warehouse.Column{{Name: "ts", Type: "TIMESTAMP"}, {Name: "customer_id", Type: "BIGINT"}}},
@@ -86,7 +86,7 @@ func testDescribeStandIns(t *testing.T, f *fixture) {
 // stand-in says, and keeps its rows.
 func testDescribeExistingWins(t *testing.T, f *fixture) {
 	parent := f.table("parent")
-	f.createAs(parent, "SELECT CAST(7 AS BIGINT) AS id, CAST('real' AS TEXT) AS label")
+	f.createAs(parent, "SELECT CAST(7 AS BIGINT) AS id, "+f.cast("'real'", "TEXT")+" AS label")
 	cols, err := f.e.Describe(f.ctx, warehouse.DescribeParams{
 		Query:    "SELECT * FROM " + f.q(parent),
 		StandIns: []warehouse.CreateTableParams{{Table: parent, Columns: []warehouse.Column{{Name: "other", Type: "DATE"}}}},

@@ -23,7 +23,7 @@ var errorScenarios = []scenario{
 // done, to which table, and which SQL failed, so the CLI can show all three.
 func testBadQueryError(t *testing.T, f *fixture) {
 	src := f.table("source")
-	f.createAs(src, "SELECT TIMESTAMP '2024-01-01 00:00:00' AS ts, CAST(1 AS BIGINT) AS id, CAST('x' AS TEXT) AS v")
+	f.createAs(src, "SELECT TIMESTAMP '2024-01-01 00:00:00' AS ts, CAST(1 AS BIGINT) AS id, "+f.cast("'x'", "TEXT")+" AS v")
 	bad := "SELECT ts, id, v, no_such_column FROM " + f.q(src)
 	events := f.eventsTable()
 	target := f.table("target_of_bad_query")
@@ -64,7 +64,7 @@ func testBadQueryError(t *testing.T, f *fixture) {
 // Scenario: an ad-hoc query fails; the error carries the operation and
 // the SQL.
 func testQueryError(t *testing.T, f *fixture) {
-	_, err := f.e.Query(f.ctx, "SELECT nope FROM "+f.q(f.table("nowhere"))+" WHERE 1 = $1", 1)
+	_, err := f.e.Query(f.ctx, "SELECT nope FROM "+f.q(f.table("nowhere"))+" WHERE 1 = "+f.param(1), 1)
 	require.Error(t, err)
 	var we *warehouse.Error
 	require.ErrorAs(t, err, &we)
@@ -76,16 +76,16 @@ func testQueryError(t *testing.T, f *fixture) {
 // write starts; the write fails with context.Canceled and changes nothing.
 func testCanceledContext(t *testing.T, f *fixture) {
 	tbl := f.eventsTable()
-	f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), hourly(1, 2, 2, "kept"))
+	f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), f.hourly(1, 2, 2, "kept"))
 	before := f.rowsOf(tbl, "ts, id, v", "ts, id")
 
 	ctx, cancel := context.WithCancel(f.ctx)
 	cancel()
-	_, err := f.e.InsertInterval(ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: ts(1, 0, 0), End: ts(2, 0, 0), Query: hourly(1, 2, 2, "lost")})
+	_, err := f.e.InsertInterval(ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: ts(1, 0, 0), End: ts(2, 0, 0), Query: f.hourly(1, 2, 2, "lost")})
 	require.ErrorIs(t, err, context.Canceled)
-	_, err = f.e.MergeByKey(ctx, warehouse.MergeParams{Table: tbl, Key: []string{"id"}, Query: hourly(1, 2, 2, "lost")})
+	_, err = f.e.MergeByKey(ctx, warehouse.MergeParams{Table: tbl, Key: []string{"id"}, Query: f.hourly(1, 2, 2, "lost")})
 	require.ErrorIs(t, err, context.Canceled)
-	require.ErrorIs(t, f.e.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: tbl, Query: hourly(1, 2, 2, "lost")}), context.Canceled)
+	require.ErrorIs(t, f.e.ReplaceTable(ctx, warehouse.ReplaceTableParams{Table: tbl, Query: f.hourly(1, 2, 2, "lost")}), context.Canceled)
 	_, err = f.e.InsertRows(ctx, warehouse.InsertRowsParams{Table: tbl, Columns: []string{"id"}, Rows: [][]any{{int64(99)}}})
 	require.ErrorIs(t, err, context.Canceled)
 	fresh := f.table("never")
@@ -109,7 +109,7 @@ func testUseAfterClose(t *testing.T, f *fixture) {
 	_, err := f.e.Query(f.ctx, "SELECT 1")
 	requireFails(t, err)
 	requireFails(t, f.e.CreateSchema(f.ctx, "late"))
-	_, err = f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: ts(0, 0, 0), End: ts(1, 0, 0), Query: hourly(0, 1, 1, "late")})
+	_, err = f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: ts(0, 0, 0), End: ts(1, 0, 0), Query: f.hourly(0, 1, 1, "late")})
 	requireFails(t, err)
 	_, err = f.e.TableExists(f.ctx, tbl)
 	requireFails(t, err)
@@ -122,7 +122,7 @@ func testUseAfterClose(t *testing.T, f *fixture) {
 // *warehouse.Error, and change nothing.
 func testSentinelErrors(t *testing.T, f *fixture) {
 	events := f.eventsTable()
-	f.insertInterval(events, ts(0, 0, 0), ts(1, 0, 0), hourly(0, 1, 2, "kept"))
+	f.insertInterval(events, ts(0, 0, 0), ts(1, 0, 0), f.hourly(0, 1, 2, "kept"))
 	before := f.rowsOf(events, "ts, id, v", "ts, id")
 	view := f.table("events_view")
 	require.NoError(t, f.e.CreateOrReplaceView(f.ctx, warehouse.ViewParams{View: view, Query: "SELECT ts, id, v FROM " + f.q(events)}))
@@ -132,7 +132,7 @@ func testSentinelErrors(t *testing.T, f *fixture) {
 			p.TimeColumn = "ts"
 		}
 		if p.Query == "" {
-			p.Query = hourly(0, 1, 2, "lost")
+			p.Query = f.hourly(0, 1, 2, "lost")
 		}
 		if p.Start.IsZero() && p.End.IsZero() {
 			p.Start, p.End = ts(0, 0, 0), ts(1, 0, 0)
@@ -142,7 +142,7 @@ func testSentinelErrors(t *testing.T, f *fixture) {
 	}
 	merge := func(p warehouse.MergeParams) error {
 		if p.Query == "" {
-			p.Query = hourly(0, 1, 2, "lost")
+			p.Query = f.hourly(0, 1, 2, "lost")
 		}
 		_, err := f.e.MergeByKey(f.ctx, p)
 		return err

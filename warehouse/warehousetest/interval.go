@@ -1,7 +1,6 @@
 package warehousetest
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -38,17 +37,6 @@ func (f *fixture) eventsTable() warehouse.Table {
 	return tbl
 }
 
-// hourly returns a query of n rows per hour for hours [from, to) of
-// 2024-01-01: row i of hour h has ts = h:00 + i*(3600/n) seconds, id =
-// h*100+i and v = tag. (floor() because DuckDB's / divides integers into a
-// fraction and PostgreSQL's truncates.)
-func hourly(from, to, n int, tag string) string {
-	return fmt.Sprintf(`SELECT TIMESTAMP '2024-01-01 00:00:00' + CAST(floor(g / %[3]d) AS INTEGER) * INTERVAL '1 hour' + CAST(g %% %[3]d AS INTEGER) * INTERVAL '%[4]d second' AS ts,
-       CAST(floor(g / %[3]d) * 100 + g %% %[3]d AS BIGINT) AS id,
-       CAST('%[5]s' AS TEXT) AS v
-FROM generate_series(%[1]d, %[2]d) AS s(g)`, from*n, to*n-1, n, 3600/n, tag)
-}
-
 func (f *fixture) insertInterval(tbl warehouse.Table, start, end time.Time, query string) int64 {
 	f.t.Helper()
 	n, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: start, End: end, Query: query})
@@ -83,11 +71,11 @@ func testIntervalOnlyInRange(t *testing.T, f *fixture) {
 func testIntervalReinsert(t *testing.T, f *fixture) {
 	tbl := f.eventsTable()
 	for range 2 {
-		n := f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), hourly(0, 3, 4, "first"))
+		n := f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), f.hourly(0, 3, 4, "first"))
 		require.Equal(t, int64(4), n)
 		require.Equal(t, int64(4), f.count(tbl))
 	}
-	n := f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), hourly(1, 2, 4, "restated"))
+	n := f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), f.hourly(1, 2, 4, "restated"))
 	require.Equal(t, int64(4), n)
 	require.Equal(t, [][]any{row(100, "restated"), row(101, "restated"), row(102, "restated"), row(103, "restated")},
 		f.rowsOf(tbl, "id, v", "id"))
@@ -100,9 +88,9 @@ func testIntervalReinsert(t *testing.T, f *fixture) {
 func testIntervalOthersUntouched(t *testing.T, f *fixture) {
 	tbl := f.eventsTable()
 	for h := range 3 {
-		require.Equal(t, int64(3), f.insertInterval(tbl, ts(h, 0, 0), ts(h+1, 0, 0), hourly(0, 3, 3, "old")))
+		require.Equal(t, int64(3), f.insertInterval(tbl, ts(h, 0, 0), ts(h+1, 0, 0), f.hourly(0, 3, 3, "old")))
 	}
-	require.Equal(t, int64(3), f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), hourly(0, 3, 3, "new")))
+	require.Equal(t, int64(3), f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), f.hourly(0, 3, 3, "new")))
 	require.Equal(t, [][]any{
 		row(ts(0, 0, 0), 0, "old"), row(ts(0, 20, 0), 1, "old"), row(ts(0, 40, 0), 2, "old"),
 		row(ts(1, 0, 0), 100, "new"), row(ts(1, 20, 0), 101, "new"), row(ts(1, 40, 0), 102, "new"),
@@ -122,20 +110,22 @@ func testIntervalColumnsByName(t *testing.T, f *fixture) {
 
 // failsLate is a query whose 9,000th row fails to cast at run time, after
 // thousands of rows were produced; every row is in hour 1.
-const failsLate = `SELECT TIMESTAMP '2024-01-01 01:00:00' AS ts,
+func (f *fixture) failsLate() string {
+	return `SELECT TIMESTAMP '2024-01-01 01:00:00' AS ts,
        CAST(CASE WHEN g = 9000 THEN 'oops' ELSE CAST(g AS VARCHAR) END AS BIGINT) AS id,
-       CAST('bad' AS TEXT) AS v
-FROM generate_series(1, 10000) AS s(g)`
+       ` + f.cast("'bad'", "TEXT") + ` AS v
+FROM ` + f.series(1, 10000)
+}
 
 // Scenario: a re-run of hour 1 fails halfway through its query; the delete
 // of the hour's old rows is rolled back, so the hour keeps serving them.
 func testIntervalFailingQuery(t *testing.T, f *fixture) {
 	tbl := f.eventsTable()
-	f.insertInterval(tbl, ts(0, 0, 0), ts(2, 0, 0), hourly(0, 2, 2, "good"))
+	f.insertInterval(tbl, ts(0, 0, 0), ts(2, 0, 0), f.hourly(0, 2, 2, "good"))
 	before := f.rowsOf(tbl, "ts, id, v", "ts, id")
 	require.Len(t, before, 4)
 
-	for _, q := range []string{failsLate, "SELECT ts, id, v FROM " + f.q(f.table("no_such_source"))} {
+	for _, q := range []string{f.failsLate(), "SELECT ts, id, v FROM " + f.q(f.table("no_such_source"))} {
 		n, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: ts(1, 0, 0), End: ts(2, 0, 0), Query: q})
 		we := requireEngineError(t, err, tbl)
 		require.NotEmpty(t, we.SQL, "Error.SQL is empty")
@@ -150,18 +140,18 @@ func testIntervalFailingQuery(t *testing.T, f *fixture) {
 // keep theirs; the retry then fills the hour.
 func testIntervalFailingIntoEmpty(t *testing.T, f *fixture) {
 	tbl := f.eventsTable()
-	f.insertInterval(tbl, ts(0, 0, 0), ts(1, 0, 0), hourly(0, 1, 2, "good"))
-	f.insertInterval(tbl, ts(2, 0, 0), ts(3, 0, 0), hourly(2, 3, 2, "good"))
+	f.insertInterval(tbl, ts(0, 0, 0), ts(1, 0, 0), f.hourly(0, 1, 2, "good"))
+	f.insertInterval(tbl, ts(2, 0, 0), ts(3, 0, 0), f.hourly(2, 3, 2, "good"))
 	before := f.rowsOf(tbl, "ts, id, v", "ts, id")
 	require.Len(t, before, 4)
 
-	n, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: ts(1, 0, 0), End: ts(2, 0, 0), Query: failsLate})
+	n, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: ts(1, 0, 0), End: ts(2, 0, 0), Query: f.failsLate()})
 	we := requireEngineError(t, err, tbl)
 	require.NotEmpty(t, we.SQL, "Error.SQL is empty")
 	require.Zero(t, n)
 	require.Equal(t, before, f.rowsOf(tbl, "ts, id, v", "ts, id"))
 
-	require.EqualValues(t, 2, f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), hourly(1, 2, 2, "retry")))
+	require.EqualValues(t, 2, f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), f.hourly(1, 2, 2, "retry")))
 	require.Len(t, f.rowsOf(tbl, "ts, id, v", "ts, id"), 6)
 }
 
@@ -169,7 +159,7 @@ func testIntervalFailingIntoEmpty(t *testing.T, f *fixture) {
 // fails instead of filling it with NULLs, and the hour keeps its rows.
 func testIntervalMissingColumn(t *testing.T, f *fixture) {
 	tbl := f.eventsTable()
-	f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), hourly(1, 2, 2, "good"))
+	f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), f.hourly(1, 2, 2, "good"))
 	before := f.rowsOf(tbl, "ts, id, v", "ts, id")
 	_, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: ts(1, 0, 0), End: ts(2, 0, 0),
 		Query: `SELECT ts, id FROM (VALUES (TIMESTAMP '2024-01-01 01:10:00', 9)) AS src(ts, id)`})
@@ -177,7 +167,7 @@ func testIntervalMissingColumn(t *testing.T, f *fixture) {
 	require.Equal(t, before, f.rowsOf(tbl, "ts, id, v", "ts, id"))
 
 	_, err = f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "no_such_column", Start: ts(1, 0, 0), End: ts(2, 0, 0),
-		Query: hourly(1, 2, 2, "bad")})
+		Query: f.hourly(1, 2, 2, "bad")})
 	requireEngineError(t, err, tbl)
 	require.Equal(t, before, f.rowsOf(tbl, "ts, id, v", "ts, id"))
 }
@@ -187,10 +177,10 @@ func testIntervalMissingColumn(t *testing.T, f *fixture) {
 // everything, and the rows stay.
 func testIntervalInverted(t *testing.T, f *fixture) {
 	tbl := f.eventsTable()
-	f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), hourly(1, 2, 2, "good"))
+	f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), f.hourly(1, 2, 2, "good"))
 	before := f.rowsOf(tbl, "ts, id, v", "ts, id")
 	for _, iv := range [][2]time.Time{{ts(2, 0, 0), ts(1, 0, 0)}, {ts(1, 0, 0), ts(1, 0, 0)}} {
-		_, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: iv[0], End: iv[1], Query: hourly(0, 3, 2, "bad")})
+		_, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts", Start: iv[0], End: iv[1], Query: f.hourly(0, 3, 2, "bad")})
 		requireEngineError(t, err, tbl)
 	}
 	require.Equal(t, before, f.rowsOf(tbl, "ts, id, v", "ts, id"))
@@ -217,8 +207,8 @@ func testIntervalDateColumn(t *testing.T, f *fixture) {
 // engine embeds the query so neither breaks the statement.
 func testIntervalTrailing(t *testing.T, f *fixture) {
 	tbl := f.eventsTable()
-	require.Equal(t, int64(2), f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), hourly(1, 2, 2, "a")+" -- the end"))
-	require.Equal(t, int64(2), f.insertInterval(tbl, ts(2, 0, 0), ts(3, 0, 0), hourly(2, 3, 2, "b")+";\n"))
+	require.Equal(t, int64(2), f.insertInterval(tbl, ts(1, 0, 0), ts(2, 0, 0), f.hourly(1, 2, 2, "a")+" -- the end"))
+	require.Equal(t, int64(2), f.insertInterval(tbl, ts(2, 0, 0), ts(3, 0, 0), f.hourly(2, 3, 2, "b")+";\n"))
 	require.Equal(t, int64(4), f.count(tbl))
 }
 
@@ -249,7 +239,7 @@ func testIntervalBoundsAreInstants(t *testing.T, f *fixture) {
 	local := time.FixedZone("UTC+05:30", 5*3600+1800)
 	tbl := f.eventsTable()
 	n, err := f.e.InsertInterval(f.ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts",
-		Start: ts(1, 0, 0).In(local), End: ts(2, 0, 0).In(local), Query: hourly(0, 3, 2, "v")})
+		Start: ts(1, 0, 0).In(local), End: ts(2, 0, 0).In(local), Query: f.hourly(0, 3, 2, "v")})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n)
 	require.Equal(t, [][]any{row(ts(1, 0, 0), 100), row(ts(1, 30, 0), 101)}, f.rowsOf(tbl, "ts, id", "id"))
@@ -278,7 +268,7 @@ func testIntervalTextBounds(t *testing.T, f *fixture) {
 		{Name: "ds", Type: "TEXT"}, {Name: "id", Type: "BIGINT"}, {Name: "v", Type: "TEXT"},
 	}}))
 	q := func(tag string) string {
-		return `SELECT ds, id, CAST('` + tag + `' AS TEXT) AS v FROM (VALUES
+		return `SELECT ds, id, ` + f.cast("'"+tag+"'", "TEXT") + ` AS v FROM (VALUES
 		('2024-01-01 00:59', 1), ('2024-01-01 01:00', 2), ('2024-01-01 01:59', 3),
 		('2024-01-01 02:00', 4), ('2024-01-01 10:00', 5), (NULL, 6)) AS src(ds, id)`
 	}

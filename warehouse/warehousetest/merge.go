@@ -23,7 +23,7 @@ var mergeScenarios = []scenario{
 func (f *fixture) usersTable() warehouse.Table {
 	f.t.Helper()
 	tbl := f.table("users")
-	f.createAs(tbl, `SELECT CAST(id AS BIGINT) AS id, CAST(name AS TEXT) AS name, CAST(score AS BIGINT) AS score
+	f.createAs(tbl, `SELECT CAST(id AS BIGINT) AS id, `+f.cast("name", "TEXT")+` AS name, CAST(score AS BIGINT) AS score
 		FROM (VALUES (1, 'a', 10), (2, 'b', 20)) AS v(id, name, score)`)
 	return tbl
 }
@@ -49,7 +49,7 @@ func testMergeUpdatesAndInserts(t *testing.T, f *fixture) {
 // and (us, 1), which shares one key column with (eu, 1), is untouched.
 func testMergeCompositeKey(t *testing.T, f *fixture) {
 	tbl := f.table("regional")
-	f.createAs(tbl, `SELECT CAST(region AS TEXT) AS region, CAST(id AS BIGINT) AS id, CAST(v AS TEXT) AS v
+	f.createAs(tbl, `SELECT `+f.cast("region", "TEXT")+` AS region, CAST(id AS BIGINT) AS id, `+f.cast("v", "TEXT")+` AS v
 		FROM (VALUES ('eu', 1, 'a'), ('us', 1, 'b')) AS s(region, id, v)`)
 	n := f.merge(tbl, []string{"region", "id"}, "SELECT region, id, v FROM (VALUES ('eu', 1, 'A'), ('eu', 2, 'c')) AS s(region, id, v)")
 	require.Equal(t, int64(2), n)
@@ -71,10 +71,10 @@ func testMergeIdempotent(t *testing.T, f *fixture) {
 // first instead of piling up beside it.
 func testMergeNullKey(t *testing.T, f *fixture) {
 	tbl := f.table("nullable")
-	f.createAs(tbl, `SELECT CAST(k AS TEXT) AS k, CAST(v AS BIGINT) AS v FROM (VALUES ('a', 1)) AS s(k, v)`)
+	f.createAs(tbl, `SELECT `+f.cast("k", "TEXT")+` AS k, CAST(v AS BIGINT) AS v FROM (VALUES ('a', 1)) AS s(k, v)`)
 	for _, q := range []string{
-		"SELECT CAST(NULL AS TEXT) AS k, 2 AS v",
-		"SELECT CAST(NULL AS TEXT) AS k, 3 AS v",
+		"SELECT " + f.cast("NULL", "TEXT") + " AS k, 2 AS v",
+		"SELECT " + f.cast("NULL", "TEXT") + " AS k, 3 AS v",
 	} {
 		require.Equal(t, int64(1), f.merge(tbl, []string{"k"}, q))
 	}
@@ -107,7 +107,7 @@ func testMergeFailingQuery(t *testing.T, f *fixture) {
 	before := f.rowsOf(tbl, "id, name, score", "id")
 	_, err := f.e.MergeByKey(f.ctx, warehouse.MergeParams{Table: tbl, Key: []string{"id"},
 		Query: `SELECT CAST(CASE WHEN g = 9000 THEN 'oops' ELSE CAST(g AS VARCHAR) END AS BIGINT) AS id,
-		CAST('n' AS TEXT) AS name, CAST(g AS BIGINT) AS score FROM generate_series(1, 10000) AS s(g)`})
+		` + f.cast("'n'", "TEXT") + ` AS name, CAST(g AS BIGINT) AS score FROM ` + f.series(1, 10000)})
 	we := requireEngineError(t, err, tbl)
 	require.NotEmpty(t, we.SQL)
 	require.Equal(t, before, f.rowsOf(tbl, "id, name, score", "id"))

@@ -23,8 +23,14 @@ var replaceScenarios = []scenario{
 func (f *fixture) fullTable() warehouse.Table {
 	f.t.Helper()
 	tbl := f.table("full")
-	f.createAs(tbl, `SELECT CAST(g AS BIGINT) AS id, CAST('old' AS TEXT) AS v FROM generate_series(1, 3) AS s(g)`)
+	f.createAs(tbl, f.idsAndTag(1, 3, "old"))
 	return tbl
+}
+
+// idsAndTag is a query of rows (id BIGINT, v TEXT): ids from..to, each
+// with v = tag.
+func (f *fixture) idsAndTag(from, to int, tag string) string {
+	return "SELECT CAST(g AS BIGINT) AS id, " + f.cast("'"+tag+"'", "TEXT") + " AS v FROM " + f.series(from, to)
 }
 
 func (f *fixture) replace(tbl warehouse.Table, query string) {
@@ -52,8 +58,8 @@ func testReplaceFailedSwap(t *testing.T, f *fixture) {
 	before := f.rowsOf(tbl, "id, v", "id")
 	objects := f.objects(f.schema)
 	for _, q := range []string{
-		`SELECT CAST(CASE WHEN g = 9000 THEN 'oops' ELSE CAST(g AS VARCHAR) END AS BIGINT) AS id, CAST('new' AS TEXT) AS v
-		 FROM generate_series(1, 10000) AS s(g)`,
+		`SELECT CAST(CASE WHEN g = 9000 THEN 'oops' ELSE CAST(g AS VARCHAR) END AS BIGINT) AS id, ` + f.cast("'new'", "TEXT") + ` AS v
+		 FROM ` + f.series(1, 10000),
 		"SELECT id, v FROM " + f.q(f.table("no_such_source")),
 	} {
 		err := f.e.ReplaceTable(f.ctx, warehouse.ReplaceTableParams{Table: tbl, Query: q})
@@ -77,7 +83,7 @@ func testReplaceKeepsViews(t *testing.T, f *fixture) {
 	require.NoError(t, f.e.CreateSchema(f.ctx, other.Schema))
 	require.NoError(t, f.e.CreateOrReplaceView(f.ctx, warehouse.ViewParams{View: other, Query: "SELECT id FROM " + f.q(view) + " WHERE id > 1"}))
 
-	f.replace(tbl, `SELECT CAST(g AS BIGINT) AS id, CAST('new' AS TEXT) AS v FROM generate_series(1, 4) AS s(g)`)
+	f.replace(tbl, f.idsAndTag(1, 4, "new"))
 	require.Equal(t, [][]any{row(1, "new"), row(2, "new"), row(3, "new"), row(4, "new")}, f.rowsOf(view, "id, v", "id"))
 	require.Equal(t, [][]any{row(2), row(3), row(4)}, f.rowsOf(other, "id", "id"))
 
@@ -85,7 +91,7 @@ func testReplaceKeepsViews(t *testing.T, f *fixture) {
 	requireEngineError(t, err, tbl)
 	require.Len(t, f.rowsOf(view, "id, v", "id"), 4)
 
-	f.replace(tbl, `SELECT CAST(g AS BIGINT) AS id, CAST('newer' AS TEXT) AS v FROM generate_series(1, 2) AS s(g)`)
+	f.replace(tbl, f.idsAndTag(1, 2, "newer"))
 	require.Equal(t, [][]any{row(1, "newer"), row(2, "newer")}, f.rowsOf(view, "id, v", "id"))
 	require.Equal(t, [][]any{row(2)}, f.rowsOf(other, "id", "id"))
 }
@@ -106,7 +112,7 @@ func testReplaceCreates(t *testing.T, f *fixture) {
 // ones, none twice; a missing table is made; a view is refused and keeps
 // serving; a failing query keeps the table as it was and reports the SQL.
 func testReplaceFirstBuild(t *testing.T, f *fixture) {
-	query := `SELECT CAST(g AS BIGINT) AS id, CAST('new' AS TEXT) AS v FROM generate_series(1, 2) AS s(g)`
+	query := f.idsAndTag(1, 2, "new")
 	first := func(tbl warehouse.Table, q string) error {
 		return f.e.ReplaceTable(f.ctx, warehouse.ReplaceTableParams{Table: tbl, Query: q, FirstBuild: true})
 	}
@@ -137,7 +143,7 @@ func testReplaceFirstBuild(t *testing.T, f *fixture) {
 	require.Len(t, f.rowsOf(view, "id, v", "id"), 2)
 
 	failing := f.table("failing")
-	bad := `SELECT CAST(CASE WHEN g = 900 THEN 'oops' ELSE CAST(g AS VARCHAR) END AS BIGINT) AS id, CAST('new' AS TEXT) AS v FROM generate_series(1, 1000) AS s(g)`
+	bad := `SELECT CAST(CASE WHEN g = 900 THEN 'oops' ELSE CAST(g AS VARCHAR) END AS BIGINT) AS id, ` + f.cast("'new'", "TEXT") + ` AS v FROM ` + f.series(1, 1000)
 	require.NoError(t, f.e.CreateTableAs(f.ctx, warehouse.CreateTableAsParams{Table: failing, Query: query}))
 	we := requireEngineError(t, first(failing, bad), failing)
 	require.Contains(t, we.SQL, "oops")
@@ -160,7 +166,7 @@ func testReplaceRefusesView(t *testing.T, f *fixture) {
 // the whole new content: never an empty or missing table, never an error.
 func testReplaceReaders(t *testing.T, f *fixture) {
 	tbl := f.table("hot")
-	f.createAs(tbl, `SELECT CAST(g AS BIGINT) AS id FROM generate_series(1, 1000) AS s(g)`)
+	f.createAs(tbl, `SELECT CAST(g AS BIGINT) AS id FROM `+f.series(1, 1000))
 	view := f.table("hot_view")
 	require.NoError(t, f.e.CreateOrReplaceView(f.ctx, warehouse.ViewParams{View: view, Query: "SELECT id FROM " + f.q(tbl)}))
 
@@ -199,7 +205,7 @@ func testReplaceReaders(t *testing.T, f *fixture) {
 			seen <- last
 		})
 	}
-	f.replace(tbl, `SELECT CAST(g AS BIGINT) AS id FROM generate_series(1, 2000) AS s(g)`)
+	f.replace(tbl, `SELECT CAST(g AS BIGINT) AS id FROM `+f.series(1, 2000))
 	close(done)
 	wg.Wait()
 	close(errs)

@@ -84,8 +84,8 @@ func testInsertRowsDecimal(t *testing.T, f *fixture) {
 	require.NoError(t, err)
 	require.Equal(t, int64(4), n)
 	require.Equal(t, [][]any{row(1, 1.5), row(2, 2.25), row(3, nil), row(4, 7.0)},
-		f.rowsOf(tbl, "id, CAST(amount AS DOUBLE PRECISION)", "id"))
-	require.Equal(t, [][]any{row(10.75)}, f.query("SELECT CAST(sum(amount) AS DOUBLE PRECISION) FROM "+f.q(tbl)))
+		f.rowsOf(tbl, "id, "+f.cast("amount", "DOUBLE PRECISION"), "id"))
+	require.Equal(t, [][]any{row(10.75)}, f.query("SELECT "+f.cast("sum(amount)", "DOUBLE PRECISION")+" FROM "+f.q(tbl)))
 }
 
 // Scenario: a seed of thousands of rows, more than one statement's worth
@@ -102,7 +102,7 @@ func testInsertRowsMany(t *testing.T, f *fixture) {
 	require.Equal(t, int64(total), n)
 	require.Equal(t, int64(total), f.count(tbl))
 	require.Equal(t, [][]any{row(int64(total-1), fmt.Sprintf("row %d", total-1))},
-		f.query("SELECT id, name FROM "+f.q(tbl)+" WHERE id = $1", int64(total-1)))
+		f.query("SELECT id, name FROM "+f.q(tbl)+" WHERE id = "+f.param(1), int64(total-1)))
 }
 
 // Scenario: the 6,000th row of a seed does not fit its column; no row of

@@ -1,0 +1,4 @@
+MODEL (
+  name shop.customers,
+  kind SEED (path '../seeds/customers.csv')
+);
