@@ -65,7 +65,7 @@ func postgresBackend(t *testing.T) (string, string) {
 	return "warehouse: " + url + "\nstate: " + url + "\nmodel_defaults:\n  dialect: postgres\n  start: '2024-01-01'\n", "postgres"
 }
 
-// trinoBackend is a fresh catalog of the Trino cluster as the warehouse
+// trinoBackend is an empty test catalog of the Trino cluster as the warehouse
 // and a fresh PostgreSQL database as the state store.
 func trinoBackend(t *testing.T) (string, string) {
 	return trinoYAML(t, trinotest.NewCatalog(t)), "trino"
@@ -168,7 +168,7 @@ func childRows(t *testing.T, dir string) (rows, total float64) {
 }
 
 // Scenario: seed 000's race through the command line, on the embedded
-// default, on PostgreSQL, and on Trino (a fresh catalog as the warehouse,
+// default, on PostgreSQL, and on Trino (an empty test catalog as the warehouse,
 // PostgreSQL as the state store). prod serves an hourly parent and child built
 // through 00:00; a breaking change to the parent is planned with --out; the
 // scheduler then runs and advances both incumbents through 01:00. The saved

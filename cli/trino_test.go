@@ -39,7 +39,7 @@ func trinoSource(t *testing.T) string {
 
 // trinoProject copies testdata/trinoproject (the models of pgproject in
 // Trino's dialect) into a fresh folder whose gapless.yaml points the
-// warehouse at a fresh Trino catalog, its queries carrying source, and the
+// warehouse at an empty Trino test catalog, its queries carrying source, and the
 // state at a fresh PostgreSQL database. It returns the folder and the
 // catalog's name.
 func trinoProject(t *testing.T, source string) (dir, catalog string) {
@@ -51,16 +51,21 @@ func trinoProject(t *testing.T, source string) (dir, catalog string) {
 	return dir, catalogURL[strings.LastIndex(catalogURL, "/")+1:]
 }
 
-// viewsLine is how plan says, on an engine without atomic views, how
-// promotion changes an environment's views.
-const viewsLine = "Views on trino: one view at a time: every view is checked first, then repointed one by one in a fixed order; " +
-	"readers may briefly see some views new and others old.\n"
+// viewsHow is how promotion changes an environment's views on Trino,
+// which cannot change several in one transaction; viewsLine is how plan
+// says it.
+const (
+	viewsHow = "one view at a time: every view is checked first, then repointed one by one in a fixed order; " +
+		"readers may briefly see some views new and others old"
+	viewsLine = "Views on trino: " + viewsHow + ".\n"
+)
 
-// Scenario: the PostgreSQL story on a Trino warehouse (a fresh Iceberg
+// Scenario: the PostgreSQL story on a Trino warehouse (an empty Iceberg
 // catalog of the coordinator-and-worker cluster) with PostgreSQL state:
 // the first deploy of prod (a seed, an hourly incremental model in batches
 // of 24, a daily rollup, a FULL model, a VIEW) says how views change on
-// Trino and serves every row; status shows the hours due at t1 and run
+// Trino (one at a time, not atomically; plan --json says so too) and
+// serves every row; status shows the hours due at t1 and run
 // computes them; after rows of shop.events are deleted by hand from its
 // table, a restatement of shop.events recomputes it and its downstream in
 // place, every row back once; a breaking change in dev reuses
@@ -123,6 +128,13 @@ func TestTrinoPlanRunRestateStatusJanitor(t *testing.T) {
 	require.NoError(t, err)
 	edited := strings.Replace(string(src), "sum(e.amount) AS revenue", "sum(e.amount) AS revenue, max(e.amount) AS biggest", 1)
 	require.NoError(t, os.WriteFile(file, []byte(edited), 0o644))
+	var devPlan planSummary
+	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "plan", "dev", "--json", "--execution-time", t1)), &devPlan))
+	require.Equal(t, viewPromotion{Engine: "trino", Atomic: false, How: viewsHow}, devPlan.Views)
+	require.NotEmpty(t, devPlan.Backfills)
+	for _, b := range devPlan.Backfills {
+		require.NotEqual(t, "shop.events", b.Name, "dev computes nothing of shop.events: it reuses prod's table")
+	}
 	mustRun(t, dir, "plan", "dev", "--auto-apply", "--execution-time", t1)
 	dev := statusOf(t, dir, "dev", "--execution-time", t1)
 	require.Equal(t, st["shop.events"].Version, dev["shop.events"].Version, "dev reuses prod's shop.events")
@@ -142,42 +154,29 @@ func TestTrinoPlanRunRestateStatusJanitor(t *testing.T) {
 	require.Equal(t, float64(2), count(t, dir, "shop.daily"))
 }
 
-// Scenario: plan says how the warehouse changes an environment's views.
-// On DuckDB and PostgreSQL, which change them all in one transaction,
-// plan prints no line about it and plan --json says atomic; on Trino,
-// which cannot, plan says they change one at a time, in a fixed order,
-// and plan --json says so with atomic false.
-func TestPlanSaysHowViewsChangeOnTrinoOnly(t *testing.T) {
+// Scenario: on DuckDB and PostgreSQL, which change an environment's views
+// all in one transaction, plan prints no line about how views change (the
+// Trino story above asserts the line there) and plan --json says they
+// change atomically.
+func TestPlanSaysViewsChangeAtomicallyOnDuckDBAndPostgres(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		backend storyBackend
-		atomic  bool
 	}{
-		{"duckdb", embeddedBackend, true},
-		{"postgres", postgresBackend, true},
-		{"trino", trinoBackend, false},
+		{"duckdb", embeddedBackend},
+		{"postgres", postgresBackend},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := storyProject(t, tc.backend, "")
 			out := mustRunAt(t, dir, storyDeploy, "plan")
 			require.Contains(t, out, "s.hits")
-			if tc.atomic {
-				require.NotContains(t, out, "Views on")
-			} else {
-				require.Contains(t, out, "\n"+viewsLine)
-				require.Equal(t, 1, strings.Count(out, "Views on"), out)
-			}
+			require.NotContains(t, out, "Views on")
+			require.NotContains(t, out, "one view at a time")
 			var sum planSummary
 			require.NoError(t, json.Unmarshal([]byte(mustRunAt(t, dir, storyDeploy, "plan", "--json")), &sum))
-			require.Equal(t, tc.name, sum.Views.Engine)
-			require.Equal(t, tc.atomic, sum.Views.Atomic)
-			if tc.atomic {
-				require.Equal(t, "atomic: every view of the environment changes in one transaction", sum.Views.How)
-			} else {
-				require.Equal(t, strings.TrimSuffix(strings.TrimPrefix(viewsLine, "Views on trino: "), ".\n"), sum.Views.How)
-			}
+			require.Equal(t, viewPromotion{Engine: tc.name, Atomic: true, How: "atomic: every view of the environment changes in one transaction"}, sum.Views)
 		})
 	}
 }
@@ -201,12 +200,9 @@ func TestTrinoBackfillRunsOnTheWorker(t *testing.T) {
 	require.Equal(t, 24.0, n)
 	require.Equal(t, 24*4.0, total)
 
-	ctx := t.Context()
 	admin := trinotest.Admin(t)
-	rows, err := admin.QueryContext(ctx, "SELECT node_id, coordinator FROM system.runtime.nodes WHERE state = 'active'")
-	require.NoError(t, err)
 	var coordinator, worker []string
-	for rows.Next() {
+	eachRow(t, admin, "SELECT node_id, coordinator FROM system.runtime.nodes WHERE state = 'active'", func(rows *sql.Rows) {
 		var id string
 		var isCoordinator bool
 		require.NoError(t, rows.Scan(&id, &isCoordinator))
@@ -215,20 +211,16 @@ func TestTrinoBackfillRunsOnTheWorker(t *testing.T) {
 		} else {
 			worker = append(worker, id)
 		}
-	}
-	require.NoError(t, rows.Err())
-	require.NoError(t, rows.Close())
+	})
 	require.Len(t, coordinator, 1, "one active coordinator")
 	require.Len(t, worker, 1, "one active worker")
 
 	// The backfill's writes, by their text: a MERGE or an INSERT, after
 	// the engine's optional tag comment.
 	write := regexp.MustCompile(`(?is)^\s*(/\*.*?\*/\s*)?(MERGE|INSERT)\b`)
-	rows, err = admin.QueryContext(ctx, "SELECT query_id, state, query FROM system.runtime.queries WHERE source = '"+source+"'")
-	require.NoError(t, err)
 	var writes []string
 	all := 0
-	for rows.Next() {
+	eachRow(t, admin, "SELECT query_id, state, query FROM system.runtime.queries WHERE source = '"+source+"'", func(rows *sql.Rows) {
 		var id, st, text string
 		require.NoError(t, rows.Scan(&id, &st, &text))
 		all++
@@ -236,20 +228,16 @@ func TestTrinoBackfillRunsOnTheWorker(t *testing.T) {
 			require.Equal(t, "FINISHED", st, "%s: %s", id, text)
 			writes = append(writes, id)
 		}
-	}
-	require.NoError(t, rows.Err())
-	require.NoError(t, rows.Close())
+	})
 	require.GreaterOrEqual(t, len(writes), 2, "a write per model at least, among the deploy's %d queries", all)
 
 	// Each write's tasks: those that read, computed and wrote the rows
 	// ran on the worker; the coordinator runs at most the root stage (.0),
 	// which commits the Iceberg snapshot.
-	rows, err = admin.QueryContext(ctx, "SELECT query_id, stage_id, node_id, processed_input_rows FROM system.runtime.tasks WHERE query_id IN ('"+
-		strings.Join(writes, "', '")+"')")
-	require.NoError(t, err)
 	onWorker := map[string]int64{} // input rows processed on the worker, by query
 	tasks := map[string][]string{} // "stage@node", by query
-	for rows.Next() {
+	eachRow(t, admin, "SELECT query_id, stage_id, node_id, processed_input_rows FROM system.runtime.tasks WHERE query_id IN ('"+
+		strings.Join(writes, "', '")+"')", func(rows *sql.Rows) {
 		var query, stage, node string
 		var in int64
 		require.NoError(t, rows.Scan(&query, &stage, &node, &in))
@@ -262,9 +250,7 @@ func TestTrinoBackfillRunsOnTheWorker(t *testing.T) {
 		default:
 			require.Fail(t, "a task on an unknown node", "%s@%s", stage, node)
 		}
-	}
-	require.NoError(t, rows.Err())
-	require.NoError(t, rows.Close())
+	})
 	for _, id := range writes {
 		require.Positive(t, onWorker[id], "write %s processed no row on the worker: %v", id, tasks[id])
 	}
@@ -310,6 +296,8 @@ columns: {id: BIGINT, ts: TIMESTAMP, amount: DOUBLE}
 	t.Logf("the catalog's schemas and tables, before and after: %v", before)
 	var rows []ingest.Summary
 	require.NoError(t, json.Unmarshal([]byte(mustRun(t, dir, "sources", "--json")), &rows))
+	require.Len(t, rows, 1)
+	require.Equal(t, "raw.events", rows[0].Source)
 	for _, s := range rows {
 		require.Zero(t, s.ServingGeneration, "%s serves a generation", s.Source)
 		require.Zero(t, s.BuildingGeneration, "%s builds a generation", s.Source)
@@ -322,17 +310,25 @@ columns: {id: BIGINT, ts: TIMESTAMP, amount: DOUBLE}
 // tables and views as "schema.name", sorted.
 func catalogObjects(t *testing.T, admin *sql.DB, catalog string) []string {
 	t.Helper()
-	rows, err := admin.QueryContext(t.Context(), "SELECT s.schema_name, coalesce(s.schema_name || '.' || t.table_name, s.schema_name) "+
-		"FROM "+catalog+".information_schema.schemata AS s LEFT JOIN "+catalog+".information_schema.tables AS t ON t.table_schema = s.schema_name "+
-		"WHERE s.schema_name <> 'information_schema' ORDER BY 2")
-	require.NoError(t, err)
 	var out []string
-	for rows.Next() {
-		var schema, name string
-		require.NoError(t, rows.Scan(&schema, &name))
+	eachRow(t, admin, "SELECT coalesce(s.schema_name || '.' || t.table_name, s.schema_name) "+
+		"FROM "+catalog+".information_schema.schemata AS s LEFT JOIN "+catalog+".information_schema.tables AS t ON t.table_schema = s.schema_name "+
+		"WHERE s.schema_name <> 'information_schema' ORDER BY 1", func(rows *sql.Rows) {
+		var name string
+		require.NoError(t, rows.Scan(&name))
 		out = append(out, name)
+	})
+	return out
+}
+
+// eachRow runs query on db and calls scan on each row of its result.
+func eachRow(t *testing.T, db *sql.DB, query string, scan func(*sql.Rows)) {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), query)
+	require.NoError(t, err)
+	defer rows.Close()
+	for rows.Next() {
+		scan(rows)
 	}
 	require.NoError(t, rows.Err())
-	require.NoError(t, rows.Close())
-	return out
 }

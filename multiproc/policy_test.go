@@ -61,8 +61,8 @@ func TestDeployRacesTwoDaemons(t *testing.T) {
 	}
 }
 
-// Scenario: TestDeployRacesTwoDaemons's race on a Trino warehouse (a
-// fresh catalog of the coordinator-and-worker cluster, the race fixture's
+// Scenario: TestDeployRacesTwoDaemons's race on a Trino warehouse (an empty
+// test catalog of the coordinator-and-worker cluster, the race fixture's
 // models in Trino's dialect) with PostgreSQL state, for three policies
 // with the daemons started before the deploy: strict (which may refuse),
 // lock and catch-up (which promote). The same invariants hold: no interval

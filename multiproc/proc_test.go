@@ -33,7 +33,7 @@ const (
 
 // project is a copy of a testdata fixture whose gapless.yaml points the
 // warehouse and the state at one fresh PostgreSQL database (newProject),
-// or the warehouse at a fresh Trino catalog and the state at a fresh
+// or the warehouse at an empty Trino test catalog and the state at a fresh
 // PostgreSQL database (newTrinoProject), with every model starting at
 // start.
 type project struct {
@@ -54,7 +54,7 @@ func newProject(t *testing.T, fixture string, start time.Time) *project {
 }
 
 // newTrinoProject copies the fixture (its models written in Trino's
-// dialect) into a temporary folder, on a fresh catalog of the Trino
+// dialect) into a temporary folder, on an empty test catalog of the Trino
 // cluster as the warehouse and a fresh PostgreSQL database as the state.
 // Under -short it skips the test.
 func newTrinoProject(t *testing.T, fixture string, start time.Time) *project {

@@ -1,28 +1,29 @@
 // Package trinotest gives tests a real Trino cluster (a coordinator and a
-// worker, started by `make services`): its own Iceberg catalog per test, so
-// tests run in parallel and never see each other's schemas or tables.
+// worker, started by `make services`): an Iceberg catalog lent to one test
+// at a time, emptied, so tests run in parallel (in one process or several)
+// and never see each other's schemas or tables.
 //
 // The cluster is GAPLESS_TEST_TRINO_URL, or trino://gapless@127.0.0.1:8080.
-// A test's catalog keeps its files under GAPLESS_TEST_TRINO_LAKE, or the
-// lake folder of scripts/services ($HOME/.cache/gapless/trino/lake), which
-// every node of the cluster reads and writes. When the cluster cannot be
+// Its test catalogs (gapless_test_0, ...) keep their files under the lake
+// folder of scripts/services, GAPLESS_TEST_TRINO_LAKE or
+// $HOME/.cache/gapless/trino/lake, which holds the catalogs' lock files too. When the cluster cannot be
 // reached, tests are skipped with the reason, except when CI=true, where
 // they fail: CI must never pass by skipping.
 package trinotest
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,7 +155,7 @@ func probe(dsn string) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var info struct {
 		Starting bool `json:"starting"`
 	}
@@ -185,36 +186,137 @@ func Admin(t testing.TB) *sql.DB {
 	return db
 }
 
-// NewCatalog creates a fresh Iceberg catalog for t, its files in a folder
-// of its own under LakeDir, and returns the warehouse URL that names it
-// (trino://user@host:port/<catalog>). The catalog is dropped and its files
-// removed when t ends.
-func NewCatalog(t testing.TB) string {
-	t.Helper()
-	Require(t)
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatalf("random catalog name: %v", err)
-	}
-	name := "gt_" + hex.EncodeToString(b[:])
-	admin := Admin(t)
-	dir := filepath.Join(LakeDir(), name)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	stmt := fmt.Sprintf(`CREATE CATALOG %s USING iceberg WITH ("iceberg.catalog.type" = 'TESTING_FILE_METASTORE', `+
-		`"hive.metastore.catalog.dir" = '%s', "fs.hadoop.enabled" = 'true')`, name, "file://"+dir)
-	if _, err := admin.ExecContext(ctx, stmt); err != nil {
-		t.Fatalf("creating the test catalog %s: %v", name, err)
-	}
-	t.Cleanup(func() {
+// Pool catalogs are named PoolPrefix and a number: scripts/services
+// configures them statically on both nodes (a catalog created at run time
+// would load the Iceberg plugin's classes again, for seconds and hundreds
+// of MB of memory on each node that are never given back).
+const PoolPrefix = "gapless_test_"
+
+var (
+	poolOnce sync.Once
+	poolErr  error
+	pool     []string
+)
+
+// poolCatalogs lists the cluster's test catalogs, once per process.
+func poolCatalogs(db *sql.DB) ([]string, error) {
+	poolOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := admin.ExecContext(ctx, "DROP CATALOG IF EXISTS "+name); err != nil {
-			t.Errorf("dropping the test catalog %s: %v", name, err)
+		rows, err := db.QueryContext(ctx, "SELECT catalog_name FROM system.metadata.catalogs WHERE catalog_name LIKE 'gapless\\_test\\_%' ESCAPE '\\' ORDER BY 1")
+		if err != nil {
+			poolErr = fmt.Errorf("listing the test catalogs: %w", err)
+			return
 		}
-		if err := os.RemoveAll(dir); err != nil {
-			t.Errorf("removing the test catalog's files %s: %v", dir, err)
+		defer rows.Close()
+		for rows.Next() {
+			var name string
+			if err := rows.Scan(&name); err != nil {
+				poolErr = err
+				return
+			}
+			pool = append(pool, name)
+		}
+		if poolErr = rows.Err(); poolErr == nil && len(pool) == 0 {
+			poolErr = fmt.Errorf("the cluster has no test catalogs (%s0, ...): run make services", PoolPrefix)
 		}
 	})
+	return pool, poolErr
+}
+
+// NewCatalog lends t one of the cluster's test catalogs, emptied, and
+// returns the warehouse URL that names it
+// (trino://user@host:port/<catalog>). No other test, in this process or
+// another, holds it meanwhile: each catalog is guarded by an exclusive
+// file lock under LakeDir()/.locks, which the kernel releases when the
+// process ends, however it ends. A test waits (in flock, not in a sleep)
+// while every catalog is lent. The catalog is emptied (every schema
+// dropped with what it holds) when it is taken, so whatever the previous
+// holder left, a test killed mid-way included, is gone before t sees it.
+func NewCatalog(t testing.TB) string {
+	t.Helper()
+	admin := Admin(t)
+	names, err := poolCatalogs(admin)
+	if err != nil {
+		t.Fatalf("Trino at %s: %v", ServerURL(), err)
+	}
+	lockDir := filepath.Join(LakeDir(), ".locks")
+	if err := os.MkdirAll(lockDir, 0o755); err != nil {
+		t.Fatalf("creating the test catalogs' lock folder: %v", err)
+	}
+	name, unlock, err := lockOne(lockDir, names, t.Name())
+	if err != nil {
+		t.Fatalf("taking a test catalog: %v", err)
+	}
+	if err := emptyCatalog(admin, name); err != nil {
+		unlock()
+		t.Fatalf("emptying the test catalog %s: %v", name, err)
+	}
+	t.Cleanup(unlock)
 	return ServerURL() + "/" + name
+}
+
+// lockOne takes the file lock of a free catalog of names without waiting;
+// when every one is held it waits for one chosen by key.
+func lockOne(dir string, names []string, key string) (string, func(), error) {
+	open := func(name string) (*os.File, error) {
+		return os.OpenFile(filepath.Join(dir, name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	}
+	for _, name := range names {
+		f, err := open(name)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+			return name, func() { _ = f.Close() }, nil
+		}
+		_ = f.Close()
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	name := names[int(h.Sum32())%len(names)]
+	f, err := open(name)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		_ = f.Close()
+		return "", nil, fmt.Errorf("locking %s: %w", name, err)
+	}
+	return name, func() { _ = f.Close() }, nil
+}
+
+// emptyCatalog drops every schema of catalog name with what it holds.
+func emptyCatalog(admin *sql.DB, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	schemas, err := listSchemas(ctx, admin, name)
+	if err != nil {
+		return err
+	}
+	for _, s := range schemas {
+		q := name + `."` + strings.ReplaceAll(s, `"`, `""`) + `"`
+		if _, err := admin.ExecContext(ctx, "DROP SCHEMA IF EXISTS "+q+" CASCADE"); err != nil {
+			return fmt.Errorf("dropping schema %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// listSchemas lists the schemas tests made in catalog name.
+func listSchemas(ctx context.Context, admin *sql.DB, name string) ([]string, error) {
+	rows, err := admin.QueryContext(ctx, "SELECT schema_name FROM "+name+".information_schema.schemata WHERE schema_name NOT IN ('information_schema', 'system')")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var schemas []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		schemas = append(schemas, s)
+	}
+	return schemas, rows.Err()
 }

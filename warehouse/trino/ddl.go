@@ -24,22 +24,68 @@ const (
 // "timestamp(6)", "decimal(12,2)", "timestamp(6) with time zone", ...).
 type column = warehouse.Column
 
-// columnsOf reads t's columns (a table's or a view's) in one catalog query:
-// none when nothing has the name.
+// columnsOf reads t's columns (a table's or a view's) as Trino spells
+// their types, from the columns of SELECT * FROM t LIMIT 0, which Trino
+// answers from the table's metadata without reading it (a third of the
+// time information_schema.columns takes): none when the table or its
+// schema does not exist.
 func (e *Engine) columnsOf(ctx context.Context, t warehouse.Table) ([]column, error) {
-	f := foldTable(t)
-	q := "SELECT column_name, data_type FROM information_schema.columns WHERE table_schema = " + quoteString(f.Schema) +
-		" AND table_name = " + quoteString(f.Name) + " ORDER BY ordinal_position"
-	var cols []column
-	err := e.queryRows(ctx, q, func(r *sql.Rows) error {
-		var c column
-		if err := r.Scan(&c.Name, &c.Type); err != nil {
-			return err
+	q := "SELECT * FROM " + quoteTable(t) + " LIMIT 0"
+	rows, err := e.db.QueryContext(ctx, q)
+	if err != nil {
+		if n := errorName(err); n == "TABLE_NOT_FOUND" || n == "SCHEMA_NOT_FOUND" {
+			return nil, nil
 		}
-		cols = append(cols, c)
-		return nil
-	})
-	return cols, err
+		return nil, &stmtError{sql: q, err: serverError(err)}
+	}
+	defer rows.Close()
+	cts, err := rows.ColumnTypes()
+	if err != nil {
+		return nil, &stmtError{sql: q, err: serverError(err)}
+	}
+	if rows.Next() {
+		return nil, &stmtError{sql: q, err: errors.New("LIMIT 0 returned a row")}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, &stmtError{sql: q, err: serverError(err)}
+	}
+	cols := make([]column, len(cts))
+	for i, ct := range cts {
+		cols[i] = column{Name: ct.Name(), Type: spelledType(ct)}
+	}
+	return cols, nil
+}
+
+// unbounded is the length the client reports for an unbounded varchar.
+const unbounded = 2147483647
+
+// spelledType spells a result column's type as Trino does in
+// information_schema.columns ("bigint", "varchar", "varchar(3)",
+// "timestamp(6)", "timestamp(6) with time zone", "decimal(12,2)",
+// "array(varchar)", ...), from what the client reports.
+func spelledType(ct *sql.ColumnType) string {
+	name := ct.DatabaseTypeName()
+	switch name {
+	case "VARCHAR", "CHAR":
+		if n, ok := ct.Length(); ok && n != unbounded {
+			return fmt.Sprintf("%s(%d)", strings.ToLower(name), n)
+		}
+		return strings.ToLower(name)
+	case "DECIMAL":
+		if p, s, ok := ct.DecimalSize(); ok {
+			return fmt.Sprintf("decimal(%d,%d)", p, s)
+		}
+	case "TIMESTAMP", "TIME":
+		if p, _, ok := ct.DecimalSize(); ok {
+			return fmt.Sprintf("%s(%d)", strings.ToLower(name), p)
+		}
+	case "TIMESTAMP WITH TIME ZONE", "TIME WITH TIME ZONE":
+		if p, _, ok := ct.DecimalSize(); ok {
+			base, _ := strings.CutSuffix(strings.ToLower(name), " with time zone")
+			return fmt.Sprintf("%s(%d) with time zone", base, p)
+		}
+	}
+	return strings.ToLower(name)
 }
 
 // targetTable returns the columns of t, the target of a write: an error

@@ -167,25 +167,20 @@ func (e *Engine) describeQuery(ctx context.Context, plan string) ([]warehouse.Co
 // storedType spells the type of a query's column as the Iceberg table made
 // from it would report it (see Describe).
 func storedType(ct *sql.ColumnType) string {
-	name := ct.DatabaseTypeName()
-	switch name {
-	case "TINYINT", "SMALLINT", "INTEGER":
+	switch t := spelledType(ct); {
+	case t == "tinyint" || t == "smallint":
 		return "integer"
-	case "CHAR", "VARCHAR":
+	case strings.HasPrefix(t, "varchar") || strings.HasPrefix(t, "char"):
 		return "varchar"
-	case "TIMESTAMP":
-		return "timestamp(6)"
-	case "TIMESTAMP WITH TIME ZONE":
+	case strings.HasPrefix(t, "timestamp(") && strings.HasSuffix(t, "with time zone"):
 		return "timestamp(6) with time zone"
-	case "TIME":
+	case strings.HasPrefix(t, "timestamp("):
+		return "timestamp(6)"
+	case strings.HasPrefix(t, "time(") && !strings.HasSuffix(t, "with time zone"):
 		return "time(6)"
-	case "DECIMAL":
-		if p, s, ok := ct.DecimalSize(); ok {
-			return fmt.Sprintf("decimal(%d,%d)", p, s)
-		}
-		return "decimal"
+	default:
+		return storedNested(t)
 	}
-	return storedNested(strings.ToLower(name))
 }
 
 var (

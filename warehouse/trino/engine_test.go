@@ -376,12 +376,9 @@ func TestReadOnlyQueryOnTrino(t *testing.T) {
 func TestQueryValues(t *testing.T) {
 	t.Parallel()
 	e := newEngine(t)
-	res, err := e.Query(t.Context(), `SELECT CAST(1 AS TINYINT) AS i1, 2 AS i4, CAST(3 AS BIGINT) AS i8, CAST(1.25 AS DECIMAL(12,2)) AS d,
-		1.5E0 AS f, REAL '2.5' AS r, 'x' AS s, CAST('y' AS CHAR(2)) AS c, true AS b, DATE '2024-01-02' AS day,
-		TIMESTAMP '2024-01-02 03:04:05.123456' AS ts, TIMESTAMP '2024-01-02 03:04:05 +01:00' AS tz, X'0102' AS bin, NULL AS n,
-		$1 AS arg_time, ? AS arg_int`, ts(5, 6), 7)
+	_, err := e.Query(t.Context(), "SELECT $1 AS a, ? AS b", ts(5, 6), 7)
 	require.Error(t, err, "mixing $1 and ? leaves a ? without argument")
-	res, err = e.Query(t.Context(), `SELECT CAST(1 AS TINYINT) AS i1, 2 AS i4, CAST(3 AS BIGINT) AS i8, CAST(1.25 AS DECIMAL(12,2)) AS d,
+	res, err := e.Query(t.Context(), `SELECT CAST(1 AS TINYINT) AS i1, 2 AS i4, CAST(3 AS BIGINT) AS i8, CAST(1.25 AS DECIMAL(12,2)) AS d,
 		1.5E0 AS f, REAL '2.5' AS r, 'x' AS s, CAST('y' AS CHAR(2)) AS c, true AS b, DATE '2024-01-02' AS day,
 		TIMESTAMP '2024-01-02 03:04:05.123456' AS ts, TIMESTAMP '2024-01-02 03:04:05 +01:00' AS tz, X'0102' AS bin, NULL AS n,
 		$1 AS arg_time, $2 AS arg_int; -- done`, ts(5, 6), 7)

@@ -2,8 +2,10 @@ package trino
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	trinoclient "github.com/trinodb/trino-go-client/trino"
@@ -280,34 +282,38 @@ func TestMentions(t *testing.T) {
 	require.False(t, mentions(`SELECT 'm000' AS x`, "m000"))
 }
 
-// Scenario: rows a seed writes are rendered as literals cast to their
-// column's type; a value the engine cannot render is an error naming its
-// type.
-func TestLiteral(t *testing.T) {
+// Scenario: the values a seed writes are rendered as the text their
+// column's type reads back (hex for varbinary); a value the engine cannot
+// render is an error naming its type.
+func TestValueText(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		v    any
 		typ  string
-		want string
+		want any
 	}{
-		{nil, "bigint", "NULL"},
-		{"O'Reilly", "varchar", "'O''Reilly'"},
-		{int64(-7), "bigint", "'-7'"},
-		{uint8(7), "integer", "'7'"},
-		{1.5, "double", "'1.5'"},
-		{1e10, "double", "'1e+10'"},
-		{1e10, "decimal(12,2)", "'10000000000'"},
-		{true, "boolean", "'true'"},
-		{[]byte{0, 1}, "varbinary", "X'0001'"},
-		{"ab", "varbinary", "X'6162'"},
+		{nil, "bigint", nil},
+		{"O'Reilly", "varchar", "O'Reilly"},
+		{int64(-7), "bigint", "-7"},
+		{uint8(7), "integer", "7"},
+		{1.5, "double", "1.5"},
+		{1e10, "double", "1e+10"},
+		{1e10, "decimal(12,2)", "10000000000"},
+		{math.Inf(-1), "double", "-Infinity"},
+		{true, "boolean", "true"},
+		{[]byte{0, 1}, "varbinary", "0001"},
+		{"ab", "varbinary", "6162"},
+		{time.Date(2024, 1, 2, 3, 4, 5, 600, time.FixedZone("x", 3600)), "timestamp(6)", "2024-01-02 02:04:05.0000006"},
+		{time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC), "timestamp(6) with time zone", "2024-01-02 03:04:05 UTC"},
+		{time.Date(2024, 1, 2, 0, 0, 0, 0, time.UTC), "date", "2024-01-02"},
 	} {
-		got, err := literal(c.v, c.typ)
+		got, err := valueText(c.v, c.typ)
 		require.NoError(t, err, "%v", c.v)
 		require.Equal(t, c.want, got, "%v %s", c.v, c.typ)
 	}
-	_, err := literal(struct{}{}, "varchar")
+	_, err := valueText(struct{}{}, "varchar")
 	require.Error(t, err)
-	_, err = literal("bad\xff", "varchar")
+	_, err = valueText("bad\xff", "varchar")
 	require.Error(t, err)
 }
 

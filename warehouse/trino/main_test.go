@@ -2,6 +2,7 @@ package trino_test
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"testing"
 
@@ -11,8 +12,7 @@ import (
 // TestMain runs the package's tests with more of them in parallel than
 // the default (GOMAXPROCS): they wait on Trino, whose statements take 50
 // to 500 ms, far more than they compute. -parallel on the command line
-// still wins. Afterwards it drops the pool of test catalogs and fails when
-// a test left a goroutine behind. The HTTP keep-alive connections of
+// still wins. Afterwards it fails when a test left a goroutine behind. The HTTP keep-alive connections of
 // trinotest's shared admin client (the default transport) and its pool
 // live as long as the process and are not leaks.
 func TestMain(m *testing.M) {
@@ -23,14 +23,13 @@ func TestMain(m *testing.M) {
 		_ = flag.Set("test.parallel", "8")
 	}
 	code := m.Run()
-	dropPool()
 	if code == 0 {
 		if err := goleak.Find(
 			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
 			goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
 		); err != nil {
-			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
 	}

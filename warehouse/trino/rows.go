@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -25,18 +26,22 @@ const maxStatementBytes = 900_000
 // InsertRows appends literal rows (a SEED model's) to p.Table, all or
 // nothing, and returns how many it inserted.
 //
-// Each value is rendered by the engine as a string literal (or X'...' for
-// a varbinary column) and cast to its column's type in the statement:
+// The engine renders the rows as one JSON array of arrays of strings (each
+// value's text, or null), in a string literal, and casts each value to its
+// column's type in the statement:
 //
-//	INSERT INTO t (c1, ...) SELECT CAST(v1 AS <c1's type>), ... FROM (VALUES ('1', 'a'), ...) AS v(v1, ...)
+//	INSERT INTO t (c1, ...) SELECT CAST(v1 AS <c1's type>), ...
+//	FROM UNNEST(CAST(json_parse('[["1","a"],...]') AS array(row(varchar, ...)))) AS v(v1, ...)
 //
-// so a value that does not fit its column fails the statement, which then
-// inserts nothing. Rows that fit in one statement (under Trino's
-// query.max-length) are one INSERT, one Iceberg commit. More are first
-// loaded, in several statements, into a staging table beside the target
-// (gapless_stage_<random>, same columns), then moved in with one INSERT ...
-// SELECT, and the staging table is dropped whatever happens: the target
-// still changes in one commit.
+// (a varbinary column gets its bytes in hex, read with from_hex). Trino
+// parses one string literal in no time, where a VALUES list of thousands
+// of rows takes it tens of seconds to plan. A value that does not fit its
+// column fails the statement, which then inserts nothing. Rows that fit in
+// one statement (under Trino's query.max-length) are one INSERT, one
+// Iceberg commit. More are first loaded, in several statements, into a
+// staging table beside the target (gapless_stage_<random>, same columns),
+// then moved in with one INSERT ... SELECT, and the staging table is
+// dropped whatever happens: the target still changes in one commit.
 //
 // Values: nil, strings (valid UTF-8), []byte, bool, every integer and
 // float type, time.Time (its UTC wall-clock time, or the date, or the
@@ -85,16 +90,20 @@ func (e *Engine) InsertRows(ctx context.Context, p warehouse.InsertRowsParams) (
 	// Render every row first: a value that cannot be rendered fails the
 	// call before anything is sent.
 	rendered := make([]string, len(p.Rows))
+	vals := make([]any, len(p.Columns))
 	for i, r := range p.Rows {
-		vals := make([]string, len(r))
 		for j, v := range r {
-			lit, err := literal(v, cols[j].Type)
+			text, err := valueText(v, cols[j].Type)
 			if err != nil {
 				return 0, fail(op, obj, "", fmt.Errorf("%w: row %d, column %q: %w", warehouse.ErrInvalidArgument, i+1, cols[j].Name, err))
 			}
-			vals[j] = lit
+			vals[j] = text
 		}
-		rendered[i] = "(" + strings.Join(vals, ", ") + ")"
+		b, err := json.Marshal(vals)
+		if err != nil {
+			return 0, fail(op, obj, "", fmt.Errorf("%w: row %d: %w", warehouse.ErrInvalidArgument, i+1, err))
+		}
+		rendered[i] = string(b)
 	}
 	limit := maxStatementBytes
 	if n := e.maxStatement.Load(); n > 0 {
@@ -102,10 +111,10 @@ func (e *Engine) InsertRows(ctx context.Context, p warehouse.InsertRowsParams) (
 	}
 	chunks := chunkRows(rendered, limit)
 	if len(chunks) == 1 {
-		stmt := insertValues(p.Table, cols, chunks[0])
+		stmt := insertJSON(p.Table, cols, chunks[0])
 		n, err := e.exec(ctx, stmt)
 		if err != nil {
-			return 0, fail(op, obj, stmt, e.writeError(ctx, p.Table, err))
+			return 0, fail(op, obj, shorten(stmt), e.writeError(ctx, p.Table, err))
 		}
 		return n, nil
 	}
@@ -114,6 +123,19 @@ func (e *Engine) InsertRows(ctx context.Context, p warehouse.InsertRowsParams) (
 		return 0, fail(op, obj, "", e.writeError(ctx, p.Table, err))
 	}
 	return n, nil
+}
+
+// shorten cuts a statement of rendered rows for an error message.
+func shorten(stmt string) string {
+	const most = 2000
+	if len(stmt) <= most {
+		return stmt
+	}
+	cut := most
+	for cut > 0 && !utf8.RuneStart(stmt[cut]) {
+		cut--
+	}
+	return stmt[:cut] + fmt.Sprintf("... (%d more bytes)", len(stmt)-cut)
 }
 
 // insertStaged loads chunks into a staging table beside t and moves them
@@ -136,7 +158,11 @@ func (e *Engine) insertStaged(ctx context.Context, t warehouse.Table, cols []col
 		_, _ = e.exec(cctx, "DROP TABLE IF EXISTS "+quoteTable(stage))
 	}()
 	for _, chunk := range chunks {
-		if _, err := e.exec(ctx, insertValues(stage, cols, chunk)); err != nil {
+		if _, err := e.exec(ctx, insertJSON(stage, cols, chunk)); err != nil {
+			var se *stmtError
+			if errors.As(err, &se) {
+				se.sql = shorten(se.sql)
+			}
 			return 0, err
 		}
 	}
@@ -147,18 +173,26 @@ func (e *Engine) insertStaged(ctx context.Context, t warehouse.Table, cols []col
 	return e.exec(ctx, "INSERT INTO "+quoteTable(t)+" ("+strings.Join(names, ", ")+") SELECT "+strings.Join(names, ", ")+" FROM "+quoteTable(stage))
 }
 
-// insertValues is the INSERT of rendered rows into t's cols.
-func insertValues(t warehouse.Table, cols []column, rows []string) string {
+// insertJSON is the INSERT of rows (each a JSON array of strings and
+// nulls) into t's cols.
+func insertJSON(t warehouse.Table, cols []column, rows []string) string {
 	names := make([]string, len(cols))
-	casts := make([]string, len(cols))
+	exprs := make([]string, len(cols))
 	aliases := make([]string, len(cols))
+	fields := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = quoteIdent(c.Name)
 		aliases[i] = fmt.Sprintf("v%d", i+1)
-		casts[i] = "CAST(" + aliases[i] + " AS " + c.Type + ")"
+		fields[i] = "varchar"
+		if c.Type == "varbinary" {
+			exprs[i] = "from_hex(" + aliases[i] + ")"
+		} else {
+			exprs[i] = "CAST(" + aliases[i] + " AS " + c.Type + ")"
+		}
 	}
-	return "INSERT INTO " + quoteTable(t) + " (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(casts, ", ") +
-		"\nFROM (VALUES\n" + strings.Join(rows, ",\n") + "\n) AS v(" + strings.Join(aliases, ", ") + ")"
+	data := "[" + strings.Join(rows, ",") + "]"
+	return "INSERT INTO " + quoteTable(t) + " (" + strings.Join(names, ", ") + ")\nSELECT " + strings.Join(exprs, ", ") +
+		"\nFROM UNNEST(CAST(json_parse(" + quoteString(data) + ") AS array(row(" + strings.Join(fields, ", ") + ")))) AS v(" + strings.Join(aliases, ", ") + ")"
 }
 
 // chunkRows splits rendered rows into groups whose text stays under limit.
@@ -175,84 +209,76 @@ func chunkRows(rows []string, limit int) [][]string {
 	return append(chunks, rows[start:])
 }
 
-// literal renders v for a column of type typ: NULL, X'...' for varbinary,
-// else a string literal that CAST(... AS typ) reads back as v.
-func literal(v any, typ string) (string, error) {
+// valueText is v's text for a column of type typ, which CAST(text AS typ)
+// reads back as v (hex for a varbinary column, read by from_hex), or nil
+// for NULL.
+func valueText(v any, typ string) (any, error) {
 	if v == nil {
-		return "NULL", nil
+		return nil, nil
 	}
 	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && rv.IsNil() {
-		return "NULL", nil
+		return nil, nil
 	}
 	binary := typ == "varbinary"
+	text := func(s string) (any, error) {
+		if binary {
+			return hex.EncodeToString([]byte(s)), nil
+		}
+		if !utf8.ValidString(s) {
+			return nil, errors.New("a string that is not valid UTF-8")
+		}
+		return s, nil
+	}
 	switch x := v.(type) {
 	case string:
-		if binary {
-			return "X'" + hex.EncodeToString([]byte(x)) + "'", nil
-		}
-		return stringLiteral(x)
+		return text(x)
 	case []byte:
 		if binary {
-			return "X'" + hex.EncodeToString(x) + "'", nil
+			return hex.EncodeToString(x), nil
 		}
-		return stringLiteral(string(x))
+		return text(string(x))
 	case bool:
-		return textFor(strconv.FormatBool(x), binary)
+		return text(strconv.FormatBool(x))
 	case int:
-		return textFor(strconv.FormatInt(int64(x), 10), binary)
+		return text(strconv.FormatInt(int64(x), 10))
 	case int8:
-		return textFor(strconv.FormatInt(int64(x), 10), binary)
+		return text(strconv.FormatInt(int64(x), 10))
 	case int16:
-		return textFor(strconv.FormatInt(int64(x), 10), binary)
+		return text(strconv.FormatInt(int64(x), 10))
 	case int32:
-		return textFor(strconv.FormatInt(int64(x), 10), binary)
+		return text(strconv.FormatInt(int64(x), 10))
 	case int64:
-		return textFor(strconv.FormatInt(x, 10), binary)
+		return text(strconv.FormatInt(x, 10))
 	case uint:
-		return textFor(strconv.FormatUint(uint64(x), 10), binary)
+		return text(strconv.FormatUint(uint64(x), 10))
 	case uint8:
-		return textFor(strconv.FormatUint(uint64(x), 10), binary)
+		return text(strconv.FormatUint(uint64(x), 10))
 	case uint16:
-		return textFor(strconv.FormatUint(uint64(x), 10), binary)
+		return text(strconv.FormatUint(uint64(x), 10))
 	case uint32:
-		return textFor(strconv.FormatUint(uint64(x), 10), binary)
+		return text(strconv.FormatUint(uint64(x), 10))
 	case uint64:
-		return textFor(strconv.FormatUint(x, 10), binary)
+		return text(strconv.FormatUint(x, 10))
 	case float32:
-		return textFor(floatText(float64(x), 32, typ), binary)
+		return text(floatText(float64(x), 32, typ))
 	case float64:
-		return textFor(floatText(x, 64, typ), binary)
+		return text(floatText(x, 64, typ))
 	case *big.Int:
-		return textFor(x.String(), binary)
+		return text(x.String())
 	case json.Number:
-		return textFor(x.String(), binary)
+		return text(x.String())
 	case time.Time:
-		return textFor(timeLiteralText(x, typ), binary)
+		return text(timeLiteralText(x, typ))
 	case driver.Valuer:
 		val, err := x.Value()
 		if err != nil {
-			return "", fmt.Errorf("reading %T: %w", v, err)
+			return nil, fmt.Errorf("reading %T: %w", v, err)
 		}
-		return literal(val, typ)
+		return valueText(val, typ)
 	case fmt.Stringer:
-		return textFor(x.String(), binary)
+		return text(x.String())
 	}
-	return "", fmt.Errorf("values of type %T cannot be inserted", v)
-}
-
-// textFor is a string literal, or its bytes for a varbinary column.
-func textFor(s string, binary bool) (string, error) {
-	if binary {
-		return "X'" + hex.EncodeToString([]byte(s)) + "'", nil
-	}
-	return stringLiteral(s)
-}
-
-func stringLiteral(s string) (string, error) {
-	if !utf8.ValidString(s) {
-		return "", fmt.Errorf("a string that is not valid UTF-8")
-	}
-	return quoteString(s), nil
+	return nil, fmt.Errorf("values of type %T cannot be inserted", v)
 }
 
 // floatText spells f so that CAST(varchar AS typ) reads it back: Java's

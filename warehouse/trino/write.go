@@ -90,15 +90,19 @@ func marker(cols []column, base string) string {
 // Iceberg commit:
 //
 //	MERGE INTO t USING (
-//	  SELECT q.c1, ..., false AS m FROM (query) AS q
+//	  SELECT q.c1, ..., CAST(NULL AS integer) AS m FROM (query) AS q
 //	    WHERE CAST(q.tc AS <tc's type>) >= lo AND CAST(q.tc AS <tc's type>) < hi
-//	  UNION ALL SELECT NULL, ..., true
-//	) AS s ON s.m AND t.tc >= lo AND t.tc < hi
+//	  UNION ALL SELECT NULL, ..., 1
+//	) AS s ON s.m = (CASE WHEN t.tc >= lo AND t.tc < hi THEN 1 END) AND t.tc >= lo AND t.tc < hi
 //	WHEN MATCHED THEN DELETE
-//	WHEN NOT MATCHED AND NOT s.m THEN INSERT (c1, ...) VALUES (s.c1, ...)
+//	WHEN NOT MATCHED AND s.m IS NULL THEN INSERT (c1, ...) VALUES (s.c1, ...)
 //
-// Every row of the table in the range matches the one marker row and is
-// deleted; no query row ever matches, so each is inserted. A reader sees
+// Every row of the table in the range matches the one marker row (m = 1)
+// and is deleted; no query row ever matches (m is NULL), so each is
+// inserted. The ON clause is written so that Trino joins by hash and
+// reads only the range of the table: a join on "s.m AND <range>" alone
+// would compare every query row with every row of the range (a re-run of
+// 14,000 rows took 11.5 s that way, 1.6 s this way). A reader sees
 // the interval's old rows or its new ones, never neither and never both; a
 // query that fails commits nothing. Query rows are filtered on their time
 // as the table stores it (cast to the column's type), so rows with a NULL
@@ -256,16 +260,20 @@ func intervalMerge(p warehouse.InsertIntervalParams, q string, cols []column, tc
 	}
 	qtc := "CAST(q." + quoteIdent(tc.Name) + " AS " + tc.Type + ")"
 	ttc := "t." + quoteIdent(tc.Name)
+	inRange := ttc + " >= " + lo + " AND " + ttc + " < " + hi
 	tag, prefix := tagged("insert-interval")
 	var b strings.Builder
 	b.WriteString(prefix)
 	b.WriteString("MERGE INTO " + quoteTable(p.Table) + " AS t USING (\n")
-	b.WriteString("SELECT " + strings.Join(fromQ, ", ") + ", false AS " + m + "\nFROM " + subquery(q) + " AS q\n")
+	b.WriteString("SELECT " + strings.Join(fromQ, ", ") + ", CAST(NULL AS integer) AS " + m + "\nFROM " + subquery(q) + " AS q\n")
 	b.WriteString("WHERE " + qtc + " >= " + lo + " AND " + qtc + " < " + hi + "\n")
-	b.WriteString("UNION ALL SELECT " + strings.Join(nulls, ", ") + ", true\n")
-	b.WriteString(") AS s ON s." + m + " AND " + ttc + " >= " + lo + " AND " + ttc + " < " + hi + "\n")
+	b.WriteString("UNION ALL SELECT " + strings.Join(nulls, ", ") + ", 1\n")
+	// The equality is what makes Trino join by hash (the marker, 1, with
+	// the target's rows in the range); the range again, outside the
+	// CASE, is what it pushes into the target's scan.
+	b.WriteString(") AS s ON s." + m + " = (CASE WHEN " + inRange + " THEN 1 END) AND " + inRange + "\n")
 	b.WriteString("WHEN MATCHED THEN DELETE\n")
-	b.WriteString("WHEN NOT MATCHED AND NOT s." + m + " THEN INSERT (" + strings.Join(names, ", ") + ") VALUES (" + strings.Join(fromS, ", ") + ")")
+	b.WriteString("WHEN NOT MATCHED AND s." + m + " IS NULL THEN INSERT (" + strings.Join(names, ", ") + ") VALUES (" + strings.Join(fromS, ", ") + ")")
 	return tag, b.String()
 }
 
@@ -511,7 +519,11 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 		return 0, false, fail(op, obj, "", err)
 	}
 	defer unlock()
-	notAView := func() error {
+	// Trino refuses to replace a view by a table, as a failed commit:
+	// "Failed to create table s.v: Table already exists". The name's kind
+	// is read only then, to tell that apart from a refused commit (two
+	// processes replacing the table at once), which is retried.
+	inTheWay := func() error {
 		kinds, kq, err := e.kinds(ctx, []warehouse.Table{p.Table})
 		if err != nil {
 			return &stmtError{sql: kq, err: err}
@@ -521,19 +533,15 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 		}
 		return nil
 	}
-	if err := notAView(); err != nil {
-		return 0, false, fail(op, obj, "", err)
-	}
 	stmt := "CREATE OR REPLACE TABLE " + quoteTable(p.Table) + " AS " + subquery(q)
 	var n int64
-	// A refused commit is retried; "Table already exists" too, unless a
-	// view took the name meanwhile: two processes creating the table
-	// at once, and the second replaces the first's.
+	var blocked error
 	retryable := func(err error) bool {
 		if errorName(err) != errIcebergCommit {
 			return false
 		}
-		return notAView() == nil
+		blocked = inTheWay()
+		return blocked == nil
 	}
 	err = e.withRetry(ctx, obj, retryable, func() error {
 		var err error
@@ -541,8 +549,8 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 		return err
 	})
 	if err != nil {
-		if verr := notAView(); verr != nil && errorName(err) == errIcebergCommit {
-			err = fmt.Errorf("%w: %w", verr, err)
+		if blocked != nil {
+			err = fmt.Errorf("%w: %w", blocked, err)
 		}
 		return 0, false, fail(op, obj, stmt, err)
 	}
