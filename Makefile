@@ -24,13 +24,15 @@ services:
 	bash scripts/services
 
 # The test command the README gives and CI runs; needs `make services` first.
+# A package's tests may take longer than go test's default 10 minutes: the
+# Trino conformance suite alone runs about 150 scenarios of Iceberg commits.
 test:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # The inner loop (DEVELOPERS.md): fewer rapid checks, no test that starts
 # gapless as an OS process. CI runs `make test`.
 test-short:
-	$(GO) test -race -count=1 -short ./...
+	$(GO) test -race -count=1 -short -timeout 30m ./...
 
 # golangci-lint with .golangci.yml. The pinned version is installed into
 # bin/ on first use (go install; about 3 minutes on 2 cores) and kept there.

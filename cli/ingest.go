@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gapless-dev/gapless/backend"
+	"github.com/gapless-dev/gapless/config"
 	"github.com/gapless-dev/gapless/connector"
 	"github.com/gapless-dev/gapless/connector/files"
 	"github.com/gapless-dev/gapless/ingest"
@@ -60,6 +62,11 @@ plan or apply in another shell gets the DuckDB file in between.`,
 			if err != nil {
 				return err
 			}
+			// A warehouse that cannot land sources exactly once is refused
+			// before anything is written, in state or in the warehouse.
+			if err := checkCanIngest(ctx, cfg); err != nil {
+				return err
+			}
 			// The state store is opened for the whole run; the warehouse
 			// only by a pass with a source that has something to land, so
 			// a pass over idle sources never takes the DuckDB file.
@@ -75,9 +82,7 @@ plan or apply in another shell gets the DuckDB file in between.`,
 				}
 				in, ok := e.(warehouse.Ingester)
 				if !ok {
-					return nil, errors.Join(fmt.Errorf("the warehouse %s cannot land sources: the %s engine does not declare exactly-once ingestion "+
-						"(each step needs one transaction holding the fence check, the rows and the marker); land sources into a DuckDB or PostgreSQL warehouse",
-						cfg.Warehouse, e.Dialect()), e.Close())
+					return nil, errors.Join(cannotIngest(cfg, e.Dialect()), e.Close())
 				}
 				return in, nil
 			}
@@ -156,4 +161,30 @@ func printIngest(g *globals, rep ingest.Report, changesOnly bool) {
 		}
 		fmt.Fprintln(out, line)
 	}
+}
+
+// checkCanIngest refuses a warehouse whose engine does not declare
+// exactly-once ingestion (warehouse.Capabilities.Ingest), asking the engine
+// backend.OpenForPlanning opens (for DuckDB an in-memory one of the same
+// engine, so the warehouse file is not taken).
+func checkCanIngest(ctx context.Context, cfg *config.Config) error {
+	e, err := backend.OpenForPlanning(ctx, cfg.Warehouse)
+	if err != nil {
+		return err
+	}
+	caps, dialect := e.Capabilities(), e.Dialect()
+	if err := e.Close(); err != nil {
+		return fmt.Errorf("closing the warehouse: %w", err)
+	}
+	if !caps.Ingest {
+		return cannotIngest(cfg, dialect)
+	}
+	return nil
+}
+
+// cannotIngest is the refusal of a warehouse that cannot land sources.
+func cannotIngest(cfg *config.Config, dialect string) error {
+	return fmt.Errorf("the warehouse %s cannot land sources: the %s engine does not declare exactly-once ingestion "+
+		"(each step needs one transaction holding the fence check, the rows and the marker); land sources into a DuckDB or PostgreSQL warehouse",
+		cfg.Warehouse, dialect)
 }
