@@ -119,6 +119,9 @@ func BenchmarkPromote100Views(b *testing.B) {
 		}
 		return views
 	}
+	// The first batch creates the views; every timed one repoints them.
+	require.NoError(b, e.CreateOrReplaceViews(ctx, batch(1)))
+	b.ResetTimer()
 	for i := range b.N {
 		require.NoError(b, e.CreateOrReplaceViews(ctx, batch(i%2)))
 	}
