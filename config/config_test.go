@@ -214,7 +214,7 @@ func TestLoad_Errors(t *testing.T) {
 		{
 			name:    "bad default dialect",
 			content: "model_defaults:\n  dialect: snowflake\n",
-			want:    `:2:12: model_defaults.dialect: unknown dialect "snowflake" (dialects: duckdb, postgres)`,
+			want:    `:2:12: model_defaults.dialect: unknown dialect "snowflake" (dialects: duckdb, postgres, trino)`,
 			key:     "model_defaults.dialect",
 		},
 		{
