@@ -256,11 +256,34 @@ func NewCatalog(t testing.TB) string {
 	return ServerURL() + "/" + name
 }
 
+// held counts the catalogs this process's tests hold, so that a test that
+// must wait waits on a catalog another process holds (which its tests
+// will give back) rather than on one a test of its own may hold for long.
+var held struct {
+	sync.Mutex
+	n map[string]int
+}
+
 // lockOne takes the file lock of a free catalog of names without waiting;
-// when every one is held it waits for one chosen by key.
+// when every one is held it waits for one chosen by key, preferring those
+// held by other processes. The returned func releases it.
 func lockOne(dir string, names []string, key string) (string, func(), error) {
 	open := func(name string) (*os.File, error) {
 		return os.OpenFile(filepath.Join(dir, name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	}
+	taken := func(name string, f *os.File) (string, func(), error) {
+		held.Lock()
+		if held.n == nil {
+			held.n = map[string]int{}
+		}
+		held.n[name]++
+		held.Unlock()
+		return name, func() {
+			held.Lock()
+			held.n[name]--
+			held.Unlock()
+			_ = f.Close()
+		}, nil
 	}
 	for _, name := range names {
 		f, err := open(name)
@@ -268,13 +291,25 @@ func lockOne(dir string, names []string, key string) (string, func(), error) {
 			return "", nil, err
 		}
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
-			return name, func() { _ = f.Close() }, nil
+			return taken(name, f)
 		}
 		_ = f.Close()
 	}
+	candidates := names
+	held.Lock()
+	var elsewhere []string
+	for _, name := range names {
+		if held.n[name] == 0 {
+			elsewhere = append(elsewhere, name)
+		}
+	}
+	held.Unlock()
+	if len(elsewhere) > 0 {
+		candidates = elsewhere
+	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
-	name := names[int(h.Sum32())%len(names)]
+	name := candidates[int(h.Sum32()%uint32(len(candidates)))]
 	f, err := open(name)
 	if err != nil {
 		return "", nil, err
@@ -283,7 +318,7 @@ func lockOne(dir string, names []string, key string) (string, func(), error) {
 		_ = f.Close()
 		return "", nil, fmt.Errorf("locking %s: %w", name, err)
 	}
-	return name, func() { _ = f.Close() }, nil
+	return taken(name, f)
 }
 
 // emptyCatalog drops every schema of catalog name with what it holds.
