@@ -91,6 +91,14 @@ exits (for cron and tests); only then may --execution-time be given.`,
 					return err
 				}
 			}
+			// A warehouse that cannot land sources is refused before the
+			// first tick, so no pass stages a batch in state that it can
+			// never apply.
+			if in != nil {
+				if err := checkCanIngest(ctx, cfg); err != nil {
+					return fmt.Errorf("%w; the project defines sources: run the scheduler with --ingest=false to run its models only", err)
+				}
+			}
 			parser, err := sqlparse.Open()
 			if err != nil {
 				return fmt.Errorf("starting the SQL parser: %w", err)

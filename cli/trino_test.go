@@ -261,10 +261,10 @@ func TestTrinoBackfillRunsOnTheWorker(t *testing.T) {
 // engine cannot land a source exactly once (no transaction holds the
 // fence check, the rows and the marker together): with a file waiting in
 // the landing folder, ingest --once exits 1 naming the engine and what to
-// do instead, and writes nothing to the warehouse: the catalog's schemas
-// and tables are those it had before, and state records no generation and
-// no batch applied. (Today the pass stages the waiting file in state
-// before it opens the warehouse and refuses; it applies nothing.)
+// do instead. The scheduler daemon (which lands sources before each tick)
+// refuses the same way before its first tick and names --ingest=false.
+// Neither writes anything: the catalog's schemas and tables are those it
+// had before, and state holds no source, no staged batch, nothing applied.
 func TestTrinoIngestRefuses(t *testing.T) {
 	t.Parallel()
 	dir, catalog := trinoProject(t, trinoSource(t))
@@ -290,6 +290,15 @@ columns: {id: BIGINT, ts: TIMESTAMP, amount: DOUBLE}
 	require.Equal(t, ExitFailure, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
 	require.Contains(t, r.stderr, "cannot land sources: the trino engine does not declare exactly-once ingestion")
 	require.Contains(t, r.stderr, "land sources into a DuckDB or PostgreSQL warehouse")
+	require.NotContains(t, r.stderr, "goroutine")
+
+	// The scheduler daemon, which lands the project's sources before each
+	// tick's runs, refuses before its first tick, and names the way to
+	// run the models alone.
+	r = run(t, dir, "scheduler", "--once", "--execution-time", "2024-01-01T02:00:00Z")
+	require.Equal(t, ExitFailure, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	require.Contains(t, r.stderr, "cannot land sources: the trino engine does not declare exactly-once ingestion")
+	require.Contains(t, r.stderr, "run the scheduler with --ingest=false")
 	require.NotContains(t, r.stderr, "goroutine")
 
 	require.Equal(t, before, catalogObjects(t, admin, catalog), "the refused ingest changed the catalog")

@@ -226,12 +226,12 @@ func BenchmarkBackfillYearHourlyTrino(b *testing.B) {
 	if testing.Short() {
 		end, singleRuns = at(2023, 2, 1, 0), 1
 	}
-	for _, perHour := range []int{1, 500} {
-		b.Run(fmt.Sprintf("rows_per_hour=%d/batch_size=720/batch_concurrency=1", perHour), func(b *testing.B) {
-			src := `MODEL (name bench.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, batch_size 720), cron '@hourly', start '2023-01-01', dialect trino);
-` + trinoBenchQuery(perHour)
+	for _, c := range []struct{ perHour, concurrency int }{{1, 1}, {500, 1}, {500, 3}} {
+		b.Run(fmt.Sprintf("rows_per_hour=%d/batch_size=720/batch_concurrency=%d", c.perHour, c.concurrency), func(b *testing.B) {
+			src := fmt.Sprintf(`MODEL (name bench.hourly, kind INCREMENTAL_BY_TIME_RANGE (time_column ts, batch_size 720, batch_concurrency %d), cron '@hourly', start '2023-01-01', dialect trino);
+`, c.concurrency) + trinoBenchQuery(c.perHour)
 			bu := executetest.SetupTrino(b, map[string]string{"models/hourly.sql": src})
-			measureBackfillOver(b, bu, bu.Engine, perHour, 720, end, singleRuns)
+			measureBackfillOver(b, bu, bu.Engine, c.perHour, 720, end, singleRuns)
 		})
 	}
 }

@@ -36,8 +36,9 @@ FROM UNNEST(sequence(%d, %d)) AS h(h) CROSS JOIN UNNEST(sequence(0, %d)) AS r(r)
 // BenchmarkHourlyYear measures a backfill of an hourly model on Trino:
 // one year (or two batches) InsertInterval'd in batches of 720 hours, and
 // the same rows written by one INSERT ... SELECT, at 500 rows and at 1
-// row per hour; and the fixed cost of one batch (InsertInterval of one
-// row). Each op fills a fresh empty table (made outside the timer).
+// row per hour; the same batches as plain INSERTs (a reference: the cost
+// of batching alone); and the fixed cost of one batch (InsertInterval of
+// one row). Each op fills a fresh empty table (made outside the timer).
 func BenchmarkHourlyYear(b *testing.B) {
 	hours := 2 * batchHours
 	if os.Getenv(yearEnv) != "" {
@@ -76,6 +77,21 @@ func BenchmarkHourlyYear(b *testing.B) {
 			}
 			b.ReportMetric(float64(rows), "rows/op")
 			b.ReportMetric(float64(batches)/float64(b.N), "batches/op")
+		})
+		// The floor of any per-batch path: one plain INSERT per batch, which
+		// would append again on a re-run (so not what InsertInterval does),
+		// for the ratio batching alone costs on this cluster.
+		b.Run(fmt.Sprintf("%d_per_hour/batched_%dh_plain_insert_reference", perHour, batchHours), func(b *testing.B) {
+			for range b.N {
+				tbl := fresh(b)
+				for from := 0; from < hours; from += batchHours {
+					to := min(from+batchHours, hours)
+					res, err := e.Query(ctx, "INSERT INTO "+e.QuoteTable(tbl)+" (ts, id, v) "+hoursQuery(from, to, perHour))
+					require.NoError(b, err)
+					require.Equal(b, [][]any{{int64((to - from) * perHour)}}, res.Rows)
+				}
+			}
+			b.ReportMetric(float64(rows), "rows/op")
 		})
 		b.Run(fmt.Sprintf("%d_per_hour/one_insert_select", perHour), func(b *testing.B) {
 			for range b.N {
