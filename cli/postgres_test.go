@@ -39,17 +39,7 @@ func TestPostgresPlanRunStatusJanitor(t *testing.T) {
 	require.Contains(t, out, "24 intervals in [2024-01-01T00:00:00Z, 2024-01-02T00:00:00Z)")
 	require.Equal(t, float64(24*4), count(t, dir, "shop.events"))
 
-	st := statusOf(t, dir, "--execution-time", t1)
-	require.Equal(t, []string{"[2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z)"}, st["shop.events"].Missing)
-
-	mustRun(t, dir, "run", "--execution-time", t1)
-	st = statusOf(t, dir, "--execution-time", t1)
-	require.Equal(t, []string{"[2024-01-01T00:00:00Z, 2024-01-02T05:00:00Z)"}, st["shop.events"].Covered)
-	require.Empty(t, st["shop.events"].Missing)
-	require.Equal(t, testNow, st["shop.events"].LastRunAt)
-	require.Equal(t, "[2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z)", st["shop.events"].LastRunRange)
-	require.Equal(t, float64(29*4), count(t, dir, "shop.events"))
-	require.Equal(t, float64(2), count(t, dir, "shop.totals"))
+	st := checkRunCatchesUp(t, dir)
 
 	file := filepath.Join(dir, "models", "daily.sql")
 	src, err := os.ReadFile(file)
@@ -69,4 +59,24 @@ func TestPostgresPlanRunStatusJanitor(t *testing.T) {
 	require.Equal(t, float64(29*4), count(t, dir, "shop.events"))
 
 	require.Contains(t, mustRun(t, dir, "migrate"), "is at schema version")
+}
+
+// checkRunCatchesUp checks the shop project deployed at t0: at t1 five
+// hours of shop.events are missing; gapless run at t1 covers them, records
+// the run, and the tables hold the rows of 29 hours. It returns prod's
+// status after the run.
+func checkRunCatchesUp(t *testing.T, dir string) map[string]statusRow {
+	t.Helper()
+	st := statusOf(t, dir, "--execution-time", t1)
+	require.Equal(t, []string{"[2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z)"}, st["shop.events"].Missing)
+
+	mustRun(t, dir, "run", "--execution-time", t1)
+	st = statusOf(t, dir, "--execution-time", t1)
+	require.Equal(t, []string{"[2024-01-01T00:00:00Z, 2024-01-02T05:00:00Z)"}, st["shop.events"].Covered)
+	require.Empty(t, st["shop.events"].Missing)
+	require.Equal(t, testNow, st["shop.events"].LastRunAt)
+	require.Equal(t, "[2024-01-02T00:00:00Z, 2024-01-02T05:00:00Z)", st["shop.events"].LastRunRange)
+	require.Equal(t, float64(29*4), count(t, dir, "shop.events"))
+	require.Equal(t, float64(2), count(t, dir, "shop.totals"))
+	return st
 }

@@ -52,22 +52,11 @@ type Bundle struct {
 // quickstart set, examples/quickstart is copied first.
 func Setup(t testing.TB, quickstart bool, files map[string]string) *Bundle {
 	t.Helper()
-	ctx := t.Context()
-	dir := t.TempDir()
-	if quickstart {
-		copyDir(t, filepath.Join(RepoRoot(), "examples", "quickstart"), dir)
-	}
-	WriteFiles(t, dir, files)
-	eng, err := duckdb.Open(ctx, "", duckdb.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, eng.Close()) })
-	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "state.db"))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, st.Close()) })
-	p, err := sqlparse.Open()
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, p.Close()) })
-	return &Bundle{Ctx: ctx, Engine: eng, Store: st, Parser: p, Dir: dir, Backends: "duckdb+sqlite"}
+	return setup(t, quickstart, files, "duckdb+sqlite",
+		func(ctx context.Context) (warehouse.Engine, error) { return duckdb.Open(ctx, "", duckdb.Options{}) },
+		func(ctx context.Context) (state.Store, error) {
+			return sqlite.Open(ctx, filepath.Join(t.TempDir(), "state.db"))
+		})
 }
 
 // SetupPostgres is Setup on the production backends: a PostgreSQL warehouse
@@ -77,22 +66,11 @@ func Setup(t testing.TB, quickstart bool, files map[string]string) *Bundle {
 func SetupPostgres(t testing.TB, quickstart bool, files map[string]string) *Bundle {
 	t.Helper()
 	pgtest.Require(t)
-	ctx := t.Context()
-	dir := t.TempDir()
-	if quickstart {
-		copyDir(t, filepath.Join(RepoRoot(), "examples", "quickstart"), dir)
-	}
-	WriteFiles(t, dir, files)
-	eng, err := pgwarehouse.Open(ctx, pgtest.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, eng.Close()) })
-	st, err := pgstate.Open(ctx, pgtest.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, st.Close()) })
-	p, err := sqlparse.Open()
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, p.Close()) })
-	return &Bundle{Ctx: ctx, Engine: eng, Store: st, Parser: p, Dir: dir, Backends: "postgres+postgres"}
+	return setup(t, quickstart, files, "postgres+postgres",
+		func(ctx context.Context) (warehouse.Engine, error) {
+			return pgwarehouse.Open(ctx, pgtest.NewDatabase(t))
+		},
+		func(ctx context.Context) (state.Store, error) { return pgstate.Open(ctx, pgtest.NewDatabase(t)) })
 }
 
 // SetupTrino is Setup on a Trino warehouse (a catalog of its own on the
@@ -100,19 +78,32 @@ func SetupPostgres(t testing.TB, quickstart bool, files map[string]string) *Bund
 // deployment on Trino keeps its state outside Trino.
 func SetupTrino(t testing.TB, files map[string]string) *Bundle {
 	t.Helper()
+	return setup(t, false, files, "trino+postgres",
+		func(ctx context.Context) (warehouse.Engine, error) { return trino.Open(ctx, trinotest.NewCatalog(t)) },
+		func(ctx context.Context) (state.Store, error) { return pgstate.Open(ctx, pgtest.NewDatabase(t)) })
+}
+
+// setup writes the project (examples/quickstart first, with quickstart)
+// and opens the engine, the store and a parser, each closed when t ends.
+func setup(t testing.TB, quickstart bool, files map[string]string, backends string,
+	openEngine func(context.Context) (warehouse.Engine, error), openStore func(context.Context) (state.Store, error)) *Bundle {
+	t.Helper()
 	ctx := t.Context()
 	dir := t.TempDir()
+	if quickstart {
+		copyDir(t, filepath.Join(RepoRoot(), "examples", "quickstart"), dir)
+	}
 	WriteFiles(t, dir, files)
-	eng, err := trino.Open(ctx, trinotest.NewCatalog(t))
+	eng, err := openEngine(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, eng.Close()) })
-	st, err := pgstate.Open(ctx, pgtest.NewDatabase(t))
+	st, err := openStore(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
 	p, err := sqlparse.Open()
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, p.Close()) })
-	return &Bundle{Ctx: ctx, Engine: eng, Store: st, Parser: p, Dir: dir, Backends: "trino+postgres"}
+	return &Bundle{Ctx: ctx, Engine: eng, Store: st, Parser: p, Dir: dir, Backends: backends}
 }
 
 // RepoRoot is the module's root folder.

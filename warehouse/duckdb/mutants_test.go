@@ -2,13 +2,9 @@ package duckdb_test
 
 import (
 	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/gapless-dev/gapless/warehouse"
 	"github.com/gapless-dev/gapless/warehouse/duckdb"
@@ -21,21 +17,18 @@ const mutantEnv = "GAPLESS_DUCKDB_TEST_MUTANT"
 
 // mutants each break one promise of the engine the way a plausible
 // implementation would, and name the scenario that must catch it.
-var mutants = []struct {
-	name     string
-	scenario string // Group/Scenario of warehousetest.Run
-}{
-	{"insert-without-delete", "InsertInterval/ReinsertLeavesOneCopy"},
-	{"insert-without-range-filter", "InsertInterval/InsertsOnlyRowsInRange"},
-	{"insert-outside-transaction", "InsertInterval/FailingQueryKeepsPreviousRows"},
-	{"merge-appends", "MergeByKey/UpdatesAndInserts"},
-	{"merge-null-unsafe", "MergeByKey/NullKeyMatchesNullKey"},
-	{"replace-drop-then-create", "ReplaceTable/FailedSwapKeepsOldTable"},
-	{"swap-without-fence", "Ingest/FenceRefusesRetiredGeneration"},
-	{"swap-without-catch-up", "Ingest/SwapRefusesWhenBehind"},
-	{"markers-without-generation", "Ingest/SwapRefusesWhenBehind"},
-	{"swap-serving-outside-transaction", "Ingest/SwapIsAtomic"},
-	{"drop-generation-without-fence", "DropGeneration/DropsRetiredKeepsFenced"},
+var mutants = []warehousetest.Mutant{
+	{Name: "insert-without-delete", Test: "InsertInterval/ReinsertLeavesOneCopy"},
+	{Name: "insert-without-range-filter", Test: "InsertInterval/InsertsOnlyRowsInRange"},
+	{Name: "insert-outside-transaction", Test: "InsertInterval/FailingQueryKeepsPreviousRows"},
+	{Name: "merge-appends", Test: "MergeByKey/UpdatesAndInserts"},
+	{Name: "merge-null-unsafe", Test: "MergeByKey/NullKeyMatchesNullKey"},
+	{Name: "replace-drop-then-create", Test: "ReplaceTable/FailedSwapKeepsOldTable"},
+	{Name: "swap-without-fence", Test: "Ingest/FenceRefusesRetiredGeneration"},
+	{Name: "swap-without-catch-up", Test: "Ingest/SwapRefusesWhenBehind"},
+	{Name: "markers-without-generation", Test: "Ingest/SwapRefusesWhenBehind"},
+	{Name: "swap-serving-outside-transaction", Test: "Ingest/SwapIsAtomic"},
+	{Name: "drop-generation-without-fence", Test: "DropGeneration/DropsRetiredKeepsFenced"},
 }
 
 // Scenario: the suite is the contract, so it must fail engines that break
@@ -43,18 +36,7 @@ var mutants = []struct {
 // on exactly that scenario.
 func TestSuiteCatchesMutants(t *testing.T) {
 	t.Parallel()
-	for _, m := range mutants {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			group, scenario, _ := strings.Cut(m.scenario, "/")
-			cmd := exec.Command(os.Args[0], "-test.count=1", "-test.run", "^TestMutantChild$/^"+group+"$/^"+scenario+"$")
-			cmd.Env = append(os.Environ(), mutantEnv+"="+m.name)
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			require.True(t, errors.As(err, &exit), "the suite passed against mutant %s:\n%s", m.name, out)
-			require.Contains(t, string(out), "--- FAIL: TestMutantChild/"+m.scenario+" ", "mutant %s:\n%s", m.name, out)
-		})
-	}
+	warehousetest.CatchMutants(t, warehousetest.MutantRun{Env: mutantEnv, Child: "TestMutantChild"}, mutants)
 }
 
 // TestMutantChild runs the suite against a mutant, only as a child of

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -27,20 +26,17 @@ const (
 // implementation would, and name the test that must catch it: a scenario
 // of the conformance suite (Group/Scenario) or, for a promise the suite
 // cannot see, one of this package's (own:Name).
-var mutants = []struct {
-	name string
-	test string
-}{
-	{"insert-without-delete", "InsertInterval/ReinsertLeavesOneCopy"},
-	{"insert-without-range-filter", "InsertInterval/InsertsOnlyRowsInRange"},
-	{"insert-delete-then-insert", "InsertInterval/FailingQueryKeepsPreviousRows"},
-	{"insert-counts-merge-update-count", "InsertInterval/ReinsertLeavesOneCopy"},
-	{"writers-without-turns-or-retries", "Concurrency/InsertIntervalDifferentIntervals"},
-	{"merge-appends", "MergeByKey/UpdatesAndInserts"},
-	{"merge-null-unsafe", "MergeByKey/NullKeyMatchesNullKey"},
-	{"merge-without-duplicate-check", "own:NewKeyTwiceIsRefused"},
-	{"replace-drop-then-create", "ReplaceTable/FailedSwapKeepsOldTable"},
-	{"views-unchecked", "Views/AllOrNothing"},
+var mutants = []warehousetest.Mutant{
+	{Name: "insert-without-delete", Test: "InsertInterval/ReinsertLeavesOneCopy"},
+	{Name: "insert-without-range-filter", Test: "InsertInterval/InsertsOnlyRowsInRange"},
+	{Name: "insert-delete-then-insert", Test: "InsertInterval/FailingQueryKeepsPreviousRows"},
+	{Name: "insert-counts-merge-update-count", Test: "InsertInterval/ReinsertLeavesOneCopy"},
+	{Name: "writers-without-turns-or-retries", Test: "Concurrency/InsertIntervalDifferentIntervals"},
+	{Name: "merge-appends", Test: "MergeByKey/UpdatesAndInserts"},
+	{Name: "merge-null-unsafe", Test: "MergeByKey/NullKeyMatchesNullKey"},
+	{Name: "merge-without-duplicate-check", Test: "own:NewKeyTwiceIsRefused"},
+	{Name: "replace-drop-then-create", Test: "ReplaceTable/FailedSwapKeepsOldTable"},
+	{Name: "views-unchecked", Test: "Views/AllOrNothing"},
 }
 
 // Scenario: the suite and this package's tests are the contract, so they
@@ -49,25 +45,8 @@ var mutants = []struct {
 // that test.
 func TestSuiteCatchesMutants(t *testing.T) {
 	t.Parallel()
-	for _, m := range mutants {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			run, want := "^TestMutantChild$/", "--- FAIL: TestMutantChild/"
-			if own, ok := strings.CutPrefix(m.test, "own:"); ok {
-				run, want = "^TestMutantOwnChild$/^"+own+"$", "--- FAIL: TestMutantOwnChild/"+own+" "
-			} else {
-				group, scenario, _ := strings.Cut(m.test, "/")
-				run += "^" + group + "$/^" + scenario + "$"
-				want += m.test + " "
-			}
-			cmd := exec.Command(os.Args[0], "-test.count=1", "-test.run", run)
-			cmd.Env = append(os.Environ(), mutantEnv+"="+m.name, catalogEnv+"="+pooledCatalog(t))
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			require.True(t, errors.As(err, &exit), "the tests passed against mutant %s:\n%s", m.name, out)
-			require.Contains(t, string(out), want, "mutant %s:\n%s", m.name, out)
-		})
-	}
+	warehousetest.CatchMutants(t, warehousetest.MutantRun{Env: mutantEnv, Child: "TestMutantChild", OwnChild: "TestMutantOwnChild",
+		Environ: func(t *testing.T) []string { return []string{catalogEnv + "=" + pooledCatalog(t)} }}, mutants)
 }
 
 // mutantEngine opens the mutant the environment names on the parent's

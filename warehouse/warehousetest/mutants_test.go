@@ -2,10 +2,8 @@ package warehousetest_test
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -25,14 +23,11 @@ const mutantEnv = "GAPLESS_WAREHOUSETEST_MUTANT"
 // that must catch it. (The engine mutants of warehouse/duckdb break the
 // promises every engine keeps; these break the ones that depend on
 // Capabilities.)
-var declarationMutants = []struct {
-	name     string
-	scenario string // Group/Scenario of warehousetest.Run
-}{
-	{"views-one-by-one-in-reverse", "Views/ReadersSeeAPrefix"},
-	{"views-dropped-then-created", "Views/ReadersSeeAPrefix"},
-	{"declares-no-ingest", "Capabilities/IngestIffIngester"},
-	{"declaration-changes", "Capabilities/DeclarationIsStable"},
+var declarationMutants = []warehousetest.Mutant{
+	{Name: "views-one-by-one-in-reverse", Test: "Views/ReadersSeeAPrefix"},
+	{Name: "views-dropped-then-created", Test: "Views/ReadersSeeAPrefix"},
+	{Name: "declares-no-ingest", Test: "Capabilities/IngestIffIngester"},
+	{Name: "declaration-changes", Test: "Capabilities/DeclarationIsStable"},
 }
 
 // Scenario: the scenarios that assert what an engine declares must fail an
@@ -40,18 +35,7 @@ var declarationMutants = []struct {
 // process, which must fail on exactly that scenario.
 func TestSuiteCatchesDeclarationMutants(t *testing.T) {
 	t.Parallel()
-	for _, m := range declarationMutants {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			group, scenario, _ := strings.Cut(m.scenario, "/")
-			cmd := exec.Command(os.Args[0], "-test.count=1", "-test.run", "^TestDeclarationMutantChild$/^"+group+"$/^"+scenario+"$")
-			cmd.Env = append(os.Environ(), mutantEnv+"="+m.name)
-			out, err := cmd.CombinedOutput()
-			var exit *exec.ExitError
-			require.True(t, errors.As(err, &exit), "the suite passed against mutant %s:\n%s", m.name, out)
-			require.Contains(t, string(out), "--- FAIL: TestDeclarationMutantChild/"+m.scenario+" ", "mutant %s:\n%s", m.name, out)
-		})
-	}
+	warehousetest.CatchMutants(t, warehousetest.MutantRun{Env: mutantEnv, Child: "TestDeclarationMutantChild"}, declarationMutants)
 }
 
 // Scenario: the prefix scenario is no stricter than the guarantee it

@@ -44,6 +44,28 @@ func viewBatchScenarios(declared warehouse.Capabilities) []scenario {
 // gen is the query of a one-row view serving generation g.
 func gen(g int) string { return fmt.Sprintf("SELECT CAST(%d AS BIGINT) AS gen", g) }
 
+// promoteGenerations repoints views to generations 1..n (gen), one batch
+// per generation, while readers run; then it stops them (closing done and
+// waiting for wg), also when a batch fails, which fails t.
+func promoteGenerations(t *testing.T, f *fixture, n int, done chan struct{}, wg *sync.WaitGroup, views ...warehouse.Table) {
+	t.Helper()
+	stop := func() {
+		close(done)
+		wg.Wait()
+	}
+	for g := 1; g <= n; g++ {
+		batch := make([]warehouse.ViewParams, len(views))
+		for i, v := range views {
+			batch[i] = warehouse.ViewParams{View: v, Query: gen(g)}
+		}
+		if err := f.e.CreateOrReplaceViews(f.ctx, batch); err != nil {
+			stop()
+			require.NoError(t, err, "generation %d", g)
+		}
+	}
+	stop()
+}
+
 // Scenario: a promotion repoints three views (one of which also changes
 // its columns, and one of which is new) and the last view's query names a
 // column that does not exist. The promotion fails naming that view and its
@@ -241,16 +263,7 @@ func testViewsNoMix(t *testing.T, f *fixture) {
 			reads++
 		}
 	})
-	for g := 1; g <= generations; g++ {
-		err := f.e.CreateOrReplaceViews(f.ctx, []warehouse.ViewParams{{View: a, Query: gen(g)}, {View: b, Query: gen(g)}})
-		if err != nil {
-			close(done)
-			wg.Wait()
-			require.NoError(t, err, "generation %d", g)
-		}
-	}
-	close(done)
-	wg.Wait()
+	promoteGenerations(t, f, generations, done, &wg, a, b)
 	require.NoError(t, readErr)
 	require.Equal(t, [][]any{row(generations, generations)}, f.query(join))
 }
@@ -324,16 +337,7 @@ func testViewsPrefix(t *testing.T, f *fixture) {
 			reads++
 		}
 	})
-	for g := 1; g <= generations; g++ {
-		err := f.e.CreateOrReplaceViews(f.ctx, []warehouse.ViewParams{{View: left, Query: gen(g)}, {View: right, Query: gen(g)}})
-		if err != nil {
-			close(done)
-			wg.Wait()
-			require.NoError(t, err, "generation %d", g)
-		}
-	}
-	close(done)
-	wg.Wait()
+	promoteGenerations(t, f, generations, done, &wg, left, right)
 	require.NoError(t, readErr)
 	for _, v := range []warehouse.Table{left, right} {
 		g, err := read(v)
