@@ -173,41 +173,6 @@ func TestRacingWritersNeverLoseABatch(t *testing.T) {
 		"SELECT count(*) FROM (SELECT date_trunc('hour', ts) AS h FROM "+q+" GROUP BY 1 HAVING count(DISTINCT v) = 1 AND count(*) = "+fmt.Sprint(perHour)+")"))
 }
 
-// Scenario: a backfill writes three batches of one table concurrently
-// (InsertIntervalParams.Concurrent) while another writer holds the
-// table's turn: the batches do not wait for it (their MERGEs run side by
-// side, and Iceberg's commit validation keeps disjoint ranges apart), and
-// the table holds exactly each batch's rows. (A batch that waited for the
-// turn would end with its context's deadline, a bound on failure only.)
-func TestConcurrentBatchesDoNotTakeTurns(t *testing.T) {
-	t.Parallel()
-	e := newEngine(t)
-	tbl := eventsTable(t, e)
-	release, err := e.HoldTurn(t.Context(), tbl)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	const perHour = 30
-	counts := make([]int64, 3)
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for h := range 3 {
-		wg.Go(func() {
-			counts[h], errs[h] = e.InsertInterval(ctx, warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts",
-				Start: ts(h, 0), End: ts(h+1, 0), Query: hourRows(h, perHour, "batch"), Concurrent: true})
-		})
-	}
-	wg.Wait() // with the turn still held
-	for h := range 3 {
-		require.NoError(t, errs[h], "batch %d", h)
-		require.Equal(t, int64(perHour), counts[h], "batch %d", h)
-	}
-	release()
-	q := e.QuoteTable(tbl)
-	require.Equal(t, [][]any{{int64(3 * perHour), int64(3 * perHour), int64(3)}}, query(t, e,
-		"SELECT count(*), count(DISTINCT id), count(DISTINCT date_trunc('hour', ts)) FROM "+q))
-}
-
 // Scenario: a promotion's fourth replace fails after the whole batch was
 // checked (the warehouse went away mid-batch, here a test hook): the
 // error is a *warehouse.PartialViewsError inside a *warehouse.Error,

@@ -39,9 +39,3 @@ func (e *Engine) CountAdded(ctx context.Context, t warehouse.Table, stmt string)
 	byTag, err = e.addedRecords(ctx, t, "", tag)
 	return byID, byTag, err
 }
-
-// HoldTurn takes t's turn among the engine's writers, as a writer of t
-// does, until release is called.
-func (e *Engine) HoldTurn(ctx context.Context, t warehouse.Table) (release func(), err error) {
-	return e.locks.lock(ctx, tableKey(t))
-}

@@ -120,16 +120,15 @@ func marker(cols []column, base string) string {
 // commit's snapshot summary ('added-records') by the statement's query id
 // (see execTracked and addedRecords).
 //
-// Writers of one table take turns inside the engine, and a commit refused
-// because another process committed first is retried. With p.Concurrent
-// (a backfill's batches of disjoint ranges) they do not take turns: the
-// batches' MERGEs run side by side on the cluster. Iceberg validates each
-// MERGE's commit against the data files committed since it began that can
-// hold rows of its range (serializable isolation, checked by file
-// statistics), so disjoint ranges commit without a conflict, and a commit
-// that does conflict (a writer of the same range) is refused and retried
-// like any other: the result is the same as taking turns
-// (TestConcurrentBatchesDoNotTakeTurns, TestRacingWritersNeverLoseABatch).
+// Writers of one table take turns inside the engine; a commit refused
+// because another process committed first is retried. They take turns
+// with p.Concurrent too: Iceberg refuses a MERGE's commit when another
+// committed delete files since it began (position deletes carry no
+// statistics of the time column, so any may hold rows of its range), so
+// re-runs of disjoint ranges sent side by side conflict and use up their
+// retries (measured: the suite's concurrent re-runs failed after 8). With
+// p.Concurrent the path is the same: the rows are computed and written by one
+// statement anyway.
 func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalParams) (int64, error) {
 	const op = "insert interval"
 	obj := p.Table.String()
@@ -158,13 +157,11 @@ func (e *Engine) InsertInterval(ctx context.Context, p warehouse.InsertIntervalP
 	if err != nil {
 		return 0, fail(op, obj, "", err)
 	}
-	if !p.Concurrent {
-		unlock, err := e.locks.lock(ctx, tableKey(p.Table))
-		if err != nil {
-			return 0, fail(op, obj, "", err)
-		}
-		defer unlock()
+	unlock, err := e.locks.lock(ctx, tableKey(p.Table))
+	if err != nil {
+		return 0, fail(op, obj, "", err)
 	}
+	defer unlock()
 	cols, err := e.targetTable(ctx, p.Table)
 	if err != nil {
 		return 0, fail(op, obj, "", err)
