@@ -1,6 +1,6 @@
 GO ?= go
 
-.PHONY: build install services test test-short lint bench bench-smoke demo fuzz
+.PHONY: build install services test test-short lint bench bench-smoke demo fuzz sqlmesh-bench
 
 # The first build on a machine compiles every dependency, DuckDB's cgo
 # bindings and the pure-Go SQLite among them; later builds take seconds.
@@ -83,3 +83,10 @@ demo: build
 	gl status --execution-time $(DEMO_T1) && \
 	gl sources && \
 	gl query "SELECT * FROM demo.top_customers"
+
+# Side by side with SQLMesh (bench/sqlmesh/README.md): one project deployed,
+# run and changed by both tools on DuckDB, rows compared, plan/deploy/run
+# timed; SQLMesh is installed from PyPI into ~/.cache/gapless/sqlmesh-venv.
+# On demand only: make test does not run it.
+sqlmesh-bench:
+	bash bench/sqlmesh/run.sh

@@ -152,6 +152,12 @@ func newRoot(g *globals) *cobra.Command {
 		newMigrateCmd(g),
 		newSimulateCmd(g),
 		newVersionCmd(g),
+		newTestCmd(g), newCreateTestCmd(g),
+		newAuditCmd(g),
+		newTableDiffCmd(g),
+		newDagCmd(g),
+		newInfoCmd(g),
+		newEvaluateCmd(g),
 	)
 	// --version prints what `gapless version` prints.
 	root.Version = versionText()

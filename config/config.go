@@ -24,6 +24,9 @@
 //	    max_attempts: 3                         # catch-up rounds / replans
 //	  dev:
 //	    ttl: 12h                                # overrides environment_ttl (never on prod)
+//	variables:                                  # SQLMesh's global macro variables: @min_amount, @VAR('regions')
+//	  min_amount: 10                            # strings, numbers, booleans, or lists of them
+//	  regions: [eu, us]
 //	github:                                     # pull requests: gapless serve, gapless github run (see GitHub)
 //	  app_id: ${GAPLESS_GITHUB_APP_ID}          # with private_key_file: App authentication (serve)
 //	  private_key_file: ${GAPLESS_GITHUB_KEY_FILE}
@@ -63,6 +66,7 @@ import (
 
 	"github.com/gapless-dev/gapless/cron"
 	"github.com/gapless-dev/gapless/internal/strictyaml"
+	"github.com/gapless-dev/gapless/macro"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/promotion"
 	"github.com/gapless-dev/gapless/snapshot"
@@ -112,6 +116,12 @@ type Config struct {
 
 	// GitHub is the github: block; nil when the file has none.
 	GitHub *GitHub
+
+	// Variables are the `variables:` block, SQLMesh's global macro
+	// variables (@name and @VAR('name') in a model), by lower-case name:
+	// string, int64, float64, bool, or []any of those (see
+	// macro.VariableValue). Empty when the file has none.
+	Variables map[string]any
 }
 
 // DefaultSnapshotTTL is snapshot_ttl when gapless.yaml does not set it: one
@@ -246,6 +256,7 @@ type fileConfig struct {
 	ModelDefaults     fileModelDefaults          `yaml:"model_defaults"`
 	Environments      map[string]fileEnvironment `yaml:"environments"`
 	GitHub            *fileGitHub                `yaml:"github"`
+	Variables         map[string]any             `yaml:"variables"`
 }
 
 type fileModelDefaults struct {
@@ -292,6 +303,12 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 		}
 		*c.dst = conn
 	}
+
+	vars, err := l.variables(raw.Variables)
+	if err != nil {
+		return err
+	}
+	cfg.Variables = vars
 
 	settings, err := l.warehouseSettings(raw.WarehouseSettings, cfg.Warehouse)
 	if err != nil {
@@ -532,3 +549,44 @@ var ErrUnknownPolicy = promotion.ErrUnknown
 
 // ParsePolicy returns the policy named s (case-insensitive).
 func ParsePolicy(s string) (PromotionPolicy, error) { return promotion.Parse(s) }
+
+// variables checks the variables: block: names are macro names (letters,
+// digits, underscores, not starting with a digit; case-insensitive, so two
+// names differing only in case clash) and values are strings, numbers,
+// booleans or lists of them. An error names the entry's line.
+func (l *loader) variables(raw map[string]any) (map[string]any, error) {
+	out := make(map[string]any, len(raw))
+	names := make([]string, 0, len(raw))
+	for k := range raw {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		key := "variables." + k
+		if !validVariableName(k) {
+			return nil, l.KeyErr(key, nil, "variables: %q is not a macro variable name (letters, digits and underscores, not starting with a digit)", k)
+		}
+		lower := strings.ToLower(k)
+		if _, dup := out[lower]; dup {
+			return nil, l.KeyErr(key, nil, "variables: %s is defined twice (names are case-insensitive)", lower)
+		}
+		v, err := macro.VariableValue(raw[k])
+		if err != nil {
+			return nil, l.KeyErr(key, nil, "variables: %s: %v", k, err)
+		}
+		out[lower] = v
+	}
+	return out, nil
+}
+
+func validVariableName(s string) bool {
+	for i, c := range s {
+		switch {
+		case c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'):
+		case c >= '0' && c <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return s != ""
+}

@@ -154,7 +154,7 @@ func TestLoad_Errors(t *testing.T) {
 		{
 			name:    "unknown key, nothing close",
 			content: "plugins: []\n",
-			want:    ":1:1: unknown key plugins at the top level (keys: warehouse, warehouse_settings, state, environment_ttl, snapshot_ttl, model_defaults, environments, github)",
+			want:    ":1:1: unknown key plugins at the top level (keys: warehouse, warehouse_settings, state, environment_ttl, snapshot_ttl, model_defaults, environments, github, variables)",
 			key:     "plugins",
 		},
 		{

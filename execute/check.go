@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gapless-dev/gapless/audit"
 	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
@@ -128,6 +129,9 @@ func Check(ctx context.Context, p CheckParams) (map[string][]warehouse.Column, e
 			c.described[describeKey(q)] = answers[i]
 		}
 		c.pending, c.pendingKeys = nil, nil
+	}
+	if err := c.checkAudits(ctx); err != nil {
+		return nil, err
 	}
 	if len(c.errs) > 0 {
 		order := make([]int, len(c.errs))
@@ -625,4 +629,52 @@ func findIdent(q, name string) int {
 		}
 	}
 	return -1
+}
+
+// checkAudits resolves the audits of every checked model and parses their
+// queries, adding an *model.Error for each problem (an unknown audit, a
+// missing or unknown argument, a query that does not parse), so a plan
+// fails before it writes anything. The audits/ folder is read only when a
+// checked model calls an audit.
+func (c *checker) checkAudits(ctx context.Context) error {
+	var lib *audit.Library
+	for i, s := range c.Snapshots {
+		if !c.Check[s.Name] || len(s.Model.Audits) == 0 {
+			continue
+		}
+		c.at = i
+		if lib == nil {
+			var err error
+			if lib, err = audit.LoadDir(c.ProjectDir); err != nil {
+				var me *model.Error
+				if !errors.As(err, &me) {
+					return err
+				}
+				c.addErr(me)
+				return nil
+			}
+		}
+		bound, err := audit.Bind(s.Model, lib)
+		if err != nil {
+			var me *model.Error
+			if !errors.As(err, &me) {
+				return err
+			}
+			c.addErr(me)
+			continue
+		}
+		if c.Parser == nil {
+			continue
+		}
+		for _, b := range bound {
+			if err := b.CheckParse(ctx, c.Parser); err != nil {
+				var me *model.Error
+				if !errors.As(err, &me) {
+					return err
+				}
+				c.addErr(me)
+			}
+		}
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/gapless-dev/gapless/audit"
 	"github.com/gapless-dev/gapless/cadence"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
@@ -39,6 +40,9 @@ type Executor struct {
 	// recorded. It must not block for long. Calls for the batches of one
 	// Execute never overlap; calls from Executes running at once may.
 	OnBatch func(Batch)
+	// Audits are the project's user audits (audits/*.sql). Nil means
+	// they are read from ProjectDir when a model calls an audit.
+	Audits *audit.Library
 }
 
 // Batch reports one committed and recorded batch.
@@ -386,8 +390,14 @@ func (x *Executor) Execute(ctx context.Context, w Work) (Result, error) {
 		}
 		covered = got[key]
 	}
+	// Audits are resolved before anything is written: an unknown audit or
+	// a bad argument fails the work, not a batch halfway.
+	auds, err := x.bindAudits(s.Model)
+	if err != nil {
+		return res, &BatchError{Model: s.Name, Version: s.Version, Err: err}
+	}
 	if w.Whole || !s.Model.Kind.IsIncremental() {
-		return x.buildWhole(ctx, w, covered)
+		return x.buildWhole(ctx, w, covered, auds)
 	}
 	todo := w.Ranges
 	if w.SkipCovered {
@@ -460,7 +470,7 @@ batches:
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			b, err := x.runBatch(ctx, w, key, r, slots > 1, text)
+			b, err := x.runBatch(ctx, w, key, r, slots > 1, text, auds)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -523,7 +533,11 @@ func (x *Executor) textTime(ctx context.Context, t *Template) (*model.TimeFormat
 // recorded only after the statement that wrote its rows committed.
 // concurrent tells the engine other batches of the table run at once; text,
 // when set, is the format the time column's text is in.
-func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r interval.Range, concurrent bool, text *model.TimeFormat) (Batch, error) {
+//
+// Once the rows are written, the model's audits run over them (auds); a
+// blocking one that fails keeps the interval from being recorded, and for
+// a time-range model removes the batch's rows again (see clearInterval).
+func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r interval.Range, concurrent bool, text *model.TimeFormat, auds []audit.Bound) (Batch, error) {
 	t := w.Template
 	s := t.Snapshot
 	if err := x.checkFence(ctx, key, r, w.Fence); err != nil {
@@ -555,6 +569,17 @@ func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r
 		x.emit(ctx, BatchEnded{Model: s.Name, Version: s.Version, Interval: r.String(), Err: err})
 		return Batch{}, &BatchError{Model: s.Name, Version: s.Version, Interval: r, SQL: sql, Err: err}
 	}
+	if len(auds) > 0 {
+		if err := blockingFailure(x.runAudits(ctx, w.Template, auds, r, text, w.Execution)); err != nil {
+			if s.Model.Kind == model.KindIncrementalByTimeRange {
+				if cerr := x.clearInterval(ctx, w.Template, r, text); cerr != nil {
+					err = errors.Join(err, cerr)
+				}
+			}
+			x.emit(ctx, BatchEnded{Model: s.Name, Version: s.Version, Interval: r.String(), Err: err})
+			return Batch{}, &BatchError{Model: s.Name, Version: s.Version, Interval: r, Err: err}
+		}
+	}
 	if err := x.record(ctx, key, interval.NewSet(r), w.Fence); err != nil {
 		return Batch{}, err
 	}
@@ -562,7 +587,10 @@ func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r
 }
 
 // buildWhole builds a FULL, VIEW or SEED snapshot and records WholeRange.
-func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set) (Result, error) {
+//
+// Once built, the model's audits run over the whole table (auds); a
+// blocking one that fails keeps WholeRange from being recorded.
+func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set, auds []audit.Bound) (Result, error) {
 	t := w.Template
 	s := t.Snapshot
 	var res Result
@@ -617,6 +645,12 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set)
 			if ierr := interrupted(ctx); ierr != nil {
 				return res, &BatchError{Model: s.Name, Version: s.Version, Err: ierr}
 			}
+			return res, &BatchError{Model: s.Name, Version: s.Version, Err: err}
+		}
+	}
+	if len(auds) > 0 {
+		if err := blockingFailure(x.runAudits(ctx, t, auds, interval.Range{}, nil, w.Execution)); err != nil {
+			x.emit(ctx, BatchEnded{Model: s.Name, Version: s.Version, Whole: true, Err: err})
 			return res, &BatchError{Model: s.Name, Version: s.Version, Err: err}
 		}
 	}

@@ -38,6 +38,9 @@ type Template struct {
 
 	thisModel string
 	dialect   string
+	// macros gives Render the columns @STAR and @UNION need (a query
+	// keeps those calls when its project could not know the columns).
+	macros *macro.Env
 }
 
 // Templates builds a template for every snapshot of set (keyed by model
@@ -74,6 +77,9 @@ func TemplateOf(ctx context.Context, p *sqlparse.Parser, e warehouse.Engine, s *
 func newTemplate(ctx context.Context, p *sqlparse.Parser, e warehouse.Engine, s *snapshot.Snapshot, set map[string]*snapshot.Snapshot) (*Template, error) {
 	t := &Template{Snapshot: s, Table: PhysicalTable(s), dialect: e.Dialect()}
 	t.thisModel = e.QuoteTable(t.Table)
+	t.macros = &macro.Env{Columns: func(name string) ([]macro.Column, error) {
+		return relationColumns(ctx, e, name)
+	}}
 	m := s.Model
 	if m.Query == "" || m.Kind == model.KindSeed || m.Kind == model.KindExternal {
 		return t, nil
@@ -113,11 +119,33 @@ func (t *Template) Render(r interval.Range, exec time.Time) (string, error) {
 	if t.Query == "" {
 		return "", errors.New("the model has no query")
 	}
-	sql, err := macro.Render(t.Query, macro.Vars{Start: r.Start, End: r.End, Execution: exec, ThisModel: t.thisModel}, t.dialect)
+	sql, err := macro.Render(t.Query, macro.Vars{Start: r.Start, End: r.End, Execution: exec, ThisModel: t.thisModel, Env: t.macros}, t.dialect)
 	if err != nil {
 		return "", fmt.Errorf("rendering macros for %s: %w", r, err)
 	}
 	return sql, nil
+}
+
+// relationColumns are the columns of the relation a macro names (as the
+// query spells it after its model references were pointed at physical
+// tables: "schema"."table" or schema.table), read from the engine.
+func relationColumns(ctx context.Context, e warehouse.Engine, name string) ([]macro.Column, error) {
+	parts := macro.SplitName(name)
+	if len(parts) < 2 {
+		return nil, fmt.Errorf("%s: name the relation with its schema (schema.table)", name)
+	}
+	cols, err := e.Columns(ctx, warehouse.Table{Schema: parts[len(parts)-2], Name: parts[len(parts)-1]})
+	if err != nil {
+		return nil, err
+	}
+	if len(cols) == 0 {
+		return nil, fmt.Errorf("%s has no columns (does it exist?)", name)
+	}
+	out := make([]macro.Column, len(cols))
+	for i, c := range cols {
+		out[i] = macro.Column{Name: c.Name, Type: c.Type}
+	}
+	return out, nil
 }
 
 // occurrences is every place s's query names a table, offsets into

@@ -16,6 +16,15 @@ var fuzzSeeds = []string{
 	"@", "@_", "@1", "'", "\"", "/*", "--", "$", "$a", "$a$", "E'\\", "\xff@start_ds\xfe",
 	"SELECT __gapless_macro_x",
 	"SELECT @nope",
+	"@DEF(x, 1);\n@DEF(f, (a, b) -> a + b * @x);\nSELECT @f(1, 2), @EACH([a, 'b'], v -> v AS col_@v), @{x}_y",
+	"SELECT @IF(@start_ds > '2020-01-01' AND 1 IN (1, 2), @SAFE_DIV(a, b), NULL) FROM @this_model",
+	"SELECT @STAR(t, u, exclude := [c]), @PIVOT(s, ['a', 'b'], quote := FALSE) FROM t AS u @WHERE(1 = 2) x > 1 LIMIT 1",
+	"@UNION('all', a.b, c.d)",
+	"SELECT @REDUCE(@FILTER([1, 2, 3], x -> x > 1), (x, y) -> x + y), @EVAL(1 / 0)",
+	"SELECT @EACH([1, 2], x -> @EACH([3], y -> x * y))",
+	"@DEF(loop, x -> @loop(x));\nSELECT @loop(1)",
+	"SELECT @EACH(",
+	"SELECT @f(]",
 }
 
 // FuzzFind checks the scanner never panics and reports references that are
@@ -75,6 +84,30 @@ func FuzzForParse(f *testing.F) {
 			prev = o
 		}
 		require.Equal(t, len(sql), m.Original(len(out)))
+	})
+}
+
+// FuzzExpand checks Expand never panics and, when it succeeds, maps every
+// byte of its output to the input monotonically.
+func FuzzExpand(f *testing.F) {
+	for _, s := range fuzzSeeds {
+		f.Add(s)
+	}
+	env := &Env{Variables: map[string]any{"v": "x", "l": []any{int64(1), "a"}}}
+	f.Fuzz(func(t *testing.T, sql string) {
+		out, m, err := Expand(sql, env, "duckdb")
+		if err != nil {
+			require.IsType(t, &Error{}, err)
+			return
+		}
+		prev := 0
+		for k := 0; k <= len(out); k++ {
+			o := m.Original(k)
+			require.GreaterOrEqual(t, o, prev, "monotonic")
+			require.LessOrEqual(t, o, len(sql))
+			prev = o
+		}
+		_, _ = Render(out, Vars{}, "duckdb")
 	})
 }
 

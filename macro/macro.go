@@ -22,6 +22,10 @@ type Vars struct {
 	// ThisModel replaces @this_model verbatim: the already-quoted reference
 	// to the table the model writes to (for example "gapless__a"."a__b__1f2e").
 	ThisModel string
+	// Env, when set, gives Render the project's variables, @DEF
+	// definitions and relation columns (see Env). Nil: built-in operators
+	// and time variables only.
+	Env *Env
 }
 
 // Code classifies an *Error.
@@ -37,6 +41,24 @@ const (
 	// CodeMissingValue: Vars lacks the value a variable needs (a zero time,
 	// an empty ThisModel, End not after Start, a year outside 1..9999).
 	CodeMissingValue Code = "missing_value"
+	// CodeUnknownMacro: @name(...) is neither a built-in operator nor
+	// defined with @DEF.
+	CodeUnknownMacro Code = "unknown_macro"
+	// CodeArity: a macro called with the wrong number of arguments.
+	CodeArity Code = "arity"
+	// CodeUnbalanced: a macro call whose parenthesis is never closed.
+	CodeUnbalanced Code = "unbalanced"
+	// CodeSyntax: a macro's arguments do not have the form it needs.
+	CodeSyntax Code = "syntax"
+	// CodeMisuse: a macro function used as a variable or the reverse
+	// (including @DEF used anywhere but as a statement of its own).
+	CodeMisuse Code = "misuse"
+	// CodePython: a Python macro, which gapless cannot run.
+	CodePython Code = "python_macro"
+	// CodeRecursion: expansion nests too deep.
+	CodeRecursion Code = "recursion"
+	// CodeEval: a condition (@IF, @EVAL, @FILTER, ...) cannot be evaluated.
+	CodeEval Code = "eval"
 )
 
 // Error is a problem with a macro variable. Offset is the byte offset in the
@@ -197,8 +219,11 @@ func Find(sql string) ([]Ref, error) {
 	return refs, nil
 }
 
-// Render substitutes every macro variable in sql with its value from v, as a
-// literal of the given dialect ("duckdb", "postgres" or "trino").
+// Render evaluates every macro of sql (built-in operators, and with v.Env
+// the project's variables and @DEF functions; "@DEF(...);" statements
+// opening sql define more) and substitutes every time variable with its
+// value from v, as a literal of the given dialect ("duckdb", "postgres" or
+// "trino").
 //
 // Renderings, the same for every dialect (standard SQL typed literals, which
 // all accept; Trino reads '... 23:59:59.999999' as a timestamp(6); the
@@ -224,46 +249,180 @@ func Find(sql string) ([]Ref, error) {
 // *_ms) before use.
 //
 // A value is padded with a space where it would otherwise fuse with an
-// adjacent identifier character. Errors are *Error (unknown variable,
-// reserved identifier, missing value) or wrap ErrUnknownDialect.
+// adjacent identifier character. Errors are *Error (unknown variable or
+// macro, wrong arity, unbalanced call, reserved identifier, missing value,
+// ...) or wrap ErrUnknownDialect.
 func Render(sql string, v Vars, dialect string) (string, error) {
 	switch strings.ToLower(dialect) {
 	case "duckdb", "postgres", "trino":
 	default:
 		return "", fmt.Errorf("%w %q (dialects: duckdb, postgres, trino)", ErrUnknownDialect, dialect)
 	}
-	refs, err := Find(sql)
-	if err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	last := 0
-	for _, r := range refs {
-		val, err := v.render(r)
-		if err != nil {
-			return "", err
-		}
-		b.WriteString(sql[last:r.Offset])
-		b.WriteString(pad(sql, r, val))
-		last = r.Offset + r.Len
-	}
-	b.WriteString(sql[last:])
-	return b.String(), nil
+	out, _, err := run(sql, &evaluator{env: v.Env, mode: modeRender, vars: v, dialect: strings.ToLower(dialect)})
+	return out, err
 }
 
-// pad surrounds val with a space on each side where the neighbouring byte of
-// the reference is an identifier character (or, before it, an '@'), so that
-// "x@start_ms" cannot become one token and "@@start_ds" cannot become a new
-// reference.
-func pad(sql string, r Ref, val string) string {
-	if r.Offset > 0 && (isWordByte(sql[r.Offset-1]) || sql[r.Offset-1] == '@') {
-		val = " " + val
-	}
-	if end := r.Offset + r.Len; end < len(sql) && isWordByte(sql[end]) {
-		val += " "
-	}
-	return val
+// sentinel is what ForParse gives the time variables where a condition
+// must be decided (@IF(@start_ds > ...)): SQLMesh's load-time values.
+var sentinel = Vars{
+	Start:     time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC),
+	End:       time.Date(1970, 1, 2, 0, 0, 0, 0, time.UTC),
+	Execution: time.Date(1970, 1, 2, 0, 0, 0, 0, time.UTC),
+	ThisModel: ThisModelPlaceholder,
 }
+
+// Expand evaluates every macro of sql that does not depend on the interval
+// being computed: @DEF variables and functions (leading "@DEF(...);"
+// statements of sql itself, then env's library), configuration variables,
+// and the built-in operators. Time variables (@start_ds, @this_model, ...)
+// are kept as written, and so is a built-in call that needs their values
+// (an @IF whose condition reads @start_ds) or columns env cannot give
+// (@STAR, @UNION without Env.Columns), with its arguments expanded: Render
+// finishes them, needing no library. The result is what a snapshot stores
+// and executes; it keeps sql's line count (expansions are padded with the
+// newlines they replaced) so that a line in it is a line in the file. The
+// Mapper brings offsets in the result back to sql (inside an expansion, to
+// the start of the macro call).
+func Expand(sql string, env *Env, dialect string) (string, Mapper, error) {
+	return run(sql, &evaluator{env: env, mode: modeExpand, dialect: strings.ToLower(dialect)})
+}
+
+// run evaluates sql with ev and renders the result.
+func run(sql string, ev *evaluator) (string, Mapper, error) {
+	_, words := scan(sql)
+	for _, w := range words {
+		if IsPlaceholder(w.Text) {
+			return "", Mapper{}, &Error{Offset: w.Offset, Code: CodeReserved, Msg: fmt.Sprintf(
+				"identifier %s is reserved: names starting with %s are gapless's macro placeholders",
+				w.Text, PlaceholderPrefix)}
+		}
+	}
+	nodes, err := parseTree(lex(sql))
+	if err != nil {
+		return "", Mapper{}, err
+	}
+	nodes, env, err := leadingDefs(nodes, ev.env)
+	if err != nil {
+		return "", Mapper{}, err
+	}
+	ev.env = env
+	out, err := ev.expand(nodes)
+	if err != nil {
+		return "", Mapper{}, err
+	}
+	s, m := emit(sql, flatten(out))
+	return s, m, nil
+}
+
+// leadingDefs defines the "@DEF(...);" statements that open nodes (as a
+// model file has them between MODEL (...); and the query) and returns the
+// rest.
+func leadingDefs(nodes []node, env *Env) ([]node, *Env, error) {
+	i := 0
+	var lib *Library
+	for {
+		j := i
+		for j < len(nodes) && nodes[j].kind == nLeaf && nodes[j].tok.trivia() {
+			j++
+		}
+		if j >= len(nodes) || nodes[j].kind != nCall || nodes[j].tok.name() != "def" {
+			break
+		}
+		k := j + 1
+		for k < len(nodes) && nodes[k].kind == nLeaf && nodes[k].tok.trivia() {
+			k++
+		}
+		if k < len(nodes) && !nodes[k].isTok(tSemi, "") {
+			break // not a statement: the evaluator refuses it
+		}
+		d, err := parseDef(nodes[j])
+		if err != nil {
+			return nil, nil, err
+		}
+		if lib == nil {
+			var base *Library
+			if env != nil {
+				base = env.Library
+			}
+			lib = base.clone()
+		}
+		lib.defs[d.Name] = d
+		i = min(k+1, len(nodes))
+	}
+	if lib == nil {
+		return nodes, env, nil
+	}
+	out := &Env{}
+	if env != nil {
+		*out = *env
+	}
+	out.Library = lib
+	return nodes[i:], out, nil
+}
+
+// emit renders toks, mapping back to sql: a token not generated, and
+// later in sql than every token before it, is copied as written; the
+// rest is generated text, with whitespace and comments made single spaces.
+// Each run of generated text (and the text of sql it replaces) is an edit
+// of the Mapper, padded with the newlines of what it replaces, and with a
+// space where it would fuse with an identifier character beside it.
+func emit(sql string, toks []tok) (string, Mapper) {
+	var b strings.Builder
+	m := Mapper{origLen: len(sql), edits: []edit{}}
+	lastEnd := 0
+	genStart := -1
+	closeEdit := func(next int, nextText string) {
+		if genStart < 0 {
+			genStart = b.Len()
+		}
+		missing := strings.Count(sql[lastEnd:next], "\n") - strings.Count(b.String()[genStart:], "\n")
+		for range missing {
+			b.WriteByte('\n')
+		}
+		if b.Len() > genStart && nextText != "" && isWordByte(nextText[0]) && !isSpace(b.String()[b.Len()-1]) {
+			b.WriteByte(' ')
+		}
+		m.edits = append(m.edits, edit{orig: lastEnd, origLen: next - lastEnd, new: genStart, newLen: b.Len() - genStart})
+		genStart = -1
+	}
+	for _, t := range toks {
+		end := t.Off + len(t.Text)
+		if !t.Gen && t.Off >= lastEnd && end <= len(sql) && sql[t.Off:end] == t.Text {
+			if genStart >= 0 || t.Off > lastEnd {
+				closeEdit(t.Off, t.Text)
+			}
+			b.WriteString(t.Text)
+			lastEnd = end
+			continue
+		}
+		txt := t.Text
+		if t.Kind == tWS || t.Kind == tComment {
+			txt = " "
+		}
+		if txt == "" {
+			continue
+		}
+		if genStart < 0 {
+			genStart = b.Len()
+			if genStart > 0 {
+				if last := b.String()[genStart-1]; (isWordByte(last) || last == '@') && !strings.ContainsRune(" \t\n\r,;)]", rune(txt[0])) {
+					b.WriteByte(' ')
+				}
+			}
+		}
+		b.WriteString(txt)
+	}
+	if genStart >= 0 || lastEnd < len(sql) {
+		closeEdit(len(sql), "")
+	}
+	m.newLen = b.Len()
+	if len(m.edits) == 0 {
+		m.edits = nil
+	}
+	return b.String(), m
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func (v Vars) render(r Ref) (string, error) {
 	spec := variables[r.Name]
@@ -344,23 +503,17 @@ func (v Vars) render(r Ref) (string, error) {
 // Limitation: a variable used where only a literal is allowed (for example
 // "DATE @start_ds") parses as a literal but not as a column reference.
 func ForParse(sql string) (string, Mapper, error) {
-	refs, err := Find(sql)
-	if err != nil {
-		return "", Mapper{}, err
-	}
-	var b strings.Builder
-	m := Mapper{origLen: len(sql)}
-	last := 0
-	for _, r := range refs {
-		b.WriteString(sql[last:r.Offset])
-		ph := pad(sql, r, Placeholder(r.Name))
-		m.edits = append(m.edits, edit{orig: r.Offset, origLen: r.Len, new: b.Len(), newLen: len(ph)})
-		b.WriteString(ph)
-		last = r.Offset + r.Len
-	}
-	b.WriteString(sql[last:])
-	m.newLen = b.Len()
-	return b.String(), m, nil
+	return ForParseEnv(sql, nil)
+}
+
+// ForParseEnv is ForParse with the project's variables and @DEF library:
+// every macro is expanded as Render would, except that time variables
+// become placeholders (and, inside a condition, SQLMesh's load-time values,
+// 1970-01-01), and @STAR and @UNION without Env.Columns become stand-ins
+// that parse and name the same tables (@STAR(t, a) is a.*, @UNION is the
+// union of SELECT * FROM each table).
+func ForParseEnv(sql string, env *Env) (string, Mapper, error) {
+	return run(sql, &evaluator{env: env, mode: modeParse, vars: sentinel})
 }
 
 // Mapper translates byte offsets in ForParse's output back to its input. The

@@ -1,17 +1,34 @@
-// Package macro finds and substitutes SQLMesh-style macro variables
-// (@start_ds, @end_ts, @this_model, ...) in a model's query.
+// Package macro implements SQLMesh's macros in a model's query: the time
+// variables (@start_ds, @end_ts, @this_model, ...), user variables
+// (configuration `variables`, @DEF), SQL macro functions defined with
+// @DEF(name, (a, b) -> ...) in a model or in macros/*.sql, and SQLMesh's
+// built-in operators (@EACH, @IF, @EVAL, @SQL, @REDUCE, @FILTER, @STAR,
+// @GENERATE_SURROGATE_KEY, @SAFE_ADD, @SAFE_SUB, @SAFE_DIV, @UNION,
+// @HAVERSINE_DISTANCE, @PIVOT, @AND, @OR, @VAR, @DEDUPLICATE,
+// @DATE_SPINE, @RESOLVE_TEMPLATE and the clause operators @WITH, @JOIN,
+// @WHERE, @GROUP_BY, @HAVING, @ORDER_BY, @LIMIT). Python macros are
+// refused.
 //
-// Variables are found by a small SQL scanner, not by a regular expression: an
+// SQLMesh evaluates macros on SQLGlot's syntax tree; this package works on
+// tokens grouped by balanced parentheses and brackets (lex.go), which is
+// what the operators need: arguments are split at top-level commas, lists
+// are [a, b] or (a, b), lambdas are x -> ... or (x, y) -> .... Conditions
+// (@IF, @EVAL, @FILTER, the clause operators) are evaluated on literals by
+// a small expression evaluator (cond.go), as SQLMesh evaluates them with
+// SQLGlot's executor.
+//
+// Tokens are found by a small SQL scanner, not by a regular expression: an
 // '@' inside a string literal ('...', E'...', $tag$...$tag$), a quoted
 // identifier ("...") or a comment (-- ..., /* ... */, nested) is left alone.
 // The scanner covers the lexical rules that DuckDB and PostgreSQL share; it
 // never fails on malformed SQL (an unterminated literal or comment simply
 // runs to the end), leaving syntax errors to the SQL parser.
 //
-// Two operations use it: Render substitutes values for execution, and
-// ForParse substitutes parseable placeholders so that the query can be parsed
-// for dependencies, with a Mapper to bring error offsets back to the original
-// text.
+// Three operations use it: Expand evaluates, when a project loads,
+// everything that does not depend on the interval; Render substitutes
+// values for execution; ForParse substitutes parseable placeholders so
+// that the query can be parsed for dependencies, with a Mapper to bring
+// error offsets back to the original text.
 package macro
 
 import "strings"

@@ -133,4 +133,15 @@ type Model struct {
 	// source has landed (run.DueWork). Path and HeaderPos are then the
 	// source file and where its name is written.
 	Source bool `json:",omitzero"`
+
+	// PreStatements and PostStatements are the statements written before
+	// and after the query, in order, macros (@DEF included) kept as
+	// written.
+	PreStatements  []Statement `json:",omitzero"`
+	PostStatements []Statement `json:",omitzero"`
+	// Audits are the audits (...) attribute's calls, in order.
+	Audits []AuditRef `json:",omitzero"`
+	// InlineAudits are the AUDIT (...) blocks of the model file: audits
+	// defined for this model, run when Audits names them (as in SQLMesh).
+	InlineAudits []AuditDef `json:",omitzero"`
 }

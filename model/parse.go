@@ -184,13 +184,13 @@ func (p *parser) header() error {
 	if err := p.advance(); err != nil {
 		return err
 	}
-	if !p.isPunct(";") {
-		return errorf(p.pos(p.modelTok), CodeUnterminated,
-			"unterminated MODEL header: missing ';' after the ')' on line %d", p.pos(closing).Line)
+	// SQLMesh accepts a header without its ';': the body then starts
+	// right after the ')'.
+	p.semiEnd = closing.end
+	if p.isPunct(";") {
+		p.semiEnd = p.tok.end
 	}
-	p.semiEnd = p.tok.end
-	p.takeQuery()
-	return nil
+	return p.takeBody()
 }
 
 // queryStarters are words that begin a SQL statement. Meeting one where an
@@ -249,7 +249,7 @@ func containsFold(list []string, s string) bool {
 // they are listed in messages.
 var attributeNames = []string{
 	"name", "kind", "cron", "interval_unit", "start", "end", "owner", "description",
-	"tags", "grain", "allow_partials", "enabled", "dialect", "columns",
+	"tags", "grain", "allow_partials", "enabled", "dialect", "columns", "audits",
 }
 
 // kindPropertyNames are kind properties; written at the top level they get a
@@ -259,7 +259,7 @@ var kindPropertyNames = []string{"time_column", "lookback", "batch_size", "batch
 // sqlmeshOnlyAttributes are SQLMesh header attributes that gapless does not
 // support. Naming them as such is kinder than "unknown attribute".
 var sqlmeshOnlyAttributes = []string{
-	"audits", "clustered_by", "column_descriptions", "cron_tz", "formatting", "gateway",
+	"clustered_by", "column_descriptions", "cron_tz", "formatting", "gateway",
 	"ignored_rules", "optimize_query", "partitioned_by", "physical_properties",
 	"physical_version", "project", "references", "session_properties", "signals",
 	"stamp", "storage_format", "table_format", "table_properties", "virtual_properties",
@@ -370,14 +370,17 @@ func (p *parser) attributeValue(name string) error {
 		m.Dialect = d
 	case "columns":
 		m.Columns, err = p.columns()
+	case "audits":
+		m.Audits, err = p.auditRefs()
 	}
 	return err
 }
 
-// stringValue consumes a single-quoted string.
+// stringValue consumes a single-quoted string, or a double-quoted one as
+// SQLMesh also accepts in a header (description "...", cron "@daily").
 func (p *parser) stringValue(attr string) (token, error) {
 	t := p.tok
-	if t.kind != tokString {
+	if t.kind != tokString && t.kind != tokQuoted {
 		return t, p.unexpected("a quoted string for " + attr)
 	}
 	return t, p.advance()
@@ -387,7 +390,7 @@ func (p *parser) stringValue(attr string) (token, error) {
 // interval_unit day are the same.
 func (p *parser) wordValue(attr string) (token, error) {
 	t := p.tok
-	if t.kind != tokString && t.kind != tokIdent {
+	if t.kind != tokString && t.kind != tokIdent && t.kind != tokQuoted {
 		return t, p.unexpected("a word or quoted string for " + attr)
 	}
 	return t, p.advance()
@@ -457,7 +460,7 @@ func (p *parser) identifier(what string) (string, error) {
 // tag consumes one tag: a bare word or a string, kept as written.
 func (p *parser) tag(what string) (string, error) {
 	t := p.tok
-	if t.kind != tokIdent && t.kind != tokString {
+	if t.kind != tokIdent && t.kind != tokString && t.kind != tokQuoted {
 		return "", p.unexpected("a tag in " + what)
 	}
 	if strings.TrimSpace(t.val) == "" {
@@ -659,22 +662,6 @@ func (p *parser) columnType(col string) (string, error) {
 	}
 }
 
-// takeQuery stores the rest of the file after the header's ';' as the query:
-// surrounding whitespace trimmed, one trailing ';' dropped. QueryPos is where
-// the kept text starts, so Query is exactly src[offset(QueryPos):][:len(Query)].
-func (p *parser) takeQuery() {
-	const space = " \t\r\n\f\v"
-	rest := string(p.src[p.semiEnd:])
-	body := strings.TrimLeft(rest, space)
-	start := p.semiEnd + len(rest) - len(body)
-	body = strings.TrimRight(body, space)
-	if strings.HasSuffix(body, ";") {
-		body = strings.TrimRight(body[:len(body)-1], space)
-	}
-	p.m.Query = body
-	p.m.QueryPos = p.lx.pos(start)
-}
-
 // finish applies defaults and checks what single attributes cannot: required
 // attributes, the cron and interval unit together, start before end, and
 // that the kind fits the attributes and the query.
@@ -800,21 +787,31 @@ func (p *parser) checkKindAttributes() error {
 	return nil
 }
 
-// checkQuery enforces that EXTERNAL and SEED models have no query (comments
-// alone are fine, and are dropped) and every other kind has one.
+// checkQuery enforces that EXTERNAL models have no SQL after the header
+// and SEED models no query (comments alone are fine, and are dropped), and
+// that every other kind has a query.
 func (p *parser) checkQuery() error {
 	m := p.m
-	off, has := hasSQL(m.Query)
 	switch m.Kind {
 	case KindExternal, KindSeed:
-		if has {
-			return errorf(m.PosOf(off), CodeUnexpectedQuery,
+		stray := m.Query != ""
+		at := m.QueryPos
+		if !stray && m.Kind == KindExternal && len(m.PreStatements) > 0 {
+			stray, at = true, m.PreStatements[0].Pos
+		}
+		if stray {
+			return errorf(at, CodeUnexpectedQuery,
 				"a %s model takes no query, but SQL follows the MODEL header", m.Kind)
 		}
 		m.Query = ""
 		m.QueryPos = p.lx.pos(p.semiEnd)
 	default:
-		if !has {
+		if m.Query == "" {
+			if len(m.PreStatements) > 0 {
+				return errorf(m.PreStatements[0].Pos, CodeMissingQuery,
+					"missing query: a %s model needs a query (SELECT, WITH, FROM or VALUES), and none of the %d statements after the MODEL header is one",
+					m.Kind, len(m.PreStatements))
+			}
 			return errorf(p.lx.pos(p.semiEnd), CodeMissingQuery,
 				"missing query: a %s model needs a query after the MODEL header", m.Kind)
 		}

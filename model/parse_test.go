@@ -539,7 +539,7 @@ func TestParseFile_Messages(t *testing.T) {
 		{
 			name: "unknown attribute without a suggestion",
 			src:  "MODEL (name s.t, frobnicate 1); SELECT 1",
-			want: "models/bad.sql:1:18: unknown attribute frobnicate (attributes: name, kind, cron, interval_unit, start, end, owner, description, tags, grain, allow_partials, enabled, dialect, columns)",
+			want: "models/bad.sql:1:18: unknown attribute frobnicate (attributes: name, kind, cron, interval_unit, start, end, owner, description, tags, grain, allow_partials, enabled, dialect, columns, audits)",
 			code: model.CodeUnknownAttribute,
 		},
 		{
@@ -620,12 +620,6 @@ func TestParseFile_Messages(t *testing.T) {
 			name: "unterminated header: end of file",
 			src:  "MODEL (\n  name s.t,\n  tags [a, b",
 			want: "models/bad.sql:1:1: unterminated MODEL header: missing ')' to close MODEL (",
-			code: model.CodeUnterminated,
-		},
-		{
-			name: "unterminated header: missing ';'",
-			src:  "MODEL (\n  name s.t\n)\nSELECT 1",
-			want: "models/bad.sql:1:1: unterminated MODEL header: missing ';' after the ')' on line 3",
 			code: model.CodeUnterminated,
 		},
 		{

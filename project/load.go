@@ -54,6 +54,9 @@ type Options struct {
 	Cache *QueryCache
 	// LookupEnv expands ${VAR} in source files; nil is os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// Variables are the configuration's macro variables (config.Config's
+	// Variables), which @name and @VAR('name') read in model queries.
+	Variables map[string]any
 }
 
 // LoadWith is Load with opts: the parser opened only when needed, and a
@@ -62,6 +65,9 @@ func LoadWith(ctx context.Context, dir string, opts Options) (*Project, *config.
 	cfg, err := config.Load(dir)
 	if err != nil {
 		return nil, nil, err
+	}
+	if opts.Variables == nil {
+		opts.Variables = cfg.Variables
 	}
 	pr, err := loadModels(ctx, dir, cfg.ModelDefaults, opts)
 	if err != nil {

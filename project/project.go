@@ -85,8 +85,16 @@ func loadModels(ctx context.Context, dir string, defaults model.Defaults, opts O
 	}
 	pr := &Project{Dir: dir, Models: map[string]*model.Model{}, Sources: map[string]*source.Definition{}, Queries: map[string]*Query{}}
 	var errs Errors
+	lib, err := macro.LoadDir(dir)
+	var lerrs *macro.LibraryErrors
+	switch {
+	case errors.As(err, &lerrs):
+		errs = append(errs, lerrs.Errs...)
+	case err != nil:
+		return nil, err
+	}
 	var openErr error // the parser's, set at most once, before loadAll returns
-	ld := &loader{dir: dir, defaults: defaults, cache: opts.Cache, parser: sync.OnceValues(func() (*sqlparse.Parser, error) {
+	ld := &loader{dir: dir, defaults: defaults, cache: opts.Cache, macros: &macro.Env{Variables: opts.Variables, Library: lib}, parser: sync.OnceValues(func() (*sqlparse.Parser, error) {
 		if opts.Parser == nil {
 			openErr = errors.New("project: loading needs a SQL parser")
 			return nil, openErr
@@ -246,6 +254,9 @@ type loader struct {
 	defaults model.Defaults
 	parser   func() (*sqlparse.Parser, error)
 	cache    *QueryCache
+	// macros is the project's macro environment: the configuration's
+	// variables and the @DEF library of macros/*.sql.
+	macros *macro.Env
 }
 
 // loadAll runs loadOne on every file, on as many goroutines as there are
@@ -284,19 +295,34 @@ func (ld *loader) loadOne(ctx context.Context, path string) (*model.Model, *Quer
 	if m.Query == "" {
 		return m, nil, nil
 	}
+	// Macro functions, @DEF definitions and variables are expanded once,
+	// here: the model keeps the expanded query (time variables, and the
+	// built-ins that need them, are left for execution), so that its
+	// fingerprint covers what the macros produce and executing a snapshot
+	// needs no macro library. Lines are kept; positions are reported in
+	// the file as written.
+	written := *m
+	env, err := modelMacros(m, ld.macros)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := refuseStatements(m); err != nil {
+		return nil, nil, err
+	}
+	expanded, expMap, err := macro.Expand(m.Query, env, string(m.Dialect))
+	if err != nil {
+		return nil, nil, macroError(&written, macro.Mapper{}, err)
+	}
+	m.Query = expanded
 	sqlText, mapper, err := macro.ForParse(m.Query)
 	if err != nil {
-		var me *macro.Error
-		if errors.As(err, &me) {
-			return nil, nil, &model.Error{Pos: m.PosOf(me.Offset), Code: model.CodeSyntax, Msg: me.Msg, Err: err}
-		}
-		return nil, nil, &model.Error{Pos: m.QueryPos, Code: model.CodeSyntax, Msg: err.Error(), Err: err}
+		return nil, nil, macroError(&written, expMap, err)
 	}
 	q, err := ld.parse(ctx, sqlText)
 	if err != nil {
 		var se *sqlparse.SyntaxError
 		if errors.As(err, &se) && se.Offset >= 0 {
-			return nil, nil, &model.Error{Pos: m.PosOf(mapper.Original(se.Offset)), Code: model.CodeSyntax,
+			return nil, nil, &model.Error{Pos: written.PosOf(expMap.Original(mapper.Original(se.Offset))), Code: model.CodeSyntax,
 				Msg: "SQL syntax error: " + se.Message, Err: err}
 		}
 		return nil, nil, &model.Error{Pos: m.QueryPos, Code: model.CodeSyntax, Msg: "SQL: " + err.Error(), Err: err}
@@ -304,6 +330,13 @@ func (ld *loader) loadOne(ctx context.Context, path string) (*model.Model, *Quer
 	// Keep reference offsets pointing into the model's own text (a copy:
 	// the cache keeps the parser's offsets).
 	out := &Query{Canonical: q.Canonical, Tables: slices.Clone(q.Tables), Occurrences: slices.Clone(q.Occurrences)}
+	if macro.HasCalls(m.Query) {
+		// A macro kept for execution (an @IF on the interval, @STAR)
+		// chose one form of the query for parsing; the canonical form must
+		// still change with any of its branches. The "ast:" prefix marks
+		// it as not SQL: a change to such a model is judged breaking.
+		out.Canonical = "ast:" + q.Canonical + "\n-- macros kept for execution: " + strings.Join(strings.Fields(m.Query), " ")
+	}
 	for _, refs := range [][]sqlparse.TableRef{out.Tables, out.Occurrences} {
 		for i := range refs {
 			if refs[i].Offset >= 0 {
@@ -312,6 +345,101 @@ func (ld *loader) loadOne(ctx context.Context, path string) (*model.Model, *Quer
 		}
 	}
 	return m, out, nil
+}
+
+// modelMacros is the macro environment of m's query: the project's, plus
+// the @DEF statements written before the query, which it takes out of
+// m.PreStatements (they define macros; they are not SQL to run). The other
+// pre- and post-statements are expanded as the query is (time variables
+// kept for execution).
+func modelMacros(m *model.Model, env *macro.Env) (*macro.Env, error) {
+	var pre []model.Statement
+	for _, st := range m.PreStatements {
+		if !macro.IsDef(st.SQL) {
+			pre = append(pre, st)
+			continue
+		}
+		next, err := env.WithDefs(st.Pos.File, st.Pos.Line, st.Pos.Col, st.SQL)
+		if err != nil {
+			var fe *macro.FileError
+			if errors.As(err, &fe) {
+				return nil, &model.Error{Pos: model.Pos{File: fe.File, Line: fe.Line, Col: fe.Col}, Code: model.CodeSyntax,
+					Msg: strings.TrimPrefix(fe.Error(), fmt.Sprintf("%s:%d:%d: ", fe.File, fe.Line, fe.Col)), Err: err}
+			}
+			return nil, err
+		}
+		env = next
+	}
+	m.PreStatements = pre
+	for _, sts := range [][]model.Statement{m.PreStatements, m.PostStatements} {
+		for i := range sts {
+			out, _, err := macro.Expand(sts[i].SQL, env, string(m.Dialect))
+			if err != nil {
+				var me *macro.Error
+				if errors.As(err, &me) {
+					return nil, &model.Error{Pos: posIn(sts[i], me.Offset), Code: model.CodeSyntax, Msg: me.Msg, Err: err}
+				}
+				return nil, &model.Error{Pos: sts[i].Pos, Code: model.CodeSyntax, Msg: err.Error(), Err: err}
+			}
+			sts[i].SQL = out
+		}
+	}
+	return env, nil
+}
+
+// refuseStatements refuses a model whose file holds statements to run
+// before or after its query (other than @DEF, which defines macros).
+// gapless does not run them yet: the engines' connection pools give a
+// SET or a temporary object no session it would last for, so running them
+// beside the write would not mean what it means in SQLMesh. Refusing keeps
+// a model from being built without them, silently.
+func refuseStatements(m *model.Model) error {
+	for _, sts := range []struct {
+		where string
+		list  []model.Statement
+	}{{"before", m.PreStatements}, {"after", m.PostStatements}} {
+		if len(sts.list) == 0 {
+			continue
+		}
+		return &model.Error{Pos: sts.list[0].Pos, Code: model.CodeUnexpectedQuery,
+			Msg: fmt.Sprintf("model %s has %d statement(s) %s its query (%s); gapless does not run pre- or post-statements yet, "+
+				"so the model would be built without them: remove them, or move the logic into the query or a model of its own",
+				m.Name, len(sts.list), sts.where, firstWords(sts.list[0].SQL))}
+	}
+	return nil
+}
+
+// firstWords is the start of a statement, for a message.
+func firstWords(sql string) string {
+	f := strings.Fields(sql)
+	if len(f) > 4 {
+		f = append(f[:4], "…")
+	}
+	return strings.Join(f, " ")
+}
+
+// posIn is the file position of byte off of statement st.
+func posIn(st model.Statement, off int) model.Pos {
+	off = min(max(off, 0), len(st.SQL))
+	before := st.SQL[:off]
+	p := st.Pos
+	if nl := strings.LastIndexByte(before, '\n'); nl >= 0 {
+		p.Line += strings.Count(before, "\n")
+		p.Col = off - nl
+	} else {
+		p.Col += off
+	}
+	return p
+}
+
+// macroError is a macro problem of the model as written (offsets mapped
+// through expMap from the expanded query), at its file position.
+func macroError(written *model.Model, expMap macro.Mapper, err error) error {
+	var me *macro.Error
+	if errors.As(err, &me) {
+		return &model.Error{Pos: written.PosOf(expMap.Original(me.Offset)), Code: model.CodeSyntax, Msg: me.Msg, Err: err}
+	}
+	return &model.Error{Pos: written.QueryPos, Code: model.CodeSyntax, Msg: err.Error(), Err: err}
 }
 
 // parse is the cache's answer for src, or else the parser's, which the

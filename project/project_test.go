@@ -250,6 +250,22 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{"models/run.sql:2:47: model s.running reads itself: declare its columns (columns (name TYPE, ...)) so that its table exists before its first query runs"},
 		},
 		{
+			name: "a pre-statement is refused, not silently skipped",
+			files: map[string]string{
+				"models/p.sql": "MODEL (name s.p, kind FULL);\n@DEF(n, 2);\nSET threads = 1;\nSELECT @n AS n",
+			},
+			want: []string{"models/p.sql:3:1: model s.p has 1 statement(s) before its query (SET threads = 1); gapless does not run pre- or post-statements yet, " +
+				"so the model would be built without them: remove them, or move the logic into the query or a model of its own"},
+		},
+		{
+			name: "a post-statement is refused",
+			files: map[string]string{
+				"models/p.sql": "MODEL (name s.p, kind FULL);\nSELECT 1 AS n;\nANALYZE s.p",
+			},
+			want: []string{"models/p.sql:3:1: model s.p has 1 statement(s) after its query (ANALYZE s.p); gapless does not run pre- or post-statements yet, " +
+				"so the model would be built without them: remove them, or move the logic into the query or a model of its own"},
+		},
+		{
 			name: "a FULL model cannot read itself",
 			files: map[string]string{
 				"models/f.sql": "MODEL (name s.f, kind FULL, columns (n BIGINT));\nSELECT count(*) AS n FROM s.f",

@@ -57,6 +57,11 @@ type dataParts struct {
 	// TimeFormat is how a string time column spells time: it decides which
 	// rows each interval holds.
 	TimeFormat string `json:"time_format,omitempty"`
+	// Pre and Post are the statements run before and after the query (a
+	// SET, a UDF, a grant): they can change the rows written. Their text
+	// only, not where it stands in the file.
+	Pre  []string `json:"pre_statements,omitempty"`
+	Post []string `json:"post_statements,omitempty"`
 }
 
 // metadataParts is hashed into MetadataHash; the same rule as dataParts
@@ -79,6 +84,24 @@ type metadataParts struct {
 	// with it), but one a run reads from the stored snapshot, so it must
 	// change the fingerprint when an EXTERNAL table becomes a source.
 	Source bool `json:"source,omitempty"`
+	// Audits are the audits a model runs and the inline ones it defines:
+	// metadata, as in SQLMesh (they decide what is promoted, not what rows
+	// are written), but a run audits with the stored snapshot's, so a
+	// change must reach the snapshot. Positions are left out.
+	Audits       []auditPart `json:"audits,omitempty"`
+	InlineAudits []auditPart `json:"inline_audits,omitempty"`
+}
+
+// auditPart is an audit call (Name and Args) or an inline definition
+// (Name, Args as its defaults, Query, Blocking, Skip, Dialect), without
+// positions.
+type auditPart struct {
+	Name     string     `json:"name"`
+	Args     [][]string `json:"args,omitempty"`
+	Query    string     `json:"query,omitempty"`
+	Blocking bool       `json:"blocking,omitempty"`
+	Skip     bool       `json:"skip,omitempty"`
+	Dialect  string     `json:"dialect,omitempty"`
 }
 
 // Input is what a snapshot is computed from: a parsed model plus the facts
@@ -112,7 +135,27 @@ func dataPartsOf(in Input) dataParts {
 		Dialect:      m.Dialect,
 		IntervalUnit: string(m.IntervalUnit),
 		TimeFormat:   m.TimeColumnFormat,
+		Pre:          statementTexts(m.PreStatements),
+		Post:         statementTexts(m.PostStatements),
 	}
+}
+
+// statementTexts is the SQL of each statement, nil for none.
+func statementTexts(stmts []model.Statement) []string {
+	var out []string
+	for _, st := range stmts {
+		out = append(out, st.SQL)
+	}
+	return out
+}
+
+// argPairs is each argument as [name, SQL], nil for none.
+func argPairs(args []model.AuditArg) [][]string {
+	var out [][]string
+	for _, a := range args {
+		out = append(out, []string{a.Name, a.SQL})
+	}
+	return out
 }
 
 func metadataHash(m *model.Model) string { return hashOf(metadataPartsOf(m)) }
@@ -136,7 +179,26 @@ func metadataPartsOf(m *model.Model) metadataParts {
 		Tags:          tags,
 		Grain:         m.Grain,
 		Source:        m.Source,
+		Audits:        auditRefParts(m.Audits),
+		InlineAudits:  auditDefParts(m.InlineAudits),
 	}
+}
+
+func auditRefParts(refs []model.AuditRef) []auditPart {
+	var out []auditPart
+	for _, r := range refs {
+		out = append(out, auditPart{Name: r.Name, Args: argPairs(r.Args)})
+	}
+	return out
+}
+
+func auditDefParts(defs []model.AuditDef) []auditPart {
+	var out []auditPart
+	for _, d := range defs {
+		out = append(out, auditPart{Name: d.Name, Args: argPairs(d.Defaults), Query: d.Query,
+			Blocking: d.Blocking, Skip: d.Skip, Dialect: string(d.Dialect)})
+	}
+	return out
 }
 
 func timeKey(t time.Time) string {

@@ -193,6 +193,21 @@ func TestCategories(t *testing.T) {
 			reuse: map[string]bool{"raw.events": true, "stg.events": true, "mart.daily": true},
 		},
 		{
+			name: "an audit added or changed is metadata only, and keeps every version",
+			edit: func(p project) {
+				p.models["stg.events"].Audits = []model.AuditRef{{Name: "not_null", Args: []model.AuditArg{{Name: "columns", SQL: "(id)"}}}}
+				p.models["stg.events"].InlineAudits = []model.AuditDef{{Name: "positive", Blocking: true, Query: "SELECT * FROM @this_model WHERE id < 0"}}
+			},
+			want:  map[string]Category{"raw.events": Unchanged, "stg.events": MetadataOnly, "mart.daily": Unchanged},
+			reuse: map[string]bool{"raw.events": true, "stg.events": true, "mart.daily": true},
+		},
+		{
+			name:  "a pre-statement added changes the data: breaking",
+			edit:  func(p project) { p.models["stg.events"].PreStatements = []model.Statement{{SQL: "SET threads = 1"}} },
+			want:  map[string]Category{"raw.events": Unchanged, "stg.events": Breaking, "mart.daily": IndirectBreaking},
+			reuse: map[string]bool{"raw.events": true, "stg.events": false, "mart.daily": false},
+		},
+		{
 			name: "a physical attribute change with an additive query is breaking",
 			edit: func(p project) {
 				p.queries["stg.events"] = "SELECT id, ts, 1 AS one FROM raw.events"

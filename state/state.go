@@ -445,6 +445,12 @@ const (
 	// second event was interrupted: the next janitor finishes it.
 	EventEnvironmentRemoving     = "environment_removing"
 	EventEnvironmentViewsDropped = "environment_views_dropped"
+	// EventAuditPassed and EventAuditFailed record one audit's outcome
+	// over one interval (or a whole build) of a model's version: Reason is
+	// the audit's name; Data holds the version, the interval, whether it
+	// blocks, the count of offending rows and a sample of them.
+	EventAuditPassed = "audit_passed"
+	EventAuditFailed = "audit_failed"
 )
 
 // ReasonInvalidated is the Reason of the gap_superseded event of a debt

@@ -36,6 +36,7 @@ const (
 	Addr               = "addr"                // the scheduler's HTTP listen address
 	Advances           = "advances"            // how often the incumbent advanced after the plan
 	Attempt            = "attempt"             // the replan policy's attempt number
+	Audit              = "audit"               // an audit's name
 	Backfills          = "backfills"           // a plan's number of backfills
 	Batches            = "batches"             // a number of batches
 	Bound              = "bound"               // a policy's bound
@@ -134,7 +135,7 @@ const (
 
 // All is every key gapless writes, besides slog's own time, level and msg.
 var All = []string{
-	Accepted, Action, Addr, Advances, Attempt, Backfills, Batches, Bound, By, CachedQueries, Changes,
+	Accepted, Action, Addr, Advances, Attempt, Audit, Backfills, Batches, Bound, By, CachedQueries, Changes,
 	Check, Child, Comment, CurrentGeneration, CurrentPlan, Debts, Deferred, DeferredModels, Delivery,
 	Deploy, Deploys, DryRun, DueModels, DurationMS, Environment, Environments, Error, Event,
 	ExpiresAt, Failed, Files, FollowedPromotions, FromGeneration, FrontierAtPlan, FrontierNow,
