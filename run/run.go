@@ -361,7 +361,9 @@ type Due struct {
 // DueWork computes s's due work at exec. covered must hold the intervals of
 // s's version and of the versions set serves for s's parents, and for a
 // parent that is a source its published coverage (state.SourceKey); EXTERNAL
-// parents and parents outside set are ignored. Kinds built whole (FULL,
+// parents and parents outside set are ignored, and a SEED parent clips
+// nothing once its version is loaded (its rows hold for all time) and
+// everything before. Kinds built whole (FULL,
 // VIEW, SEED) are not clipped to their parents, but wait while a source
 // they read has published no coverage at all: before a source has landed,
 // nothing that reads it runs.
@@ -386,6 +388,16 @@ func DueWork(s *snapshot.Snapshot, spec cadence.Spec, set map[string]*snapshot.S
 	}
 	ready := due.Work
 	for _, pk := range parentKeys(s, set) {
+		if ps := set[pk.Name]; ps != nil && ps.Model.Kind == model.KindSeed && pk.Version == ps.Version {
+			// A seed's rows do not depend on time: once its version is
+			// loaded it serves every interval, whatever its own cadence
+			// says about later loads (as in SQLMesh). Before it is
+			// loaded, nothing that reads it is ready.
+			if covered[pk].IsEmpty() {
+				ready = interval.Set{}
+			}
+			continue
+		}
 		ready = ready.Intersect(covered[pk])
 	}
 	ready = aligned(ready, spec.Unit, s.Model.AllowPartials)

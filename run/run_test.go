@@ -288,3 +288,35 @@ func TestCircuitBreakerReadsOnlyTheGeneration(t *testing.T) {
 	require.Equal(t, int64(1), st.whole.Load(), "the whole environment is read once per run")
 	require.Equal(t, int64(checked), st.generation.Load(), "one generation read before each model")
 }
+
+// Scenario: an hourly model joins the seed demo.customers, whose default
+// cadence is daily. A run at 06:30 on a day the seed's daily cadence does
+// not cover yet computes the child's six hours anyway: a loaded seed's rows
+// hold for all time (SQLMesh does not wait on seeds either; the side-by-side
+// harness found gapless holding such a model back for the rest of the day).
+func TestAHourlyChildOfASeedDoesNotWaitForTheSeedsCadence(t *testing.T) {
+	t.Parallel()
+	b := executetest.Setup(t, true, map[string]string{"models/by_segment.sql": `MODEL (
+  name demo.hourly_by_segment,
+  kind INCREMENTAL_BY_TIME_RANGE (time_column hour),
+  cron '@hourly',
+  start '2024-01-01'
+);
+SELECT date_trunc('hour', e.event_ts) AS hour, c.segment, count(*) AS events
+FROM demo.events AS e JOIN demo.customers AS c ON c.customer_id = e.customer_id
+WHERE e.event_ts BETWEEN @start_ts AND @end_ts
+GROUP BY 1, 2`})
+	p := b.Plan(t, "p1", plan.Prod, at(2024, 1, 3, 0), plan.Options{})
+	require.NoError(t, doApply(b.Ctx, b, p, at(2024, 1, 3, 0)))
+	require.Equal(t, int64(3*48), b.Count(t, "demo.hourly_by_segment"), "three segments in each of 48 hours")
+
+	res, err := runOnce(b.Ctx, b, plan.Prod, time.Date(2024, 1, 3, 6, 30, 0, 0, time.UTC), nil, run.Hooks{})
+	require.NoError(t, err)
+	got := byModel(res)
+	require.Positive(t, got["demo.events"].Batches, "events gains its six hours")
+	require.True(t, got["demo.hourly_by_segment"].Waiting.IsEmpty(), "waiting: %s", got["demo.hourly_by_segment"].Waiting)
+	served, _ := b.Served(t, plan.Prod)
+	require.Equal(t, "{[2024-01-01T00:00:00Z, 2024-01-03T06:00:00Z)}",
+		b.Intervals(t, "demo.hourly_by_segment", served["demo.hourly_by_segment"].Version))
+	require.Equal(t, int64(3*54), b.Count(t, "demo.hourly_by_segment"))
+}
