@@ -152,6 +152,7 @@ func newRoot(g *globals) *cobra.Command {
 		newMigrateCmd(g),
 		newSimulateCmd(g),
 		newVersionCmd(g),
+		newCreateExternalModelsCmd(g),
 		newTestCmd(g), newCreateTestCmd(g),
 		newAuditCmd(g),
 		newTableDiffCmd(g),

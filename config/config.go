@@ -1,4 +1,6 @@
-// Package config reads a project's gapless.yaml.
+// Package config reads a project's gapless.yaml, or, in a SQLMesh project
+// without one, SQLMesh's config.yaml (see loadSQLMesh) and its
+// external_models.yaml (see LoadExternalModels).
 //
 // The file is optional: a project without one gets the defaults. When present
 // it is read strictly: an unknown key is an error that names its line and
@@ -117,6 +119,16 @@ type Config struct {
 	// GitHub is the github: block; nil when the file has none.
 	GitHub *GitHub
 
+	// SQLMesh says the configuration is SQLMesh's config.yaml (File),
+	// read because the project has no gapless.yaml.
+	SQLMesh bool
+	// Gateway is the SQLMesh gateway whose connections were read
+	// (default_gateway, else the first); "" for gapless.yaml.
+	Gateway string
+	// Warnings name the settings of config.yaml gapless ignores because
+	// they only describe (each at its line); Load has logged them.
+	Warnings []*Error
+
 	// Variables are the `variables:` block, SQLMesh's global macro
 	// variables (@name and @VAR('name') in a model), by lower-case name:
 	// string, int64, float64, bool, or []any of those (see
@@ -208,7 +220,10 @@ func (c *Config) Environment(name string) Environment {
 type Error = strictyaml.Error
 
 // Load reads <dir>/gapless.yaml, expanding ${VAR} in connection strings from
-// the process environment. A missing file yields the defaults.
+// the process environment. Without it, SQLMesh's config.yaml (or
+// config.yml) is read instead, and a config.py alone is refused (wrapping
+// ErrPythonConfig); with both, gapless.yaml is read and an info record says
+// so, once per folder and process. No file at all yields the defaults.
 func Load(dir string) (*Config, error) {
 	return LoadEnv(dir, os.LookupEnv)
 }
@@ -231,6 +246,19 @@ func LoadEnv(dir string, lookupEnv func(string) (string, bool)) (*Config, error)
 	}
 	if err != nil {
 		return nil, &Error{File: file, Msg: "cannot read: " + err.Error(), Err: err}
+	}
+	if found {
+		notePrecedence(abs)
+	} else {
+		cfg := &Config{Dir: abs, File: file, Environments: map[string]Environment{},
+			EnvironmentTTL: DefaultEnvironmentTTL, SnapshotTTL: DefaultSnapshotTTL}
+		ok, err := loadSQLMeshOrPython(cfg, lookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return cfg, nil
+		}
 	}
 	l := &loader{strictyaml.New(file)}
 	raw := &fileConfig{}
@@ -332,7 +360,33 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 		cfg.SnapshotTTL = ttl
 	}
 
-	md := raw.ModelDefaults
+	if err := l.modelDefaults(cfg, raw.ModelDefaults); err != nil {
+		return err
+	}
+
+	names := make([]string, 0, len(raw.Environments))
+	for name := range raw.Environments {
+		names = append(names, name)
+	}
+	sort.Strings(names) // report problems in a stable order
+	for _, name := range names {
+		env, err := l.environment(name, raw.Environments[name])
+		if err != nil {
+			return err
+		}
+		cfg.Environments[name] = env
+	}
+
+	gh, err := l.gitHub(cfg, raw.GitHub, lookupEnv)
+	if err != nil {
+		return err
+	}
+	cfg.GitHub = gh
+	return nil
+}
+
+// modelDefaults checks md (model_defaults) and sets cfg.ModelDefaults.
+func (l *loader) modelDefaults(cfg *Config, md fileModelDefaults) error {
 	if md.Dialect != "" {
 		d, err := model.ParseDialect(md.Dialect)
 		if err != nil {
@@ -359,24 +413,6 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 	}
 	cfg.ModelDefaults.Owner = md.Owner
 
-	names := make([]string, 0, len(raw.Environments))
-	for name := range raw.Environments {
-		names = append(names, name)
-	}
-	sort.Strings(names) // report problems in a stable order
-	for _, name := range names {
-		env, err := l.environment(name, raw.Environments[name])
-		if err != nil {
-			return err
-		}
-		cfg.Environments[name] = env
-	}
-
-	gh, err := l.gitHub(cfg, raw.GitHub, lookupEnv)
-	if err != nil {
-		return err
-	}
-	cfg.GitHub = gh
 	return nil
 }
 

@@ -146,6 +146,7 @@ func loadModels(ctx context.Context, dir string, defaults model.Defaults, opts O
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, pr.addExternals(opts, defaults)...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
