@@ -201,10 +201,13 @@ func bindCall(m *model.Model, lib *Library, call model.AuditRef) (Bound, bool, e
 	if bi != nil {
 		b.builtin = name
 		b.args = args{}
-		known := make([]string, len(bi.params))
+		known := make([]string, len(bi.params), len(bi.params)+1)
 		for i, p := range bi.params {
 			known[i] = p.name
 		}
+		// Every built-in takes SQLMesh's condition: only the rows where it
+		// holds are audited.
+		known = append(known, ConditionArg)
 		for _, a := range call.Args {
 			if !slices.Contains(known, a.Name) {
 				msg := "unknown argument " + a.Name
@@ -329,41 +332,21 @@ type ref struct {
 func scanRefs(sql string) []ref {
 	var out []ref
 	for i := 0; i < len(sql); i++ {
-		c := sql[i]
-		switch {
-		case c == '\'' || c == '"':
-			j := i + 1
-			for j < len(sql) {
-				if sql[j] == c {
-					if j+1 < len(sql) && sql[j+1] == c {
-						j += 2
-						continue
-					}
-					break
-				}
-				j++
-			}
-			i = j
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
-			for i < len(sql) && sql[i] != '\n' {
-				i++
-			}
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
-			end := strings.Index(sql[i+2:], "*/")
-			if end < 0 {
-				return out
-			}
-			i += 2 + end + 1
-		case c == '@':
-			j := i + 1
-			for j < len(sql) && isWord(sql[j]) {
-				j++
-			}
-			if j > i+1 && !isDigit(sql[i+1]) && (i == 0 || !isWord(sql[i-1])) {
-				out = append(out, ref{name: strings.ToLower(sql[i+1 : j]), off: i, len: j - i})
-			}
-			i = j - 1
+		if end := macro.SkipOpaque(sql, i); end > i {
+			i = end - 1
+			continue
 		}
+		if sql[i] != '@' {
+			continue
+		}
+		j := i + 1
+		for j < len(sql) && isWord(sql[j]) {
+			j++
+		}
+		if j > i+1 && !isDigit(sql[i+1]) && (i == 0 || !isWord(sql[i-1])) {
+			out = append(out, ref{name: strings.ToLower(sql[i+1 : j]), off: i, len: j - i})
+		}
+		i = j - 1
 	}
 	return out
 }
@@ -373,6 +356,11 @@ func isWord(c byte) bool {
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+// ConditionArg is the argument every built-in audit takes (as in SQLMesh):
+// a boolean SQL expression; the audit looks only at the rows where it
+// holds.
+const ConditionArg = "condition"
 
 // Relation is what an audit reads as its model.
 type Relation struct {
@@ -397,6 +385,10 @@ func (b Bound) Query(r Relation, v macro.Vars, dialect string) (string, error) {
 		var err error
 		if q, err = builtins[b.builtin].query(b.args, dialect); err != nil {
 			return "", fmt.Errorf("audit %s: %w", b.Name, err)
+		}
+		if c, ok := b.args[ConditionArg]; ok && !strings.EqualFold(strings.TrimSpace(c), "true") {
+			relation = "(SELECT * FROM " + r.Aliased + " WHERE " + c + ")"
+			aliased = relation + " AS gapless_audited"
 		}
 	}
 	var s strings.Builder
@@ -486,44 +478,23 @@ func replaceName(sql, name, with string) string {
 	var b strings.Builder
 	last := 0
 	for i := 0; i < len(sql); i++ {
-		c := sql[i]
-		switch {
-		case c == '\'' || c == '"':
-			j := i + 1
-			for j < len(sql) {
-				if sql[j] == c {
-					if j+1 < len(sql) && sql[j+1] == c {
-						j += 2
-						continue
-					}
-					break
-				}
-				j++
-			}
-			i = j
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
-			for i < len(sql) && sql[i] != '\n' {
-				i++
-			}
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
-			end := strings.Index(sql[i+2:], "*/")
-			if end < 0 {
-				i = len(sql)
-				continue
-			}
-			i += 2 + end + 1
-		case isWord(c) && (i == 0 || (!isWord(sql[i-1]) && sql[i-1] != '.' && sql[i-1] != '@')):
-			j := i
-			for j < len(sql) && (isWord(sql[j]) || sql[j] == '.') {
-				j++
-			}
-			if strings.EqualFold(sql[i:j], name) && (j >= len(sql) || sql[j] != '"') {
-				b.WriteString(sql[last:i])
-				b.WriteString(with)
-				last = j
-			}
-			i = j - 1
+		if end := macro.SkipOpaque(sql, i); end > i {
+			i = end - 1
+			continue
 		}
+		if !isWord(sql[i]) || (i > 0 && (isWord(sql[i-1]) || sql[i-1] == '.' || sql[i-1] == '@')) {
+			continue
+		}
+		j := i
+		for j < len(sql) && (isWord(sql[j]) || sql[j] == '.') {
+			j++
+		}
+		if strings.EqualFold(sql[i:j], name) && (j >= len(sql) || sql[j] != '"') {
+			b.WriteString(sql[last:i])
+			b.WriteString(with)
+			last = j
+		}
+		i = j - 1
 	}
 	b.WriteString(sql[last:])
 	return b.String()

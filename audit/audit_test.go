@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,12 +12,14 @@ import (
 
 	"github.com/gapless-dev/gapless/audit"
 	"github.com/gapless-dev/gapless/internal/pgtest"
+	"github.com/gapless-dev/gapless/internal/trinotest"
 	"github.com/gapless-dev/gapless/macro"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/sqlparse"
 	"github.com/gapless-dev/gapless/warehouse"
 	"github.com/gapless-dev/gapless/warehouse/duckdb"
 	"github.com/gapless-dev/gapless/warehouse/postgres"
+	"github.com/gapless-dev/gapless/warehouse/trino"
 )
 
 // builtinCase is one built-in audit call with rows it must pass on and rows
@@ -39,6 +42,7 @@ var builtinCases = []builtinCase{
 	{"accepted_range", "accepted_range(column := id, min_v := 1, max_v := 2)", vals("id", "(1), (2)"), vals("id", "(0), (1)")},
 	{"accepted_range", "accepted_range(column := id, min_v := 0, max_v := 3, inclusive := false)", vals("id", "(1), (2)"), vals("id", "(1), (3)")},
 	{"number_of_rows", "number_of_rows(threshold := 1)", vals("id", "(1), (2)"), vals("id", "(1)")},
+	{"number_of_rows", "number_of_rows(threshold := 1 + 1)", vals("id", "(1), (2), (3)"), vals("id", "(1), (2)")},
 	{"forall", "forall(criteria := (id > 0, name <> ''))", vals("id, name", "(1, 'a')"), vals("id, name", "(1, 'a'), (-1, 'b')")},
 	{"at_least_one", "at_least_one(column := name)", vals("id, name", "(1, CAST(NULL AS VARCHAR)), (2, 'a')"),
 		vals("id, name", "(1, CAST(NULL AS VARCHAR))")},
@@ -70,6 +74,24 @@ var builtinCases = []builtinCase{
 	{"string_length_equal_audit", "string_length_equal_audit(column := name, v := 1)", vals("name", "('a')"), vals("name", "('ab')")},
 	{"stddev_in_range", "stddev_in_range(column := id, max_v := 1)", vals("id", "(1), (2)"), vals("id", "(1), (10)")},
 	{"mean_in_range", "mean_in_range(column := id, min_v := 1, max_v := 2)", vals("id", "(1), (2)"), vals("id", "(5)")},
+	// chi_square asserts dependence by default: b follows a in the good
+	// rows (statistic 10, one degree of freedom), is independent of it in
+	// the bad ones (statistic 0); dependent false asserts the opposite.
+	{"chi_square", "chi_square(column_a := a, column_b := b, critical_value := 3.841)",
+		vals("a, b", strings.Repeat("('x', 'x'), ", 5)+strings.Repeat("('y', 'y'), ", 4)+"('y', 'y')"),
+		vals("a, b", "('x', 'x'), ('x', 'y'), ('y', 'x'), ('y', 'y')")},
+	{"chi_square", "chi_square(column_a := a, column_b := b, critical_value := 3.841, dependent := false)",
+		vals("a, b", "('x', 'x'), ('x', 'y'), ('y', 'x'), ('y', 'y'), (NULL, 'x')"),
+		vals("a, b", strings.Repeat("('x', 'x'), ", 5)+strings.Repeat("('y', 'y'), ", 4)+"('y', 'y')")},
+	// The same distribution on both sides diverges by 0; 3:1 against 1:3
+	// by 2 * 0.5 * log10(3) = 0.477.
+	{"kl_divergence", "kl_divergence(source_column := s, target_column := t, threshold := 0.1)",
+		vals("s, t", "(1, 2), (2, 1), (1, 1)"), vals("s, t", "(1, 2), (1, 2), (1, 2), (2, 1)")},
+	// SQLMesh's condition: only the rows where it holds are audited.
+	{"not_null", "not_null(columns := (name), condition := id > 1)", vals("id, name", "(1, CAST(NULL AS VARCHAR)), (2, 'a')"),
+		vals("id, name", "(1, 'a'), (2, CAST(NULL AS VARCHAR))")},
+	{"unique_values", "unique_values(columns := (name), condition := id <> 3)", vals("id, name", "(1, 'a'), (2, 'b'), (3, 'a')"),
+		vals("id, name", "(1, 'a'), (2, 'a'), (3, 'b')")},
 }
 
 // parseModel parses a FULL model s.t with the given audits clause and extra
@@ -82,12 +104,11 @@ func parseModel(t *testing.T, audits, after string) *model.Model {
 	return m
 }
 
-// offending runs b over table (a table name) and returns how many rows it
-// reports.
-func offending(t *testing.T, e warehouse.Engine, b audit.Bound, table string) int64 {
+// offending runs b over rel and returns how many rows it reports.
+func offending(t *testing.T, e warehouse.Engine, b audit.Bound, rel audit.Relation) int64 {
 	t.Helper()
 	day := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
-	q, err := b.Query(audit.Relation{This: table, Aliased: table}, macro.Vars{Start: day, End: day.AddDate(0, 0, 1), Execution: day}, e.Dialect())
+	q, err := b.Query(rel, macro.Vars{Start: day, End: day.AddDate(0, 0, 1), Execution: day}, e.Dialect())
 	require.NoError(t, err)
 	res, err := e.ReadOnlyQuery(t.Context(), "SELECT COUNT(*) FROM ("+q+") AS a")
 	require.NoError(t, err, q)
@@ -107,8 +128,10 @@ func toInt(t *testing.T, v any) int64 {
 }
 
 // checkBuiltins runs every case on e: each built-in passes on its good rows
-// and fails on its bad ones.
-func checkBuiltins(t *testing.T, ctx context.Context, e warehouse.Engine) {
+// and fails on its bad ones. The rows are a table's, or with inline a
+// parenthesised query's, as a batch's interval is audited (on Trino each
+// table costs an Iceberg commit).
+func checkBuiltins(t *testing.T, ctx context.Context, e warehouse.Engine, inline bool) {
 	t.Helper()
 	_, err := e.Query(ctx, "CREATE SCHEMA IF NOT EXISTS aud")
 	require.NoError(t, err)
@@ -123,10 +146,14 @@ func checkBuiltins(t *testing.T, ctx context.Context, e warehouse.Engine) {
 			if side == "bad" {
 				src = c.bad
 			}
-			table := fmt.Sprintf("aud.%s_%d", side, i)
-			_, err := e.Query(ctx, "CREATE TABLE "+table+" AS "+src)
-			require.NoError(t, err)
-			n := offending(t, e, bound[0], table)
+			rel := audit.Relation{This: "(" + src + ")", Aliased: "(" + src + ") AS gapless_rows"}
+			if !inline {
+				table := fmt.Sprintf("aud.%s_%d", side, i)
+				_, err := e.Query(ctx, "CREATE TABLE "+table+" AS "+src)
+				require.NoError(t, err)
+				rel = audit.Relation{This: table, Aliased: table}
+			}
+			n := offending(t, e, bound[0], rel)
 			if side == "good" {
 				require.Zero(t, n, "%s must pass on %s", c.call, src)
 			} else {
@@ -144,7 +171,7 @@ func TestBuiltinsPassOnGoodRowsAndFailOnBad(t *testing.T) {
 	e, err := duckdb.Open(t.Context(), "", duckdb.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, e.Close()) })
-	checkBuiltins(t, t.Context(), e)
+	checkBuiltins(t, t.Context(), e, false)
 	covered := map[string]bool{}
 	for _, c := range builtinCases {
 		covered[c.audit] = true
@@ -158,14 +185,32 @@ func TestBuiltinsPassOnGoodRowsAndFailOnBad(t *testing.T) {
 }
 
 // Scenario: the same built-ins on PostgreSQL, whose SQL differs (regular
-// expressions are the ~ operator; a subquery in FROM needs an alias).
-func TestBuiltinsOnPostgres(t *testing.T) {
+// expressions are the ~ operator; a subquery in FROM needs an alias), and
+// on Trino's Iceberg tables (regexp_like; no :: casts).
+func TestBuiltinsOnPostgresAndTrino(t *testing.T) {
 	t.Parallel()
-	pgtest.Require(t)
-	e, err := postgres.Open(t.Context(), pgtest.NewDatabase(t))
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, e.Close()) })
-	checkBuiltins(t, t.Context(), e)
+	for _, c := range []struct {
+		name   string
+		inline bool
+		open   func(t *testing.T) (warehouse.Engine, error)
+	}{
+		{"postgres", false, func(t *testing.T) (warehouse.Engine, error) {
+			pgtest.Require(t)
+			return postgres.Open(t.Context(), pgtest.NewDatabase(t))
+		}},
+		{"trino", true, func(t *testing.T) (warehouse.Engine, error) {
+			trinotest.Require(t)
+			return trino.Open(t.Context(), trinotest.NewCatalog(t))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e, err := c.open(t)
+			require.NoError(t, err)
+			t.Cleanup(func() { require.NoError(t, e.Close()) })
+			checkBuiltins(t, t.Context(), e, c.inline)
+		})
+	}
 }
 
 // Scenario: a user audit file holds two audits, one with a default
@@ -219,7 +264,7 @@ AUDIT (name skipped, skip true); SELECT 1;
 	require.NoError(t, err)
 	var counts []int64
 	for _, b := range bound {
-		counts = append(counts, offending(t, e, b, "t"))
+		counts = append(counts, offending(t, e, b, audit.Relation{This: "t", Aliased: "t"}))
 	}
 	require.Equal(t, []int64{0, 0, 2, 0, 2, 1}, counts)
 
@@ -254,7 +299,7 @@ func TestAuditErrorsNameFileAndLine(t *testing.T) {
 	for _, tc := range []struct{ audits, after, want string }{
 		{"not_nul(columns := id)", "", "models/t.sql:4:11: model s.t: unknown audit not_nul: did you mean not_null?"},
 		{"frobnicate", "", "models/t.sql:4:11: model s.t: unknown audit frobnicate (not built in, not in audits/ and not defined in the model's file)"},
-		{"accepted_range(column := id, min := 0)", "", "models/t.sql:4:11: model s.t, audit accepted_range: unknown argument min: did you mean min_v? (its arguments: column, min_v, max_v, inclusive)"},
+		{"accepted_range(column := id, min := 0)", "", "models/t.sql:4:11: model s.t, audit accepted_range: unknown argument min: did you mean min_v? (its arguments: column, min_v, max_v, inclusive, condition)"},
 		{"not_null", "", "models/t.sql:4:11: model s.t, audit not_null: missing argument columns (write not_null(columns := ...))"},
 		{"not_null(columns := id, blocking := maybe)", "", "models/t.sql:4:35: model s.t, audit not_null: blocking must be true or false, not maybe"},
 		{"not_null(columns := ())", "", "models/t.sql:4:11: model s.t, audit not_null: argument columns is an empty list"},

@@ -2,7 +2,9 @@ package audit
 
 import (
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -137,8 +139,15 @@ var builtins = map[string]builtin{
 	"accepted_range": {params: []param{req("column"), opt("min_v", "NULL"), opt("max_v", "NULL"), opt("inclusive", "TRUE")},
 		query: func(a args, _ string) (string, error) { return where(rangeConds(a, col(a))), nil }},
 	"number_of_rows": {params: []param{req("threshold")}, query: func(a args, _ string) (string, error) {
-		t := a["threshold"]
-		return "SELECT COUNT(*) AS gapless_rows\nFROM (SELECT 1 AS one FROM @this_model LIMIT " + t + " + 1) AS gapless_limited\nHAVING COUNT(*) <= " + t, nil
+		t := strings.TrimSpace(a["threshold"])
+		// Reading at most threshold+1 rows answers the question; LIMIT
+		// takes only a literal on Trino, so an expression counts all.
+		n, err := strconv.ParseInt(t, 10, 64)
+		if err != nil || n < 0 || n == math.MaxInt64 {
+			return "SELECT COUNT(*) AS gapless_rows\nFROM @this_model\nHAVING COUNT(*) <= " + t, nil
+		}
+		return "SELECT COUNT(*) AS gapless_rows\nFROM (SELECT 1 AS one FROM @this_model LIMIT " + strconv.FormatInt(n+1, 10) +
+			") AS gapless_limited\nHAVING COUNT(*) <= " + t, nil
 	}},
 	"forall": {params: []param{req("criteria")}, query: func(a args, _ string) (string, error) {
 		cs, err := listArg(a, "criteria")
@@ -242,6 +251,66 @@ var builtins = map[string]builtin{
 			return "SELECT *\nFROM (SELECT AVG(" + col(a) + ") AS gapless_mean FROM @this_model) AS s\nWHERE " +
 				rangeConds(a, "gapless_mean"), nil
 		}},
+	"chi_square": {params: []param{req("column_a"), req("column_b"), req("critical_value"), opt("dependent", "TRUE")},
+		query: chiSquare},
+	"kl_divergence": {params: []param{req("source_column"), req("target_column"), req("threshold")},
+		query: klDivergence},
+}
+
+// double is the engine's double-precision type name.
+func double(dialect string) string {
+	if dialect == "postgres" {
+		return "DOUBLE PRECISION"
+	}
+	return "DOUBLE"
+}
+
+// chiSquare is Pearson's chi-square test of independence of two categorical
+// columns, over the rows where both are set. The statistic sums over every
+// cell of the contingency table, those never observed included (their
+// expected count is positive), which SQLMesh's query leaves out. With
+// dependent (the default) the audit asserts the columns are dependent and
+// fails when the statistic is at most critical_value; with dependent
+// false it asserts independence and fails when the statistic exceeds it.
+func chiSquare(a args, dialect string) (string, error) {
+	ca, cb, crit := a["column_a"], a["column_b"], a["critical_value"]
+	verdict := "s.chi_square <= " + crit
+	if strings.EqualFold(strings.TrimSpace(a["dependent"]), "false") {
+		verdict = "s.chi_square > " + crit
+	}
+	return "WITH gapless_samples AS (\n" +
+		"  SELECT " + ca + " AS x_a, " + cb + " AS x_b\n  FROM @this_model\n  WHERE " + ca + " IS NOT NULL AND " + cb + " IS NOT NULL\n" +
+		"), gapless_cells AS (\n  SELECT x_a, x_b, COUNT(*) AS observed FROM gapless_samples GROUP BY x_a, x_b\n" +
+		"), gapless_a AS (\n  SELECT x_a, COUNT(*) AS tot_a FROM gapless_samples GROUP BY x_a\n" +
+		"), gapless_b AS (\n  SELECT x_b, COUNT(*) AS tot_b FROM gapless_samples GROUP BY x_b\n" +
+		"), gapless_expected AS (\n" +
+		"  SELECT CAST(ta.tot_a AS " + double(dialect) + ") * tb.tot_b / (SELECT COUNT(*) FROM gapless_samples) AS expected,\n" +
+		"    COALESCE(c.observed, 0) AS observed\n" +
+		"  FROM gapless_a AS ta CROSS JOIN gapless_b AS tb\n" +
+		"  LEFT JOIN gapless_cells AS c ON c.x_a = ta.x_a AND c.x_b = tb.x_b\n)\n" +
+		"SELECT *\nFROM (\n" +
+		"  SELECT ((SELECT COUNT(*) FROM gapless_a) - 1) * ((SELECT COUNT(*) FROM gapless_b) - 1) AS degrees_of_freedom,\n" +
+		"    SUM((observed - expected) * (observed - expected) / expected) AS chi_square\n" +
+		"  FROM gapless_expected\n) AS s\nWHERE " + verdict, nil
+}
+
+// klDivergence is the symmetric Kullback-Leibler divergence between the
+// distribution of source_column's values and that of target_column's, in
+// base-10 logarithms as SQLMesh's query computes it (so thresholds carry
+// over). Values present in only one distribution add nothing (their terms
+// are undefined), as in SQLMesh; NULLs are not values. The audit fails with
+// one row when the divergence exceeds threshold.
+func klDivergence(a args, dialect string) (string, error) {
+	src, tgt, th := a["source_column"], a["target_column"], a["threshold"]
+	dist := func(name, c, p string) string {
+		return name + " AS (\n  SELECT v, CAST(n AS " + double(dialect) + ") / SUM(n) OVER () AS " + p + "\n" +
+			"  FROM (SELECT " + c + " AS v, COUNT(*) AS n FROM @this_model WHERE " + c + " IS NOT NULL GROUP BY " + c + ") AS counted\n)"
+	}
+	return "WITH " + dist("gapless_p", src, "p") + ", " + dist("gapless_q", tgt, "q") + "\n" +
+		"SELECT *\nFROM (\n" +
+		"  SELECT SUM(p * log10(p / q) + q * log10(q / p)) AS kl_divergence\n" +
+		"  FROM gapless_p JOIN gapless_q ON gapless_p.v = gapless_q.v\n" +
+		") AS s\nWHERE s.kl_divergence > " + th, nil
 }
 
 // SQLMesh's documentation calls two built-ins by other names; both work.

@@ -41,6 +41,10 @@ type Spec struct {
 	// AllowPartials lets the newest due interval end at the cron firing
 	// instead of the last unit boundary before it.
 	AllowPartials bool
+	// Location is the time zone Cron is read in (SQLMesh's cron_tz); nil
+	// is UTC. It moves the firings only: intervals stay aligned to the
+	// unit in UTC.
+	Location *time.Location
 }
 
 // Validate reports every problem with s in one error wrapping
@@ -107,7 +111,7 @@ func (s Spec) dueEnd(t time.Time) time.Time {
 //
 // For a zero Cron Bound is the zero time (nothing is ever due).
 func (s Spec) Bound(exec time.Time) time.Time {
-	p := s.Cron.Prev(exec)
+	p := s.prev(exec)
 	if p.IsZero() {
 		return time.Time{}
 	}
@@ -273,10 +277,10 @@ func (s Spec) nextFiring(f time.Time) (time.Time, bool) {
 	}
 	var t time.Time
 	if s.AllowPartials {
-		t = s.Cron.Next(f)
+		t = s.next(f)
 	} else {
 		b := s.Unit.Add(s.Unit.Floor(f), 1)
-		t = s.Cron.Next(b.Add(-time.Nanosecond))
+		t = s.next(b.Add(-time.Nanosecond))
 	}
 	if t.IsZero() {
 		return time.Time{}, false

@@ -30,6 +30,13 @@ func ForModel(m *model.Model) (Spec, error) {
 		Start: m.Start, End: m.End, Cron: c, Unit: m.IntervalUnit,
 		Lookback: m.Lookback, AllowPartials: m.AllowPartials,
 	}
+	if m.CronTZ != "" {
+		loc, err := model.LoadCronTZ(m.CronTZ)
+		if err != nil {
+			return Spec{}, &model.Error{Pos: m.HeaderPos, Code: model.CodeBadValue, Err: err, Msg: fmt.Sprintf("model %s: bad cron_tz %q: %v", m.Name, m.CronTZ, err)}
+		}
+		s.Location = loc
+	}
 	if err := s.Validate(); err != nil {
 		return Spec{}, &model.Error{Pos: m.HeaderPos, Code: model.CodeInvalid, Err: err, Msg: fmt.Sprintf("model %s: %v", m.Name, err)}
 	}

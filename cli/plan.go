@@ -17,6 +17,7 @@ import (
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/backend"
 	"github.com/gapless-dev/gapless/config"
+	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/internal/logkey"
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
@@ -42,6 +43,11 @@ type planFlags struct {
 	autoApply    bool
 	asJSON       bool
 	policy       policyFlags
+	// SQLMesh's plan flags (see planflags.go).
+	includeUnmodified bool
+	backfillModels    []string
+	emptyBackfill     bool
+	explain           bool
 }
 
 func newPlanCmd(g *globals) *cobra.Command {
@@ -86,6 +92,9 @@ gapless.yaml, strict when unset; --on-incumbent-advance,
 			if f.out != "" && f.autoApply {
 				return usagef("--out writes the plan without applying it; it cannot be combined with --auto-apply")
 			}
+			if err := f.checkSQLMeshFlags(env); err != nil {
+				return err
+			}
 			pol, err := f.policy.override(cmd)
 			if err != nil {
 				return err
@@ -109,6 +118,7 @@ gapless.yaml, strict when unset; --on-incumbent-advance,
 	fl.BoolVar(&f.autoApply, "auto-apply", false, "apply without asking")
 	fl.BoolVar(&f.asJSON, "json", false, "print a machine-readable summary")
 	addPolicyFlags(cmd, &f.policy, "the environment's on_incumbent_advance in gapless.yaml")
+	addSQLMeshPlanFlags(cmd, &f)
 	return cmd
 }
 
@@ -131,7 +141,10 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 		return err
 	}
 	if err := plan.CheckOptions(env, opts); err != nil {
-		return usagef("--no-gaps=false: %w", err)
+		if errors.Is(err, plan.ErrGapsInProd) {
+			return usagef("--no-gaps=false: %w", err)
+		}
+		return usagef("%w", err)
 	}
 	pr, cfg, parser, err := g.openProjectWithParser(ctx)
 	if err != nil {
@@ -150,6 +163,9 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	if err := checkModels(pr, "--restate-model", f.restate); err != nil {
 		return err
 	}
+	if err := checkModels(pr, "--backfill-model", f.backfillModels); err != nil {
+		return err
+	}
 	// Planning reads state only; the warehouse (a DuckDB file is held by one
 	// process at a time) is opened only to apply.
 	b, err := g.openBackend(ctx, cfg, true)
@@ -162,7 +178,7 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 	if err != nil {
 		return err
 	}
-	caps, err := g.checkPlan(ctx, cfg, parser, pr.Dir, pl)
+	caps, notes, err := g.checkPlan(ctx, cfg, parser, pr.Dir, pl)
 	if err != nil {
 		return err
 	}
@@ -181,21 +197,30 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 			return fmt.Errorf("writing the plan: %w", err)
 		}
 	}
+	deferred := plan.Deferred(pl, selectedProject(pr, pl))
 	if f.asJSON {
 		sum := summarize(pl)
 		sum.Views = viewsOf(cfg, caps)
+		sum.NotBackfilled = nonNil(deferred)
+		sum.LayoutNotes = nonNil(notes)
 		if err := writeJSON(g.env.Stdout, sum); err != nil {
 			return err
 		}
 	} else {
 		printPlan(g.env.Stdout, pl)
+		printSQLMeshFlags(g.env.Stdout, pl, f, deferred)
 		printViewPromotion(g.env.Stdout, cfg, caps)
+		printLayoutNotes(g.env.Stdout, cfg, notes)
 	}
 	out := g.env.Stdout
 	if f.asJSON {
 		out = g.env.Stderr // keep stdout one JSON document
 	}
 	switch {
+	case f.explain:
+		printExplain(out, pl, deferred)
+		fmt.Fprintf(out, "\nExplained only (--explain): nothing applied, state and warehouse untouched.\n")
+		return nil
 	case f.out != "":
 		fmt.Fprintf(out, "\nPlan written to %s; nothing applied. Apply it with:\n  gapless apply %s\n", f.out, f.out)
 		return nil
@@ -236,17 +261,51 @@ func (g *globals) runPlan(ctx context.Context, env string, f planFlags, pol poli
 // DuckDB warehouse an in-memory one, so planning still never waits for the
 // warehouse file. It returns what the warehouse's engine guarantees (the
 // planning engine is the same engine, so it declares the same).
-func (g *globals) checkPlan(ctx context.Context, cfg *config.Config, parser *sqlparse.Parser, dir string, pl *plan.Plan) (caps warehouse.Capabilities, err error) {
+//
+// notes are the parts of the layout of each model the plan adds or changes
+// that the engine does not apply (execute.LayoutNotes: partitions on
+// DuckDB, say), one line each; a part it refuses fails the check.
+func (g *globals) checkPlan(ctx context.Context, cfg *config.Config, parser *sqlparse.Parser, dir string, pl *plan.Plan) (caps warehouse.Capabilities, notes []string, err error) {
 	e, err := backend.OpenForPlanning(ctx, cfg.Warehouse)
 	if err != nil {
-		return caps, err
+		return caps, nil, err
 	}
 	defer func() {
 		if cerr := e.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("closing the engine the plan was checked on: %w", cerr))
 		}
 	}()
-	return e.Capabilities(), apply.Check(ctx, pl, e, parser, dir)
+	if err := apply.Check(ctx, pl, e, parser, dir); err != nil {
+		return caps, nil, err
+	}
+	byName := make(map[string]*snapshot.Snapshot, len(pl.Snapshots))
+	for _, s := range pl.Snapshots {
+		byName[s.Name] = s
+	}
+	for _, c := range pl.Changes {
+		s := byName[c.Name]
+		if s == nil || c.Version == "" {
+			continue // removed
+		}
+		n, err := execute.LayoutNotes(e, s.Model)
+		if err != nil {
+			return caps, nil, err
+		}
+		notes = append(notes, n...)
+	}
+	return e.Capabilities(), notes, nil
+}
+
+// printLayoutNotes lists what the warehouse will not apply of the changed
+// models' physical layout, so that nothing written is dropped silently.
+func printLayoutNotes(w io.Writer, cfg *config.Config, notes []string) {
+	if len(notes) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nNot applied on %s:\n", cfg.Warehouse.Driver)
+	for _, n := range notes {
+		fmt.Fprintf(w, "  %s\n", n)
+	}
 }
 
 // viewPromotion is how the warehouse changes an environment's views at
@@ -276,6 +335,7 @@ func planOptions(f planFlags) (plan.Options, error) {
 	o := plan.Options{
 		ForwardOnly: f.forwardOnly, SkipBackfill: f.skipBackfill, AllowGaps: !f.noGaps,
 		Restate: f.restate, Select: f.selectModels,
+		BackfillModels: f.backfillModels, EmptyBackfill: f.emptyBackfill,
 	}
 	var err error
 	if f.start != "" {
@@ -340,7 +400,7 @@ func buildPlan(ctx context.Context, store state.Store, pr *project.Project, pars
 // isEmpty: the environment exists and the plan changes nothing and computes
 // nothing.
 func isEmpty(pl *plan.Plan) bool {
-	return pl.Expected.PlanID != "" && len(pl.Changes) == 0 && len(pl.Backfills) == 0
+	return pl.Expected.PlanID != "" && len(pl.Changes) == 0 && len(pl.Backfills) == 0 && len(pl.Empty) == 0
 }
 
 func confirm(in io.Reader, out io.Writer, prompt string) (bool, error) {
@@ -382,6 +442,15 @@ type planSummary struct {
 	// Views says how the warehouse will change the environment's views
 	// (warehouse.Capabilities): atomically, or one at a time.
 	Views viewPromotion `json:"views"`
+	// EmptyBackfills are the intervals --empty-backfill records as
+	// computed without computing them: they will hold no rows.
+	EmptyBackfills []backfillRow `json:"empty_backfills"`
+	// NotBackfilled are the changed models --backfill-model leaves for a
+	// later plan: neither backfilled nor promoted.
+	NotBackfilled []string `json:"not_backfilled"`
+	// LayoutNotes are the parts of the changed models' layout the
+	// warehouse does not apply (partitioned_by on DuckDB, say).
+	LayoutNotes []string `json:"layout_notes"`
 }
 
 type waitRow struct {
@@ -459,6 +528,14 @@ func summarize(pl *plan.Plan) planSummary {
 		}
 		s.Backfills = append(s.Backfills, r)
 	}
+	s.EmptyBackfills, s.NotBackfilled = []backfillRow{}, []string{}
+	for _, b := range pl.Empty {
+		r := backfillRow{Name: b.Name, Version: b.Version, Whole: b.Whole, Buckets: b.Buckets}
+		for rg := range b.Ranges.All() {
+			r.Ranges = append(r.Ranges, rg.String())
+		}
+		s.EmptyBackfills = append(s.EmptyBackfills, r)
+	}
 	return s
 }
 
@@ -492,6 +569,7 @@ func printPlan(w io.Writer, pl *plan.Plan) {
 	}
 	printBackfills(w, pl, s)
 	printWaitsOnSources(w, s.Waits)
+	printKindNotes(w, pl) // cli/kinds.go
 }
 
 // printWaitsOnSources writes the work the plan holds back until a source

@@ -94,6 +94,9 @@ func (g *globals) loadProject(ctx context.Context, root string, parser func() (*
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, w := range pr.Warnings() {
+		g.log.Warn(w.String(), logkey.Path, w.Pos.File)
+	}
 	g.log.Debug("project loaded", logkey.Project, root, logkey.Models, len(pr.Models),
 		logkey.CachedQueries, st.Hits, logkey.ParsedQueries, st.Misses)
 	return pr, cfg, nil

@@ -159,6 +159,7 @@ func newRoot(g *globals) *cobra.Command {
 		newDagCmd(g),
 		newInfoCmd(g),
 		newEvaluateCmd(g),
+		newFormatCmd(g),
 	)
 	// --version prints what `gapless version` prints.
 	root.Version = versionText()

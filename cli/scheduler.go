@@ -116,6 +116,7 @@ exits (for cron and tests); only then may --execution-time be given.`,
 				Logger:     g.log,
 				Registerer: reg,
 				Ingest:     in,
+				Statements: environmentStatements(cfg),
 			})
 			if err != nil {
 				return err

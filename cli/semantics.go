@@ -90,7 +90,8 @@ func (g *globals) applyPlan(ctx context.Context, out io.Writer, b *backend.Backe
 		Actor:          actorName(),
 		Replan: plan.Replanner(plan.ReplannerParams{Store: b.Store, Clock: g.clock(),
 			Additive: func(ctx context.Context) snapshot.Additive { return project.Additive(ctx, parser) }}),
-		Gate: fence,
+		Gate:       fence,
+		Statements: environmentStatements(b.Config),
 	})
 	bars.Done(err == nil)
 	if gated != nil {
@@ -332,7 +333,8 @@ func (g *globals) runEnvironment(ctx context.Context, b *backend.Backend, projec
 		// deploy (lock policy) or a daemon holds is deferred, not raced.
 		// The lease records this process (lease.Self), so a later run on
 		// this host takes it over at once should this one be killed.
-		Leases: &lease.Options{Owner: "run"},
+		Leases:     &lease.Options{Owner: "run"},
+		Statements: environmentStatements(b.Config),
 	})
 	if err != nil && ctx.Err() != nil {
 		err = &interruptedError{batches: committed.Load(), err: err}

@@ -19,6 +19,7 @@
 //	  cron: '@daily'
 //	  start: '2024-01-01'
 //	  owner: data-eng
+//	  audits: ['not_null(columns := [id])']      # every model calls these audits
 //	environments:
 //	  prod:
 //	    on_incumbent_advance: strict            # strict|trailing-gap|catch-up|replan|lock
@@ -29,6 +30,10 @@
 //	variables:                                  # SQLMesh's global macro variables: @min_amount, @VAR('regions')
 //	  min_amount: 10                            # strings, numbers, booleans, or lists of them
 //	  regions: [eu, us]
+//	before_all:                                 # SQLMesh's environment statements: once per apply and per run
+//	  - CREATE TABLE IF NOT EXISTS ops.runs (env VARCHAR, at TIMESTAMP)
+//	after_all:                                  # @this_env is the environment's name; no SET/USE/TEMP
+//	  - INSERT INTO ops.runs VALUES (@this_env, @execution_ts)
 //	github:                                     # pull requests: gapless serve, gapless github run (see GitHub)
 //	  app_id: ${GAPLESS_GITHUB_APP_ID}          # with private_key_file: App authentication (serve)
 //	  private_key_file: ${GAPLESS_GITHUB_KEY_FILE}
@@ -134,6 +139,12 @@ type Config struct {
 	// string, int64, float64, bool, or []any of those (see
 	// macro.VariableValue). Empty when the file has none.
 	Variables map[string]any
+
+	// BeforeAll and AfterAll are the before_all and after_all lists
+	// (SQLMesh's environment statements): run once at the start and once
+	// at the end of every plan apply and every run (see
+	// execute.EnvironmentStatements). Each keeps its file:line.
+	BeforeAll, AfterAll []model.Statement
 }
 
 // DefaultSnapshotTTL is snapshot_ttl when gapless.yaml does not set it: one
@@ -285,6 +296,8 @@ type fileConfig struct {
 	Environments      map[string]fileEnvironment `yaml:"environments"`
 	GitHub            *fileGitHub                `yaml:"github"`
 	Variables         map[string]any             `yaml:"variables"`
+	BeforeAll         []string                   `yaml:"before_all"`
+	AfterAll          []string                   `yaml:"after_all"`
 }
 
 type fileModelDefaults struct {
@@ -292,6 +305,9 @@ type fileModelDefaults struct {
 	Cron    string `yaml:"cron"`
 	Start   string `yaml:"start"`
 	Owner   string `yaml:"owner"`
+	// Audits are audit calls every model makes (SQLMesh's
+	// model_defaults.audits), each written as in a MODEL block.
+	Audits []string `yaml:"audits"`
 }
 
 type fileEnvironment struct {
@@ -337,6 +353,12 @@ func (l *loader) build(cfg *Config, raw *fileConfig, lookupEnv func(string) (str
 		return err
 	}
 	cfg.Variables = vars
+	if cfg.BeforeAll, err = l.statements(cfg.Dir, "before_all", raw.BeforeAll); err != nil {
+		return err
+	}
+	if cfg.AfterAll, err = l.statements(cfg.Dir, "after_all", raw.AfterAll); err != nil {
+		return err
+	}
 
 	settings, err := l.warehouseSettings(raw.WarehouseSettings, cfg.Warehouse)
 	if err != nil {
@@ -412,6 +434,36 @@ func (l *loader) modelDefaults(cfg *Config, md fileModelDefaults) error {
 		cfg.ModelDefaults.Start = t
 	}
 	cfg.ModelDefaults.Owner = md.Owner
+	return l.defaultAudits(cfg, md.Audits)
+}
+
+// defaultAudits parses model_defaults.audits into cfg.ModelDefaults.Audits,
+// each call placed at its entry in the file, so that an audit that does not
+// exist or is called wrongly is reported there when a model binds it.
+func (l *loader) defaultAudits(cfg *Config, calls []string) error {
+	const key = "model_defaults.audits"
+	var entries []ast.Node
+	if seq, ok := l.ValNode[key].(*ast.SequenceNode); ok {
+		entries = seq.Values
+	}
+	for i, text := range calls {
+		pos := l.ValPos[key]
+		if i < len(entries) {
+			if tk := entries[i].GetToken(); tk != nil && tk.Position != nil {
+				pos = strictyaml.Pos{Line: tk.Position.Line, Col: tk.Position.Column}
+			}
+		}
+		r, err := model.ParseAuditCall(model.Pos{File: l.File, Line: pos.Line, Col: pos.Col}, text)
+		if err != nil {
+			msg := err.Error()
+			var me *model.Error
+			if errors.As(err, &me) {
+				msg = me.Msg
+			}
+			return l.ErrAt(key, pos, nil, "%s: entry %d (%q): %s", key, i+1, text, msg)
+		}
+		cfg.ModelDefaults.Audits = append(cfg.ModelDefaults.Audits, r)
+	}
 
 	return nil
 }

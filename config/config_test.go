@@ -154,7 +154,7 @@ func TestLoad_Errors(t *testing.T) {
 		{
 			name:    "unknown key, nothing close",
 			content: "plugins: []\n",
-			want:    ":1:1: unknown key plugins at the top level (keys: warehouse, warehouse_settings, state, environment_ttl, snapshot_ttl, model_defaults, environments, github, variables)",
+			want:    ":1:1: unknown key plugins at the top level (keys: warehouse, warehouse_settings, state, environment_ttl, snapshot_ttl, model_defaults, environments, github, variables, before_all, after_all)",
 			key:     "plugins",
 		},
 		{
@@ -213,8 +213,8 @@ func TestLoad_Errors(t *testing.T) {
 		},
 		{
 			name:    "bad default dialect",
-			content: "model_defaults:\n  dialect: snowflake\n",
-			want:    `:2:12: model_defaults.dialect: unknown dialect "snowflake" (dialects: duckdb, postgres, trino)`,
+			content: "model_defaults:\n  dialect: snowflak\n",
+			want:    `:2:12: model_defaults.dialect: unknown dialect "snowflak": did you mean snowflake?`,
 			key:     "model_defaults.dialect",
 		},
 		{

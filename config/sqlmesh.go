@@ -127,6 +127,8 @@ type sqlmeshFile struct {
 	Variables             map[string]any            `yaml:"variables"`
 	SnapshotTTL           *string                   `yaml:"snapshot_ttl"`
 	EnvironmentTTL        *string                   `yaml:"environment_ttl"`
+	BeforeAll             []string                  `yaml:"before_all"`
+	AfterAll              []string                  `yaml:"after_all"`
 
 	Project                         any `yaml:"project"`
 	Format                          any `yaml:"format"`
@@ -154,8 +156,6 @@ type sqlmeshFile struct {
 	IgnorePatterns                  any `yaml:"ignore_patterns"`
 	TimeColumnFormat                any `yaml:"time_column_format"`
 	EnvVars                         any `yaml:"env_vars"`
-	BeforeAll                       any `yaml:"before_all"`
-	AfterAll                        any `yaml:"after_all"`
 	Dbt                             any `yaml:"dbt"`
 	Loader                          any `yaml:"loader"`
 	LoaderKwargs                    any `yaml:"loader_kwargs"`
@@ -218,8 +218,6 @@ var sqlmeshUnsupported = map[string]struct {
 	"ignore_patterns":                  {changesResults, "gapless would load the files it names"},
 	"time_column_format":               {changesResults, "gapless reads time columns as dates and timestamps"},
 	"env_vars":                         {changesResults, "set the variables in the environment gapless runs in"},
-	"before_all":                       {changesResults, "gapless runs no statements before a plan"},
-	"after_all":                        {changesResults, "gapless runs no statements after a plan"},
 	"dbt":                              {changesResults, "gapless does not load dbt projects"},
 	"loader":                           {changesResults, "gapless loads SQLMesh's native layout only"},
 	"loader_kwargs":                    {changesResults, "gapless loads SQLMesh's native layout only"},
@@ -229,7 +227,7 @@ var sqlmeshUnsupported = map[string]struct {
 }
 
 // sqlmeshModelDefaultKeys lists the model_defaults keys gapless does not
-// read (dialect, cron, start, owner, and kind VIEW, it does), with what
+// read (dialect, cron, start, owner, audits, and kind VIEW, it does), with what
 // ignoring each means.
 var sqlmeshModelDefaultKeys = map[string]struct {
 	sev severity
@@ -248,7 +246,6 @@ var sqlmeshModelDefaultKeys = map[string]struct {
 	"ignore_rules":          {describes, "gapless does not run SQLMesh's linter"},
 	"description":           {describes, "a description only"},
 	"kind":                  {changesResults, "gapless's default kind is VIEW; set the kind in each model"},
-	"audits":                {changesResults, "list the audits in each model's MODEL block"},
 	"session_properties":    {changesResults, "session properties are not set"},
 	"allow_partials":        {changesResults, "gapless computes complete intervals only"},
 	"interval_unit":         {changesResults, "gapless derives the interval from the cron"},
@@ -261,7 +258,8 @@ var sqlmeshModelDefaultKeys = map[string]struct {
 }
 
 // loadSQLMesh reads SQLMesh's config.yaml (at file) into cfg: the warehouse
-// and state of the selected gateway, model_defaults and variables. Keys
+// and state of the selected gateway, model_defaults, variables, and the
+// before_all and after_all statements (see Config.BeforeAll). Keys
 // gapless does not support are named with their line: a warning (in
 // cfg.Warnings, and logged) when they only describe, an error wrapping
 // ErrUnsupported when ignoring them would change results.
@@ -364,6 +362,12 @@ func loadSQLMesh(cfg *Config, file string, src []byte, lookupEnv func(string) (s
 		vars[k] = v
 	}
 	cfg.Variables = vars
+	if cfg.BeforeAll, err = l.statements(cfg.Dir, "before_all", raw.BeforeAll); err != nil {
+		return err
+	}
+	if cfg.AfterAll, err = l.statements(cfg.Dir, "after_all", raw.AfterAll); err != nil {
+		return err
+	}
 
 	for _, t := range []struct {
 		key string
@@ -630,10 +634,23 @@ func (s *sqlmeshLoader) modelDefaults(m map[string]any) error {
 			if kind, ok := v.(string); ok && strings.EqualFold(strings.TrimSpace(kind), "VIEW") {
 				continue
 			}
+		case "audits":
+			calls, ok := v.([]any)
+			if !ok {
+				return s.ValueErr(key, nil, "%s: want a list of audit calls, such as [\"not_null(columns := [id])\"]", key)
+			}
+			for i, c := range calls {
+				text, ok := c.(string)
+				if !ok {
+					return s.ValueErr(key, nil, "%s: entry %d: want an audit call written as a string, got %v", key, i+1, c)
+				}
+				md.Audits = append(md.Audits, text)
+			}
+			continue
 		}
 		u, ok := sqlmeshModelDefaultKeys[k]
 		if !ok {
-			known := []string{"dialect", "cron", "start", "owner"}
+			known := []string{"audits", "dialect", "cron", "start", "owner"}
 			for n := range sqlmeshModelDefaultKeys {
 				known = append(known, n)
 			}

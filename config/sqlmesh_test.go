@@ -149,9 +149,10 @@ func TestSQLMesh_Errors(t *testing.T) {
 		is                     error
 	}{
 		{"a typo", config.SQLMeshFile, "model_defaults:\n  dialect: duckdb\ngatways:\n  x: {}\n", "config.yaml:3:1: unknown key gatways at the top level: did you mean gateways?", nil},
-		{"a key changing results", config.SQLMeshFile, "model_defaults:\n  dialect: duckdb\nbefore_all:\n  - CREATE SCHEMA x\n", "config.yaml:3:1: before_all is not supported by gapless, and ignoring it would change results", config.ErrUnsupported},
+		{"a key changing results", config.SQLMeshFile, "model_defaults:\n  dialect: duckdb\nignore_patterns:\n  - x\n", "config.yaml:3:1: ignore_patterns is not supported by gapless, and ignoring it would change results", config.ErrUnsupported},
 		{"a default kind", config.SQLMeshFile, "model_defaults:\n  dialect: duckdb\n  kind: FULL\n", "config.yaml:3:3: model_defaults.kind is not supported by gapless, and ignoring it would change results", config.ErrUnsupported},
-		{"default audits", config.SQLMeshFile, "model_defaults:\n  audits:\n    - not_null(columns := [id])\n", "config.yaml:2:3: model_defaults.audits is not supported", config.ErrUnsupported},
+		{"default audits not a list", config.SQLMeshFile, "model_defaults:\n  audits: not_null\n", "config.yaml:2:11: model_defaults.audits: want a list of audit calls", nil},
+		{"a default audit that does not parse", config.SQLMeshFile, "model_defaults:\n  audits:\n    - not_null(columns := [id]\n", "config.yaml:3:7: model_defaults.audits: entry 1 (\"not_null(columns := [id]\")", nil},
 		{"an unknown default", config.SQLMeshFile, "model_defaults:\n  crons: '@daily'\n", "config.yaml:2:3: unknown key crons in model_defaults", nil},
 		{"a bad cron", config.SQLMeshFile, "model_defaults:\n  cron: 'every day'\n", "config.yaml:2:9: model_defaults.cron", nil},
 		{"an unknown gateway", config.SQLMeshFile, "gateways:\n  a:\n    connection:\n      type: duckdb\n      database: x.db\ndefault_gateway: b\n", "config.yaml:6:18: default_gateway: b is not a gateway; gateways: a", nil},

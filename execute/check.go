@@ -240,7 +240,12 @@ func (c *checker) checkModel(ctx context.Context, s *snapshot.Snapshot) error {
 	if err != nil {
 		return err
 	}
+	if err := checkLayout(c.Engine, m, cols); err != nil { // execute/physical.go
+		return err
+	}
 	switch m.Kind {
+	case model.KindSCDType2ByTime, model.KindSCDType2ByColumn, model.KindIncrementalByPartition, model.KindIncrementalUnmanaged:
+		return CheckKind(m, c.Engine.Dialect(), cols) // execute/kinds.go
 	case model.KindIncrementalByTimeRange:
 		return checkTimeColumn(m, cols)
 	case model.KindIncrementalByUniqueKey:
@@ -375,9 +380,9 @@ func (c *checker) derive(ctx context.Context, s *snapshot.Snapshot) ([]warehouse
 		if err := declaredMatch(m, cols); err != nil {
 			return nil, err
 		}
-		return declared(m), nil
+		cols = declared(m)
 	}
-	return cols, nil
+	return withKindColumns(m, cols) // execute/kinds.go
 }
 
 // externalTable is the table an EXTERNAL model declares: its own name,

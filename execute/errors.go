@@ -8,7 +8,9 @@ import (
 
 // BatchError is a batch that failed: its rows were rolled back and its
 // interval was not recorded. Err is the warehouse's error (usually a
-// *warehouse.Error) or the rendering error.
+// *warehouse.Error) or the rendering error. When Err is a *StatementError
+// for a post-statement, the rows were written before it failed: they stay,
+// unrecorded, until the interval is computed again (see runStatements).
 type BatchError struct {
 	Model    string
 	Version  string

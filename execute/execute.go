@@ -248,13 +248,14 @@ func (x *Executor) create(ctx context.Context, t *Template, exec time.Time) erro
 		x.emit(ctx, TableCreated{Model: s.Name, Version: s.Version, Table: t.Table})
 		return nil
 	}
+	x.warnLayout(ctx, s.Model)
 	switch s.Model.Kind {
 	case model.KindSeed:
 		cols, _, err := ReadSeed(x.seedPath(s.Model), s.Model.Columns)
 		if err != nil {
 			return &BatchError{Model: s.Name, Version: s.Version, Err: fmt.Errorf("seed %s: %w", s.Name, err)}
 		}
-		if err := x.Engine.CreateTable(ctx, warehouse.CreateTableParams{Table: t.Table, Columns: cols}); err != nil {
+		if err := x.Engine.CreateTable(ctx, warehouse.CreateTableParams{Table: t.Table, Columns: cols, Layout: LayoutOf(s.Model)}); err != nil {
 			return &BatchError{Model: s.Name, Version: s.Version, Err: fmt.Errorf("creating the seed's table: %w", err)}
 		}
 		return created()
@@ -270,6 +271,9 @@ func (x *Executor) create(ctx context.Context, t *Template, exec time.Time) erro
 		if err := x.Engine.CreateOrReplaceView(ctx, warehouse.ViewParams{View: t.Table, Query: sql}); err != nil {
 			return &BatchError{Model: s.Name, Version: s.Version, SQL: sql, Err: err}
 		}
+		if err := x.RegisterComments(ctx, s); err != nil {
+			return &BatchError{Model: s.Name, Version: s.Version, Err: err}
+		}
 		return created()
 	}
 	if cols := s.Model.Columns; len(cols) > 0 && s.Model.Kind.IsIncremental() {
@@ -279,7 +283,11 @@ func (x *Executor) create(ctx context.Context, t *Template, exec time.Time) erro
 		for i, c := range cols {
 			wcols[i] = warehouse.Column{Name: c.Name, Type: c.Type}
 		}
-		if err := x.Engine.CreateTable(ctx, warehouse.CreateTableParams{Table: t.Table, Columns: wcols}); err != nil {
+		if s.Model.Kind.IsSCDType2() { // the history columns (execute/kinds.go)
+			wcols = append(wcols, warehouse.Column{Name: s.Model.SCD.ValidFrom, Type: s.Model.SCD.TimeDataType},
+				warehouse.Column{Name: s.Model.SCD.ValidTo, Type: s.Model.SCD.TimeDataType})
+		}
+		if err := x.Engine.CreateTable(ctx, warehouse.CreateTableParams{Table: t.Table, Columns: wcols, Layout: LayoutOf(s.Model)}); err != nil {
 			return &BatchError{Model: s.Name, Version: s.Version, Err: fmt.Errorf("creating the table from the declared columns: %w", err)}
 		}
 		// The table exists now, so even a query that reads it can be
@@ -303,7 +311,10 @@ func (x *Executor) create(ctx context.Context, t *Template, exec time.Time) erro
 	if err != nil {
 		return &BatchError{Model: s.Name, Version: s.Version, Err: err}
 	}
-	p := warehouse.CreateTableAsParams{Table: t.Table, Query: sql}
+	if s.Model.Kind.IsSCDType2() {
+		sql = scdCreateQuery(x.Engine, s.Model, sql) // with the history columns (execute/kinds.go)
+	}
+	p := warehouse.CreateTableAsParams{Table: t.Table, Query: sql, Layout: LayoutOf(s.Model)}
 	if s.Model.Kind == model.KindFull {
 		p.Columns = t.Columns
 	}
@@ -534,6 +545,10 @@ func (x *Executor) textTime(ctx context.Context, t *Template) (*model.TimeFormat
 // concurrent tells the engine other batches of the table run at once; text,
 // when set, is the format the time column's text is in.
 //
+// The model's pre-statements run before the write and its post-statements
+// after it, before the audits (runStatements); a failing one fails the
+// batch and records nothing.
+//
 // Once the rows are written, the model's audits run over them (auds); a
 // blocking one that fails keeps the interval from being recorded, and for
 // a time-range model removes the batch's rows again (see clearInterval).
@@ -549,6 +564,9 @@ func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r
 	if err != nil {
 		return Batch{}, &BatchError{Model: s.Name, Version: s.Version, Interval: r, Err: err}
 	}
+	if err := x.runStatements(ctx, t, false, r, false, w.Execution); err != nil {
+		return Batch{}, err
+	}
 	var rows int64
 	switch s.Model.Kind {
 	case model.KindIncrementalByTimeRange:
@@ -558,6 +576,11 @@ func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r
 			p.Text = &warehouse.TextBounds{Start: text.Format(r.Start), End: text.Format(r.End)}
 		}
 		rows, err = x.Engine.InsertInterval(ctx, p)
+	case model.KindSCDType2ByTime, model.KindSCDType2ByColumn, model.KindIncrementalByPartition, model.KindIncrementalUnmanaged:
+		rows, err = x.kindBatch(ctx, t, key, sql, w.Execution) // execute/kinds.go
+		if serr := (*sqlError)(nil); errors.As(err, &serr) {
+			sql = serr.sql
+		}
 	default:
 		rows, err = x.Engine.MergeByKey(ctx, warehouse.MergeParams{Table: t.Table, Key: s.Model.UniqueKey, Query: sql})
 	}
@@ -568,6 +591,9 @@ func (x *Executor) runBatch(ctx context.Context, w Work, key state.VersionKey, r
 		}
 		x.emit(ctx, BatchEnded{Model: s.Name, Version: s.Version, Interval: r.String(), Err: err})
 		return Batch{}, &BatchError{Model: s.Name, Version: s.Version, Interval: r, SQL: sql, Err: err}
+	}
+	if err := x.runStatements(ctx, t, true, r, false, w.Execution); err != nil {
+		return Batch{}, err
 	}
 	if len(auds) > 0 {
 		if err := blockingFailure(x.runAudits(ctx, w.Template, auds, r, text, w.Execution)); err != nil {
@@ -610,6 +636,9 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set,
 		sql     string
 		err     error
 	)
+	if err := x.runStatements(ctx, t, false, whole, true, w.Execution); err != nil {
+		return res, err
+	}
 	switch s.Model.Kind {
 	case model.KindSeed:
 		_, err = x.loadSeed(ctx, t, covered) // rows are counted below
@@ -617,11 +646,14 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set,
 		if sql, err = t.Render(whole, w.Execution); err == nil {
 			err = x.Engine.CreateOrReplaceView(ctx, warehouse.ViewParams{View: t.Table, Query: sql})
 		}
+		if err == nil {
+			err = x.RegisterComments(ctx, s) // a replaced view may lose them
+		}
 	default: // FULL, and an incremental kind asked to build whole
 		if sql, err = t.Render(whole, w.Execution); err == nil {
 			// Nothing recorded yet: the table is as Prepare made it, empty.
 			first := recordable && covered.IsEmpty() && w.SkipCovered
-			rp := warehouse.ReplaceTableParams{Table: t.Table, Query: sql, FirstBuild: first}
+			rp := warehouse.ReplaceTableParams{Table: t.Table, Query: sql, FirstBuild: first, Layout: LayoutOf(s.Model)}
 			if rr, ok := x.Engine.(warehouse.RowReplacer); ok {
 				rows, counted, err = rr.ReplaceTableRows(ctx, rp)
 			} else {
@@ -636,6 +668,9 @@ func (x *Executor) buildWhole(ctx context.Context, w Work, covered interval.Set,
 		}
 		x.emit(ctx, BatchEnded{Model: s.Name, Version: s.Version, Whole: true, Err: err})
 		return res, &BatchError{Model: s.Name, Version: s.Version, SQL: sql, Err: err}
+	}
+	if err := x.runStatements(ctx, t, true, whole, true, w.Execution); err != nil {
+		return res, err
 	}
 	// Report the rows the table or view holds: a view's write returns no
 	// count, a FULL table's only when it appended (warehouse.RowReplacer),

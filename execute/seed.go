@@ -11,6 +11,7 @@ import (
 
 	"github.com/gapless-dev/gapless/interval"
 	"github.com/gapless-dev/gapless/model"
+	"github.com/gapless-dev/gapless/snapshot"
 	"github.com/gapless-dev/gapless/warehouse"
 )
 
@@ -63,7 +64,7 @@ func (x *Executor) loadSeed(ctx context.Context, t *Template, covered interval.S
 			if len(rows) == 0 {
 				return 0, nil
 			}
-			return x.Engine.InsertRows(ctx, warehouse.InsertRowsParams{Table: t.Table, Columns: names, Rows: rows})
+			return x.fillSeed(ctx, t.Table, cols, names, rows, m.BatchSize)
 		case keep && held == int64(len(rows)):
 			return held, nil
 		}
@@ -77,7 +78,46 @@ func (x *Executor) loadSeed(ctx context.Context, t *Template, covered interval.S
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	return x.Engine.InsertRows(ctx, warehouse.InsertRowsParams{Table: t.Table, Columns: names, Rows: rows})
+	return x.fillSeed(ctx, t.Table, cols, names, rows, m.BatchSize)
+}
+
+// fillSeed inserts rows into the empty table, all or nothing. With a
+// batch_size smaller than the CSV, the rows go batchSize at a time into a
+// staging table beside it (so that no statement binds more than batchSize
+// rows), then into the table in one INSERT ... SELECT: readers of the table
+// see it empty or whole, never half-loaded. The staging table is dropped
+// whatever happens.
+func (x *Executor) fillSeed(ctx context.Context, table warehouse.Table, cols []warehouse.Column, names []string, rows [][]any, batchSize int) (n int64, err error) {
+	if batchSize <= 0 || len(rows) <= batchSize {
+		return x.Engine.InsertRows(ctx, warehouse.InsertRowsParams{Table: table, Columns: names, Rows: rows})
+	}
+	staging := warehouse.Table{Schema: table.Schema, Name: snapshot.FitIdent("__gapless_seed_load__" + table.Name)}
+	if err := x.Engine.DropTable(ctx, staging); err != nil {
+		return 0, err
+	}
+	if err := x.Engine.CreateTable(ctx, warehouse.CreateTableParams{Table: staging, Columns: cols}); err != nil {
+		return 0, fmt.Errorf("creating the seed's staging table: %w", err)
+	}
+	defer func() {
+		if derr := x.Engine.DropTable(context.WithoutCancel(ctx), staging); derr != nil && err == nil {
+			err = fmt.Errorf("dropping the seed's staging table: %w", derr)
+		}
+	}()
+	for lo := 0; lo < len(rows); lo += batchSize {
+		hi := min(lo+batchSize, len(rows))
+		if _, err := x.Engine.InsertRows(ctx, warehouse.InsertRowsParams{Table: staging, Columns: names, Rows: rows[lo:hi]}); err != nil {
+			return 0, fmt.Errorf("seed rows %d to %d: %w", lo+1, hi, err)
+		}
+	}
+	quoted := make([]string, len(names))
+	for i, c := range names {
+		quoted[i] = x.Engine.QuoteIdent(c)
+	}
+	list := strings.Join(quoted, ", ")
+	if _, err := x.Engine.Query(ctx, "INSERT INTO "+x.Engine.QuoteTable(table)+" ("+list+") SELECT "+list+" FROM "+x.Engine.QuoteTable(staging)); err != nil {
+		return 0, fmt.Errorf("moving the seed's rows into %s: %w", table, err)
+	}
+	return int64(len(rows)), nil
 }
 
 // seedTableFits reports whether table has exactly the CSV's column names,

@@ -217,3 +217,36 @@ func skipDollar(sql string, i int) int {
 	}
 	return j + 1 + end + len(tag)
 }
+
+// SkipOpaque returns the offset just past the text opening at i that SQL
+// reads as a unit whose inside is not code: a string literal ('...', E'...'
+// with backslash escapes), a quoted identifier ("..."), a line or block
+// comment, or a dollar-quoted string. It returns i when none opens there,
+// and len(sql) for one left unterminated. Scanners that look for code
+// (macro references, names) skip with it, so that they all agree on what is
+// code.
+func SkipOpaque(sql string, i int) int {
+	if i < 0 || i >= len(sql) {
+		return i
+	}
+	n := len(sql)
+	switch c := sql[i]; {
+	case c == '\'':
+		return skipString(sql, i, isEscapeString(sql, i))
+	case c == '"':
+		end, _ := quotedIdent(sql, i)
+		return end
+	case c == '-' && i+1 < n && sql[i+1] == '-':
+		if nl := strings.IndexByte(sql[i:], '\n'); nl >= 0 {
+			return i + nl + 1
+		}
+		return n
+	case c == '/' && i+1 < n && sql[i+1] == '*':
+		return skipBlockComment(sql, i)
+	case c == '$' && (i == 0 || !isWordByte(sql[i-1])):
+		if end := skipDollar(sql, i); end > i+1 {
+			return end
+		}
+	}
+	return i
+}

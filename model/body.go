@@ -1,6 +1,8 @@
 package model
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/gapless-dev/gapless/model/suggest"
@@ -60,7 +62,7 @@ func (p *parser) takeBody() error {
 			m.PostStatements = append(m.PostStatements, st)
 		}
 	}
-	return nil
+	return takeVirtualUpdate(m)
 }
 
 // auditAt parses the AUDIT block that starts spans[0]: its header and its
@@ -368,6 +370,38 @@ func (p *parser) auditArgs(what string, defaults bool) ([]AuditArg, error) {
 	}
 	_ = defaults
 	return out, p.advance()
+}
+
+// ParseAuditCall parses one audit call written outside a model file (an
+// entry of the configuration's model_defaults.audits), as the audits
+// attribute takes it: a name, or name(arg := value, ...). at is where the
+// entry is written; the call and its arguments are placed there, and an
+// error is an *Error there naming the problem.
+func ParseAuditCall(at Pos, text string) (AuditRef, error) {
+	p := &parser{lx: newLexer(at.File, []byte(text)), src: []byte(text), seen: map[string]token{}, m: &Model{}}
+	place := func(err error) error {
+		var me *Error
+		if errors.As(err, &me) {
+			return &Error{Pos: at, Code: me.Code, Msg: me.Msg, Err: me.Err}
+		}
+		return err
+	}
+	if err := p.advance(); err != nil {
+		return AuditRef{}, place(err)
+	}
+	r, err := p.auditCall()
+	if err != nil {
+		return AuditRef{}, place(err)
+	}
+	if p.tok.kind != tokEOF {
+		return AuditRef{}, &Error{Pos: at, Code: CodeSyntax,
+			Msg: fmt.Sprintf("audit %s: unexpected %s after the call (one audit per entry)", r.Name, p.tok.describe(p.src))}
+	}
+	r.Pos = at
+	for i := range r.Args {
+		r.Args[i].Pos = at
+	}
+	return r, nil
 }
 
 // ParseAuditFile parses a file of audits/ (SQLMesh's layout): one or more

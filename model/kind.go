@@ -1,6 +1,8 @@
 package model
 
 import (
+	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/gapless-dev/gapless/model/suggest"
@@ -9,10 +11,82 @@ import (
 // Kinds lists every supported kind, in the order messages list them.
 var Kinds = []Kind{
 	KindIncrementalByTimeRange, KindIncrementalByUniqueKey, KindFull, KindView, KindSeed, KindExternal,
+	KindSCDType2ByTime, KindSCDType2ByColumn, KindIncrementalByPartition, KindIncrementalUnmanaged,
 }
 
-// ParseKind returns the Kind named s, compared case-insensitively.
+// The kinds SQLMesh users bring over besides the ones above (see
+// execute/kinds.go for how each runs).
+const (
+	// KindSCDType2ByTime keeps a history of each unique key's rows with
+	// valid_from / valid_to columns, a row changing when its updated_at
+	// column moves forward. SQLMesh's SCD_TYPE_2 is the same kind.
+	KindSCDType2ByTime Kind = "SCD_TYPE_2_BY_TIME"
+	// KindSCDType2ByColumn is KindSCDType2ByTime where a row changes when
+	// one of its checked columns differs, stamped with the execution time.
+	KindSCDType2ByColumn Kind = "SCD_TYPE_2_BY_COLUMN"
+	// KindIncrementalByPartition replaces, at each run, exactly the
+	// partitions (partitioned_by values) present in the query's output.
+	KindIncrementalByPartition Kind = "INCREMENTAL_BY_PARTITION"
+	// KindIncrementalUnmanaged appends the query's rows at each run (or
+	// overwrites the table with insert_overwrite true).
+	KindIncrementalUnmanaged Kind = "INCREMENTAL_UNMANAGED"
+)
+
+// kindAliases are other names SQLMesh accepts for a kind.
+var kindAliases = map[string]Kind{"SCD_TYPE_2": KindSCDType2ByTime}
+
+// IsSCDType2 reports whether k keeps a valid_from / valid_to history.
+func (k Kind) IsSCDType2() bool { return k == KindSCDType2ByTime || k == KindSCDType2ByColumn }
+
+// SCDType2 holds the properties of the SCD type 2 kinds, with SQLMesh's
+// defaults applied by the parser: ValidFrom and ValidTo are always set
+// (valid_from, valid_to), TimeDataType too (TIMESTAMP), UpdatedAt is set for
+// SCD_TYPE_2_BY_TIME (updated_at) and only when written for
+// SCD_TYPE_2_BY_COLUMN, where it then stamps changes instead of the
+// execution time. Columns are the checked columns of SCD_TYPE_2_BY_COLUMN;
+// AllColumns is columns *.
+type SCDType2 struct {
+	ValidFrom                string
+	ValidTo                  string
+	UpdatedAt                string
+	InvalidateHardDeletes    bool
+	UpdatedAtAsValidFrom     bool
+	ExecutionTimeAsValidFrom bool
+	TimeDataType             string
+	Columns                  []string
+	AllColumns               bool
+}
+
+// String renders the properties as a model header writes them, in a fixed
+// order (plan headers show it).
+func (s SCDType2) String() string {
+	ps := []string{"valid_from_name " + s.ValidFrom, "valid_to_name " + s.ValidTo}
+	if s.UpdatedAt != "" {
+		ps = append(ps, "updated_at_name "+s.UpdatedAt)
+	}
+	ps = append(ps, fmt.Sprintf("invalidate_hard_deletes %t", s.InvalidateHardDeletes))
+	if s.UpdatedAtAsValidFrom {
+		ps = append(ps, "updated_at_as_valid_from true")
+	}
+	if s.ExecutionTimeAsValidFrom {
+		ps = append(ps, "execution_time_as_valid_from true")
+	}
+	ps = append(ps, "time_data_type "+s.TimeDataType)
+	switch {
+	case s.AllColumns:
+		ps = append(ps, "columns *")
+	case len(s.Columns) > 0:
+		ps = append(ps, "columns ["+strings.Join(s.Columns, ", ")+"]")
+	}
+	return strings.Join(ps, ", ")
+}
+
+// ParseKind returns the Kind named s, compared case-insensitively
+// (SQLMesh's alias SCD_TYPE_2 is SCD_TYPE_2_BY_TIME).
 func ParseKind(s string) (Kind, bool) {
+	if k, ok := kindAliases[strings.ToUpper(s)]; ok {
+		return k, true
+	}
 	for _, k := range Kinds {
 		if strings.EqualFold(string(k), s) {
 			return k, true
@@ -22,17 +96,20 @@ func ParseKind(s string) (Kind, bool) {
 }
 
 // sqlmeshOnlyKinds are SQLMesh kinds gapless does not support.
-var sqlmeshOnlyKinds = []string{
-	"SCD_TYPE_2", "SCD_TYPE_2_BY_TIME", "SCD_TYPE_2_BY_COLUMN", "INCREMENTAL_BY_PARTITION",
-	"INCREMENTAL_UNMANAGED", "EMBEDDED", "CUSTOM", "MANAGED",
-}
+var sqlmeshOnlyKinds = []string{"EMBEDDED", "CUSTOM", "MANAGED"}
 
 // kindProperties lists the properties each kind accepts inside its
 // parentheses; kinds not listed take none.
 var kindProperties = map[Kind][]string{
 	KindIncrementalByTimeRange: {"time_column", "lookback", "batch_size", "batch_concurrency", "forward_only"},
 	KindIncrementalByUniqueKey: {"unique_key", "forward_only"},
-	KindSeed:                   {"path"},
+	KindSeed:                   {"path", "batch_size"},
+	KindSCDType2ByTime: {"unique_key", "updated_at_name", "valid_from_name", "valid_to_name",
+		"invalidate_hard_deletes", "updated_at_as_valid_from", "time_data_type", "batch_size", "forward_only"},
+	KindSCDType2ByColumn: {"unique_key", "columns", "execution_time_as_valid_from", "updated_at_name",
+		"valid_from_name", "valid_to_name", "invalidate_hard_deletes", "time_data_type", "batch_size", "forward_only"},
+	KindIncrementalByPartition: {"forward_only"},
+	KindIncrementalUnmanaged:   {"insert_overwrite", "forward_only"},
 }
 
 // sqlmeshOnlyKindProperties are SQLMesh kind properties gapless does not
@@ -77,6 +154,7 @@ func (p *parser) kind() error {
 	if err := p.advance(); err != nil {
 		return err
 	}
+	p.kindDefaults(k)
 	props := map[string]token{}
 	if p.isPunct("(") {
 		if err := p.advance(); err != nil {
@@ -117,7 +195,7 @@ func (p *parser) kind() error {
 			return errorf(pos, CodeInvalid, "kind SEED needs the CSV file: write kind SEED (path 'file.csv')")
 		}
 	}
-	return nil
+	return p.checkKindProperties(k, props, pos)
 }
 
 func (p *parser) unknownKind(t token) error {
@@ -183,6 +261,9 @@ func (p *parser) kindProperty(k Kind, props map[string]token) error {
 		if m.UniqueKey, err = p.list(name, p.identifier); err == nil && len(m.UniqueKey) == 0 {
 			err = errorf(p.pos(at), CodeBadValue, "unique_key is empty; name at least one column")
 		}
+	case "valid_from_name", "valid_to_name", "updated_at_name", "time_data_type", "columns",
+		"invalidate_hard_deletes", "updated_at_as_valid_from", "execution_time_as_valid_from", "insert_overwrite":
+		err = p.newKindProperty(name)
 	case "path":
 		var t token
 		if t, err = p.stringValue(name); err == nil {
@@ -256,4 +337,110 @@ func (p *parser) unknownKindProperty(k Kind, t token) error {
 	}
 	return errorf(pos, CodeUnknownAttribute, "unknown property %s of kind %s (properties: %s)",
 		t.val, k, strings.Join(allowed, ", "))
+}
+
+// kindDefaults applies SQLMesh's defaults of kind k before its properties
+// are read: the SCD type 2 column names and time type, and forward_only
+// true for the four kinds SQLMesh makes forward-only by default (SCD type
+// 2, INCREMENTAL_UNMANAGED) or always (INCREMENTAL_BY_PARTITION).
+func (p *parser) kindDefaults(k Kind) {
+	m := p.m
+	switch k {
+	case KindSCDType2ByTime, KindSCDType2ByColumn:
+		m.SCD = SCDType2{ValidFrom: "valid_from", ValidTo: "valid_to", TimeDataType: "TIMESTAMP"}
+		if k == KindSCDType2ByTime {
+			m.SCD.UpdatedAt = "updated_at"
+		}
+		m.ForwardOnly = true
+	case KindIncrementalByPartition, KindIncrementalUnmanaged:
+		m.ForwardOnly = true
+	}
+}
+
+// newKindProperty parses the value of one property of the SCD type 2 and
+// INCREMENTAL_UNMANAGED kinds (name, already consumed, lower case).
+func (p *parser) newKindProperty(name string) error {
+	m := p.m
+	var err error
+	switch name {
+	case "valid_from_name":
+		m.SCD.ValidFrom, err = p.identifier(name)
+	case "valid_to_name":
+		m.SCD.ValidTo, err = p.identifier(name)
+	case "updated_at_name":
+		m.SCD.UpdatedAt, err = p.identifier(name)
+	case "invalidate_hard_deletes":
+		m.SCD.InvalidateHardDeletes, err = p.boolValue(name)
+	case "updated_at_as_valid_from":
+		m.SCD.UpdatedAtAsValidFrom, err = p.boolValue(name)
+	case "execution_time_as_valid_from":
+		m.SCD.ExecutionTimeAsValidFrom, err = p.boolValue(name)
+	case "insert_overwrite":
+		m.InsertOverwrite, err = p.boolValue(name)
+	case "time_data_type":
+		at := p.tok
+		var typ string
+		if at.kind == tokString {
+			typ, err = strings.TrimSpace(at.val), p.advance()
+		} else {
+			typ, err = p.expression(name)
+		}
+		if err == nil && !sqlTypeName.MatchString(typ) {
+			err = errorf(p.pos(at), CodeBadValue,
+				"bad time_data_type %s: want a SQL type name such as TIMESTAMP, TIMESTAMPTZ or DATE", typ)
+		}
+		m.SCD.TimeDataType = strings.ToUpper(typ)
+	case "columns":
+		at := p.tok
+		if p.isPunct("*") {
+			m.SCD.AllColumns = true
+			return p.advance()
+		}
+		if m.SCD.Columns, err = p.list(name, p.identifier); err == nil && len(m.SCD.Columns) == 0 {
+			err = errorf(p.pos(at), CodeBadValue, "columns is empty; name the columns to check, or write columns *")
+		}
+	}
+	return err
+}
+
+// sqlTypeName is the shape of a type name time_data_type accepts: words,
+// optionally with a precision, nothing that could end the CAST it is put
+// in.
+var sqlTypeName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_ ]*(\([0-9]+\))?( [A-Za-z ]+)?$`)
+
+// checkKindProperties checks what the properties of the kinds SQLMesh
+// users bring over need together, at the kind (pos) or at the property
+// (props) written wrong; it mirrors the errors SQLMesh raises for them.
+func (p *parser) checkKindProperties(k Kind, props map[string]token, pos Pos) error {
+	m := p.m
+	if t, ok := props["forward_only"]; ok && k == KindIncrementalByPartition && !m.ForwardOnly {
+		return errorf(p.pos(t), CodeBadValue,
+			"kind %s is always forward-only: remove forward_only false (SQLMesh refuses it too)", k)
+	}
+	if !k.IsSCDType2() {
+		return nil
+	}
+	if _, ok := props["unique_key"]; !ok {
+		return errorf(pos, CodeInvalid,
+			"kind %s needs a unique key: write kind %s (unique_key COLUMN) or (unique_key (C1, C2))", k, k)
+	}
+	if strings.EqualFold(m.SCD.ValidFrom, m.SCD.ValidTo) {
+		return errorf(pos, CodeBadValue, "kind %s: valid_from_name and valid_to_name are both %s; name two columns", k, m.SCD.ValidFrom)
+	}
+	if k == KindSCDType2ByColumn {
+		if _, ok := props["columns"]; !ok {
+			return errorf(pos, CodeInvalid,
+				"kind %s needs the columns to check: write columns [C1, C2] or columns *", k)
+		}
+	}
+	if t, ok := props["updated_at_as_valid_from"]; ok && k == KindSCDType2ByTime && m.SCD.UpdatedAtAsValidFrom && m.SCD.UpdatedAt == "" {
+		return errorf(p.pos(t), CodeInvalid, "updated_at_as_valid_from needs updated_at_name")
+	}
+	for _, c := range []string{m.SCD.ValidFrom, m.SCD.ValidTo} {
+		if containsFold(m.UniqueKey, c) || containsFold(m.SCD.Columns, c) || strings.EqualFold(m.SCD.UpdatedAt, c) {
+			return errorf(pos, CodeBadValue,
+				"kind %s: %s is a history column gapless writes; it cannot also be a key, checked or updated_at column", k, c)
+		}
+	}
+	return nil
 }

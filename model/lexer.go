@@ -209,7 +209,7 @@ func (lx *lexer) quoted(q byte, what string) (string, error) {
 // comments, and if so the byte offset of the first such character. It only
 // looks at the start of s, so it is safe on SQL of any dialect.
 func hasSQL(s string) (int, bool) {
-	lx := &lexer{src: []byte(s)}
+	lx := newLexer("", []byte(s)) // its lines too: an error locates itself
 	if err := lx.skipSpace(); err != nil {
 		// An unterminated comment swallows the rest: nothing but comment.
 		return 0, false

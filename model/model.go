@@ -25,20 +25,39 @@ const (
 )
 
 // IsIncremental reports whether k is computed per interval; every other
-// kind is built whole.
+// kind is built whole. The SCD type 2 kinds, INCREMENTAL_BY_PARTITION and
+// INCREMENTAL_UNMANAGED are scheduled as INCREMENTAL_BY_UNIQUE_KEY is: their
+// missing intervals run in batches (all at once without batch_size), each
+// batch rendered for its range (see execute/kinds.go).
 func (k Kind) IsIncremental() bool {
-	return k == KindIncrementalByTimeRange || k == KindIncrementalByUniqueKey
+	switch k {
+	case KindIncrementalByTimeRange, KindIncrementalByUniqueKey, KindSCDType2ByTime, KindSCDType2ByColumn,
+		KindIncrementalByPartition, KindIncrementalUnmanaged:
+		return true
+	}
+	return false
 }
 
 // Dialect is the SQL dialect a model's query is written in.
 type Dialect string
 
-// Supported dialects.
+// Dialects a model may be written in. DuckDB's, PostgreSQL's and Trino's
+// are the engines' own and run as written; every other dialect SQLMesh
+// accepts (sqlglot's names, see package dialect) is rewritten for the
+// project's engine at load, or refused naming what cannot be carried over.
 const (
 	DialectDuckDB   Dialect = "duckdb"
 	DialectPostgres Dialect = "postgres"
 	// DialectTrino is Trino's SQL (also Starburst's and Athena's).
-	DialectTrino Dialect = "trino"
+	DialectTrino      Dialect = "trino"
+	DialectBigQuery   Dialect = "bigquery"
+	DialectSnowflake  Dialect = "snowflake"
+	DialectSpark      Dialect = "spark"
+	DialectDatabricks Dialect = "databricks"
+	DialectHive       Dialect = "hive"
+	DialectMySQL      Dialect = "mysql"
+	DialectRedshift   Dialect = "redshift"
+	DialectTSQL       Dialect = "tsql"
 )
 
 // Pos is a position in a model file. Line and Col are 1-based; Col counts
@@ -91,8 +110,14 @@ type Model struct {
 	BatchConcurrency int
 	ForwardOnly      bool
 
-	// INCREMENTAL_BY_UNIQUE_KEY
+	// INCREMENTAL_BY_UNIQUE_KEY, and the SCD type 2 kinds
 	UniqueKey []string
+	// SCD holds the SCD type 2 kinds' properties (model/kind.go); zero for
+	// other kinds.
+	SCD SCDType2 `json:",omitzero"`
+	// InsertOverwrite is INCREMENTAL_UNMANAGED's insert_overwrite: each run
+	// replaces the table with the query's rows instead of appending them.
+	InsertOverwrite bool `json:",omitzero"`
 
 	// SEED: path relative to the model file's folder, as written.
 	SeedPath string
@@ -139,9 +164,50 @@ type Model struct {
 	// written.
 	PreStatements  []Statement `json:",omitzero"`
 	PostStatements []Statement `json:",omitzero"`
+	// OnVirtualUpdate are the statements written between
+	// ON_VIRTUAL_UPDATE_BEGIN; and ON_VIRTUAL_UPDATE_END;: run after an
+	// environment's view of the model is (re)pointed, with @this_model
+	// the view (see model/statements.go).
+	OnVirtualUpdate []Statement `json:",omitzero"`
 	// Audits are the audits (...) attribute's calls, in order.
 	Audits []AuditRef `json:",omitzero"`
 	// InlineAudits are the AUDIT (...) blocks of the model file: audits
 	// defined for this model, run when Audits names them (as in SQLMesh).
 	InlineAudits []AuditDef `json:",omitzero"`
+
+	// Attributes of SQLMesh's header that gapless honours (see attributes.go).
+	// CronTZ is the IANA zone the cron is read in ("" is UTC); intervals
+	// stay UTC-aligned. Stamp only changes the version. Signals are the
+	// built-in signals the model waits on. Blueprint names the blueprint
+	// the model was made from ("" when none).
+	CronTZ    string   `json:",omitzero"`
+	Stamp     string   `json:",omitzero"`
+	Signals   []Signal `json:",omitzero"`
+	Blueprint string   `json:",omitzero"`
+	// Warnings are the SQLMesh attributes of the file that gapless ignores
+	// because they only describe the model; never part of a plan.
+	Warnings []Warning `json:"-"`
+
+	// PartitionedBy are the partitioned_by expressions as written (a bare
+	// column name folded to lower case, e.g. ds; an expression kept as
+	// written, e.g. day(ts)), in order. They shape the physical table where
+	// the engine has partitions (Trino Iceberg) and are reported as not
+	// applicable elsewhere; INCREMENTAL_BY_PARTITION names its partitions
+	// with them.
+	PartitionedBy []string `json:",omitzero"`
+	// ClusteredBy are the clustered_by expressions, as PartitionedBy.
+	ClusteredBy []string `json:",omitzero"`
+	// ColumnDescriptions are column_descriptions (col = 'text', ...) in
+	// order; ColumnDescriptionsSet says the attribute was written (even
+	// empty), which turns off descriptions from query comments (see
+	// Model.Descriptions, which callers use).
+	ColumnDescriptions    []ColumnDescription `json:",omitzero"`
+	ColumnDescriptionsSet bool                `json:",omitzero"`
+	// PhysicalProperties are physical_properties (key = value, ...) in
+	// order; TableFormat and StorageFormat are table_format and
+	// storage_format, lower case. The engine creating the table applies
+	// them or refuses them by name (package warehouse).
+	PhysicalProperties []Property `json:",omitzero"`
+	TableFormat        string     `json:",omitzero"`
+	StorageFormat      string     `json:",omitzero"`
 }

@@ -3,6 +3,7 @@ package model
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +21,9 @@ type Defaults struct {
 	Cron    string    // zero: DefaultCron
 	Start   time.Time // zero: no start
 	Owner   string
+	// Audits are called by every model, before the model's own (SQLMesh's
+	// model_defaults.audits).
+	Audits []AuditRef
 }
 
 // Built-in defaults, used when neither the model file nor the project sets a
@@ -250,6 +254,8 @@ func containsFold(list []string, s string) bool {
 var attributeNames = []string{
 	"name", "kind", "cron", "interval_unit", "start", "end", "owner", "description",
 	"tags", "grain", "allow_partials", "enabled", "dialect", "columns", "audits",
+	"partitioned_by", "clustered_by", "column_descriptions", "physical_properties",
+	"table_format", "storage_format",
 }
 
 // kindPropertyNames are kind properties; written at the top level they get a
@@ -258,12 +264,8 @@ var kindPropertyNames = []string{"time_column", "lookback", "batch_size", "batch
 
 // sqlmeshOnlyAttributes are SQLMesh header attributes that gapless does not
 // support. Naming them as such is kinder than "unknown attribute".
-var sqlmeshOnlyAttributes = []string{
-	"clustered_by", "column_descriptions", "cron_tz", "formatting", "gateway",
-	"ignored_rules", "optimize_query", "partitioned_by", "physical_properties",
-	"physical_version", "project", "references", "session_properties", "signals",
-	"stamp", "storage_format", "table_format", "table_properties", "virtual_properties",
-}
+// The others are warned about or refused with a reason (attributes.go).
+var sqlmeshOnlyAttributes = []string{"table_properties"}
 
 // attribute parses one "name value" pair and returns the attribute's
 // lower-case name.
@@ -273,8 +275,11 @@ func (p *parser) attribute() (string, error) {
 		return "", p.unexpected("an attribute name")
 	}
 	name := strings.ToLower(nameTok.val)
+	if done, err := p.sqlmeshOnly(nameTok, name); done {
+		return name, err
+	}
 	switch {
-	case containsFold(attributeNames, name):
+	case containsFold(attributeNames, name), containsFold(honouredAttributes, name):
 	case containsFold(kindPropertyNames, name):
 		return "", errorf(p.pos(nameTok), CodeUnknownAttribute,
 			"%s is a property of the kind, not of the model: write it inside kind %s ( ... )",
@@ -372,6 +377,10 @@ func (p *parser) attributeValue(name string) error {
 		m.Columns, err = p.columns()
 	case "audits":
 		m.Audits, err = p.auditRefs()
+	case "cron_tz", "signals", "stamp", "blueprints":
+		err = p.sqlmeshValue(name)
+	case "partitioned_by", "clustered_by", "column_descriptions", "physical_properties", "table_format", "storage_format":
+		_, err = p.physicalAttribute(name)
 	}
 	return err
 }
@@ -705,6 +714,9 @@ func (p *parser) finish(d Defaults) error {
 	}
 	if _, ok := p.seen["owner"]; !ok {
 		m.Owner = d.Owner
+	}
+	if len(d.Audits) > 0 && m.Kind != KindExternal {
+		m.Audits = append(slices.Clone(d.Audits), m.Audits...)
 	}
 	return p.checkQuery()
 }

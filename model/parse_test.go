@@ -445,21 +445,24 @@ func TestParseFile_Messages(t *testing.T) {
 			name: "unknown kind with a suggestion",
 			src:  "MODEL (\n  name s.t,\n  kind INCREMENTAL_BY_TIME (time_column ts)\n);\nSELECT 1",
 			want: "models/bad.sql:3:8: unknown model kind INCREMENTAL_BY_TIME: did you mean INCREMENTAL_BY_TIME_RANGE? " +
-				"(kinds: INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, FULL, VIEW, SEED, EXTERNAL)",
+				"(kinds: INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, FULL, VIEW, SEED, EXTERNAL, " +
+				"SCD_TYPE_2_BY_TIME, SCD_TYPE_2_BY_COLUMN, INCREMENTAL_BY_PARTITION, INCREMENTAL_UNMANAGED)",
 			code: model.CodeUnknownKind,
 		},
 		{
 			name: "unknown kind without a suggestion",
 			src:  "MODEL (name s.t, kind TABLE); SELECT 1",
 			want: "models/bad.sql:1:23: unknown model kind TABLE " +
-				"(kinds: INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, FULL, VIEW, SEED, EXTERNAL)",
+				"(kinds: INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, FULL, VIEW, SEED, EXTERNAL, " +
+				"SCD_TYPE_2_BY_TIME, SCD_TYPE_2_BY_COLUMN, INCREMENTAL_BY_PARTITION, INCREMENTAL_UNMANAGED)",
 			code: model.CodeUnknownKind,
 		},
 		{
 			name: "SQLMesh kind gapless lacks",
-			src:  "MODEL (name s.t, kind SCD_TYPE_2); SELECT 1",
-			want: "models/bad.sql:1:23: kind SCD_TYPE_2 is a SQLMesh kind that gapless does not support " +
-				"(kinds: INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, FULL, VIEW, SEED, EXTERNAL)",
+			src:  "MODEL (name s.t, kind MANAGED); SELECT 1",
+			want: "models/bad.sql:1:23: kind MANAGED is a SQLMesh kind that gapless does not support " +
+				"(kinds: INCREMENTAL_BY_TIME_RANGE, INCREMENTAL_BY_UNIQUE_KEY, FULL, VIEW, SEED, EXTERNAL, " +
+				"SCD_TYPE_2_BY_TIME, SCD_TYPE_2_BY_COLUMN, INCREMENTAL_BY_PARTITION, INCREMENTAL_UNMANAGED)",
 			code: model.CodeUnknownKind,
 		},
 		{
@@ -539,13 +542,13 @@ func TestParseFile_Messages(t *testing.T) {
 		{
 			name: "unknown attribute without a suggestion",
 			src:  "MODEL (name s.t, frobnicate 1); SELECT 1",
-			want: "models/bad.sql:1:18: unknown attribute frobnicate (attributes: name, kind, cron, interval_unit, start, end, owner, description, tags, grain, allow_partials, enabled, dialect, columns, audits)",
+			want: "models/bad.sql:1:18: unknown attribute frobnicate (attributes: name, kind, cron, interval_unit, start, end, owner, description, tags, grain, allow_partials, enabled, dialect, columns, audits, partitioned_by, clustered_by, column_descriptions, physical_properties, table_format, storage_format)",
 			code: model.CodeUnknownAttribute,
 		},
 		{
 			name: "SQLMesh attribute gapless lacks",
-			src:  "MODEL (name s.t, partitioned_by ds); SELECT 1",
-			want: "models/bad.sql:1:18: attribute partitioned_by is a SQLMesh attribute that gapless does not support",
+			src:  "MODEL (name s.t, session_properties (a = 1)); SELECT 1",
+			want: "models/bad.sql:1:18: attribute session_properties is not supported by gapless and ignoring it would change results: the query would run without those session settings, which can change its rows; remove it",
 			code: model.CodeUnknownAttribute,
 		},
 		{

@@ -187,3 +187,145 @@ func isAuditHeader(s string) bool {
 	}
 	return false
 }
+
+// CodeSessionStatement: a pre- or post-statement (or a before_all /
+// after_all one) whose effect lasts only for the session that runs it.
+const CodeSessionStatement Code = "session_statement"
+
+// SessionScoped reports why sql, one statement, has an effect that lasts
+// only for the database session that runs it, or "" when its effect
+// outlasts the session (a table, a row, an index, a grant, an attached
+// database, a loaded extension).
+//
+// gapless runs a model's statements and its write on the engine's
+// connection pool, each statement on whichever connection is free (Trino
+// has no lasting session at all), so a session-scoped statement would
+// either change nothing the write sees or leak into an unrelated later
+// statement. Such statements are refused, naming what they are, rather
+// than run to no effect:
+//   - SET and RESET (a session setting, SET SESSION on Trino, SET LOCAL),
+//     and DuckDB's PRAGMA name = value and PRAGMA enable_/disable_...;
+//   - USE (the session's current catalog or schema);
+//   - CREATE [OR REPLACE] [LOCAL|GLOBAL] TEMP|TEMPORARY ... (an object that
+//     lives as long as the session);
+//   - transaction control (BEGIN, START TRANSACTION, COMMIT, ROLLBACK,
+//     END, ABORT, SAVEPOINT, RELEASE), which would span connections;
+//   - prepared statements, cursors and session state: PREPARE, EXECUTE,
+//     DEALLOCATE, DECLARE, DISCARD, LISTEN, UNLISTEN, LOCK.
+//
+// It looks at the leading keywords only, after comments; a statement that
+// still opens with a macro call (@IF ...) is judged once rendered.
+func SessionScoped(sql string) string {
+	words := leadingWords(sql, 6)
+	if len(words) == 0 {
+		return ""
+	}
+	switch words[0] {
+	case "SET", "RESET":
+		return words[0] + " changes a setting of the session that runs it"
+	case "USE":
+		return "USE changes the current catalog or schema of the session that runs it"
+	case "PRAGMA":
+		if len(words) > 1 && (strings.HasPrefix(words[1], "ENABLE_") || strings.HasPrefix(words[1], "DISABLE_")) ||
+			strings.Contains(sql, "=") {
+			return "PRAGMA sets an option of the session that runs it"
+		}
+		return ""
+	case "BEGIN", "START", "COMMIT", "ROLLBACK", "END", "ABORT", "SAVEPOINT", "RELEASE":
+		return words[0] + " controls a transaction, which would span several sessions"
+	case "PREPARE", "EXECUTE", "DEALLOCATE", "DECLARE", "DISCARD", "LISTEN", "UNLISTEN", "LOCK":
+		return words[0] + " acts on state of the session that runs it"
+	case "CREATE":
+		rest := words[1:]
+		if len(rest) >= 2 && rest[0] == "OR" && rest[1] == "REPLACE" {
+			rest = rest[2:]
+		}
+		if len(rest) > 0 && (rest[0] == "LOCAL" || rest[0] == "GLOBAL") {
+			rest = rest[1:]
+		}
+		if len(rest) > 0 && (rest[0] == "TEMP" || rest[0] == "TEMPORARY") {
+			return "CREATE " + rest[0] + " makes an object that lasts only as long as the session that runs it"
+		}
+	}
+	return ""
+}
+
+// leadingWords are the first n words of sql (upper case), after leading
+// whitespace and comments: runs of letters, digits and '_' (a macro call
+// keeps its '@'); anything else ends the list.
+func leadingWords(sql string, n int) []string {
+	off, ok := hasSQL(sql)
+	if !ok {
+		return nil
+	}
+	s := sql[off:]
+	var out []string
+	for len(out) < n {
+		s = strings.TrimLeft(s, " \t\r\n\f\v")
+		i := 0
+		if i < len(s) && s[i] == '@' {
+			i++
+		}
+		for i < len(s) && (s[i] == '_' || isDigit(s[i]) || (s[i]|0x20 >= 'a' && s[i]|0x20 <= 'z')) {
+			i++
+		}
+		if i == 0 || (i == 1 && s[0] == '@') {
+			break
+		}
+		out = append(out, strings.ToUpper(s[:i]))
+		s = s[i:]
+	}
+	return out
+}
+
+// The markers of SQLMesh's on-virtual-update block, each a statement of
+// its own.
+const (
+	virtualUpdateBegin = "ON_VIRTUAL_UPDATE_BEGIN"
+	virtualUpdateEnd   = "ON_VIRTUAL_UPDATE_END"
+)
+
+// takeVirtualUpdate moves the statements between ON_VIRTUAL_UPDATE_BEGIN;
+// and ON_VIRTUAL_UPDATE_END; out of m's pre- and post-statements into
+// m.OnVirtualUpdate, dropping the markers. A marker without its partner,
+// a block inside a block, or an empty block is an error at the marker.
+func takeVirtualUpdate(m *Model) error {
+	var err error
+	if m.PreStatements, err = splitVirtualUpdate(m, m.PreStatements); err != nil {
+		return err
+	}
+	m.PostStatements, err = splitVirtualUpdate(m, m.PostStatements)
+	return err
+}
+
+func splitVirtualUpdate(m *Model, sts []Statement) ([]Statement, error) {
+	var rest []Statement
+	var open *Statement
+	count := 0
+	for i := range sts {
+		st := sts[i]
+		word := strings.ToUpper(strings.TrimSpace(st.SQL))
+		switch {
+		case word == virtualUpdateBegin && open != nil:
+			return nil, errorf(st.Pos, CodeSyntax, "%s inside the block opened on line %d: close it with %s; first", virtualUpdateBegin, open.Pos.Line, virtualUpdateEnd)
+		case word == virtualUpdateBegin:
+			open, count = &sts[i], 0
+		case word == virtualUpdateEnd && open == nil:
+			return nil, errorf(st.Pos, CodeSyntax, "%s without %s; before it", virtualUpdateEnd, virtualUpdateBegin)
+		case word == virtualUpdateEnd:
+			if count == 0 {
+				return nil, errorf(open.Pos, CodeSyntax, "empty %s block: write the statements to run after the virtual update between the markers", virtualUpdateBegin)
+			}
+			open = nil
+		case open != nil:
+			m.OnVirtualUpdate = append(m.OnVirtualUpdate, st)
+			count++
+		default:
+			rest = append(rest, st)
+		}
+	}
+	if open != nil {
+		return nil, errorf(open.Pos, CodeSyntax, "%s; is never closed: end the block with %s;", virtualUpdateBegin, virtualUpdateEnd)
+	}
+	return rest, nil
+}

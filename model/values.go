@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gapless-dev/gapless/dialect"
 	"github.com/gapless-dev/gapless/model/suggest"
 )
 
@@ -15,13 +16,23 @@ var (
 	ErrUnknownDialect = errors.New("unknown dialect")
 )
 
-// Dialects lists the supported dialects.
-var Dialects = []Dialect{DialectDuckDB, DialectPostgres, DialectTrino}
+// Dialects lists the dialects a model may declare: every name of
+// dialect.Names (sqlglot's, which SQLMesh accepts).
+var Dialects = func() []Dialect {
+	out := make([]Dialect, len(dialect.Names))
+	for i, n := range dialect.Names {
+		out[i] = Dialect(n)
+	}
+	return out
+}()
 
 // ParseDialect returns the dialect named s, compared case-insensitively. The
 // error for an unknown name wraps ErrUnknownDialect and suggests the closest
 // known one.
 func ParseDialect(s string) (Dialect, error) {
+	if name, settings, ok := strings.Cut(s, ","); ok && dialect.Known(strings.ToLower(strings.TrimSpace(name))) {
+		return "", fmt.Errorf("%w %q: dialect settings (%s) are not supported; write the dialect's name alone", ErrUnknownDialect, s, strings.TrimSpace(settings))
+	}
 	for _, d := range Dialects {
 		if strings.EqualFold(string(d), strings.TrimSpace(s)) {
 			return d, nil

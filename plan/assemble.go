@@ -83,6 +83,9 @@ func Assemble(ctx context.Context, p AssembleParams) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if next, graph, err = SelectBackfill(next, graph, base, p.Options.BackfillModels); err != nil {
+		return nil, err
+	}
 	ids := p.IDs
 	if ids == nil {
 		ids = RandomID

@@ -154,7 +154,17 @@ func Build(ctx context.Context, p BuildParams) (*Plan, error) {
 				pl.Waits = append(pl.Waits, *wait)
 			}
 		}
-		if w.todo {
+		switch {
+		case w.todo && p.Options.EmptyBackfill:
+			if e, ok := emptyWork(w.backfill, c.Next.Model, p.ExecutionTime); ok {
+				pl.Empty = append(pl.Empty, e)
+			} else {
+				// A kind built whole with no range to record (no
+				// schedule yet): built as usual, there is nothing to
+				// mark as done instead.
+				pl.Backfills = append(pl.Backfills, w.backfill)
+			}
+		case w.todo:
 			pl.Backfills = append(pl.Backfills, w.backfill)
 		}
 		if !w.done.IsEmpty() {

@@ -98,6 +98,12 @@ func kindProperties(m *model.Model) string {
 	if m.SeedPath != "" {
 		ps = append(ps, "path "+quote(m.SeedPath))
 	}
+	if m.Kind.IsSCDType2() {
+		ps = append(ps, m.SCD.String())
+	}
+	if m.InsertOverwrite {
+		ps = append(ps, "insert_overwrite true")
+	}
 	return strings.Join(ps, ", ")
 }
 
@@ -105,7 +111,7 @@ func kindProperties(m *model.Model) string {
 // leaves out on purpose (the query, and where the model was read from).
 var renderedFields = map[string]bool{
 	"Name": true, "Kind": true, "Dialect": true, "TimeColumn": true, "Lookback": true, "BatchSize": true,
-	"BatchConcurrency": true, "ForwardOnly": true, "UniqueKey": true, "SeedPath": true, "Columns": true,
+	"BatchConcurrency": true, "ForwardOnly": true, "UniqueKey": true, "SeedPath": true, "Columns": true, "SCD": true, "InsertOverwrite": true,
 	"Cron": true, "IntervalUnit": true, "IntervalUnitExplicit": true, "Start": true, "End": true,
 	"AllowPartials": true, "Enabled": true, "Owner": true, "Description": true, "Tags": true, "Grain": true,
 	"Query": true, "Path": true, "QueryPos": true, "HeaderPos": true,

@@ -78,6 +78,11 @@ type Plan struct {
 	// state already held at build time (another environment, or an earlier
 	// plan, built it): for the report, since that work is not in Backfills.
 	Reuses []Reuse `json:"reuses,omitempty"`
+	// Empty is the work an empty backfill (Options.EmptyBackfill) records
+	// as done without computing it: per new version, the ranges to record
+	// (for a kind built whole, the range it records). RecordEmpty writes
+	// them; the rows are not there, by the operator's choice.
+	Empty []Backfill `json:"empty_backfills,omitempty"`
 	// Waits lists the new versions whose work the plan holds back because
 	// a source upstream has not published that far (see SourceWait): they
 	// are computed by the scheduler once it has.
@@ -121,6 +126,16 @@ type Options struct {
 	// Categories are the operator's category choices by model name
 	// (--category): kept so that a replan makes the same ones.
 	Categories map[string]snapshot.Choice
+	// BackfillModels restricts the backfill to these models and their
+	// upstream models (--backfill-model, development environments only,
+	// see CheckOptions): every other model keeps what the environment
+	// serves, so nothing unbackfilled is promoted (Assemble).
+	BackfillModels []string
+	// EmptyBackfill records the missing intervals as covered without
+	// computing them (--empty-backfill): the plan's work goes to
+	// Plan.Empty instead of Plan.Backfills, and RecordEmpty writes it, with
+	// one state.EventEmptyBackfill history event per model.
+	EmptyBackfill bool
 }
 
 // Checks reports whether promotion runs the no-gap check: always, unless
@@ -142,12 +157,17 @@ type optionsFile struct {
 	Select       []string                   `json:"select,omitempty"`
 	Policy       promotion.Policy           `json:"policy,omitzero"`
 	Categories   map[string]snapshot.Choice `json:"categories,omitempty"`
+	// BackfillModels and EmptyBackfill are absent unless set, so a plan
+	// without them encodes as before.
+	BackfillModels []string `json:"backfill_models,omitempty"`
+	EmptyBackfill  bool     `json:"empty_backfill,omitempty"`
 }
 
 // MarshalJSON writes o as plan files hold it (optionsFile).
 func (o Options) MarshalJSON() ([]byte, error) {
 	return json.Marshal(optionsFile{Start: o.Start, End: o.End, ForwardOnly: o.ForwardOnly, SkipBackfill: o.SkipBackfill,
-		NoGaps: !o.AllowGaps, Restate: o.Restate, Select: o.Select, Policy: o.Policy, Categories: o.Categories})
+		NoGaps: !o.AllowGaps, Restate: o.Restate, Select: o.Select, Policy: o.Policy, Categories: o.Categories,
+		BackfillModels: o.BackfillModels, EmptyBackfill: o.EmptyBackfill})
 }
 
 // UnmarshalJSON reads o from a plan file (optionsFile): a file without
@@ -161,19 +181,31 @@ func (o *Options) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("options: %w", err)
 	}
 	*o = Options{Start: f.Start, End: f.End, ForwardOnly: f.ForwardOnly, SkipBackfill: f.SkipBackfill,
-		AllowGaps: !f.NoGaps, Restate: f.Restate, Select: f.Select, Policy: f.Policy, Categories: f.Categories}
+		AllowGaps: !f.NoGaps, Restate: f.Restate, Select: f.Select, Policy: f.Policy, Categories: f.Categories,
+		BackfillModels: f.BackfillModels, EmptyBackfill: f.EmptyBackfill}
 	return nil
 }
 
 // ErrGapsInProd is wrapped by CheckOptions when a prod plan allows gaps.
 var ErrGapsInProd = errors.New("prod always runs the no-gap check at promotion")
 
+// ErrBackfillModelInProd is wrapped by CheckOptions when a prod plan
+// restricts its backfill (Options.BackfillModels), as SQLMesh refuses it.
+var ErrBackfillModelInProd = errors.New("--backfill-model is only for development environments")
+
 // CheckOptions refuses options an environment may not have: allowing gaps
-// (Options.AllowGaps) in prod. Build and apply both call it, so no prod
-// plan is built or promoted without the no-gap check.
+// (Options.AllowGaps) or restricting the backfill (Options.BackfillModels)
+// in prod, and an empty backfill with a skipped one. Build and apply both
+// call it, so no prod plan is built or promoted without the no-gap check.
 func CheckOptions(env string, o Options) error {
 	if env == Prod && o.AllowGaps {
 		return fmt.Errorf("plan for %s allows gaps: %w", env, ErrGapsInProd)
+	}
+	if env == Prod && len(o.BackfillModels) > 0 {
+		return fmt.Errorf("plan for %s: %w (SQLMesh refuses it too): prod serves every model it changes, backfilled", env, ErrBackfillModelInProd)
+	}
+	if o.EmptyBackfill && o.SkipBackfill {
+		return fmt.Errorf("plan for %s: an empty backfill records the missing intervals, a skipped one does not: choose one", env)
 	}
 	return nil
 }

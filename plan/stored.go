@@ -66,6 +66,7 @@ type storedPlan struct {
 	Backfills  []Backfill  `json:"backfills"`
 	Incumbents []Incumbent `json:"incumbents"`
 	Reuses     []Reuse     `json:"reuses,omitempty"`
+	Empty      []Backfill  `json:"empty_backfills,omitempty"`
 	Checksum   string      `json:"checksum"`
 }
 
@@ -302,7 +303,7 @@ func (r *ChainReader) Decode(ctx context.Context, sp *state.Plan) (*Plan, error)
 	d := first.sp
 	return &Plan{Kind: d.Kind, Format: d.Format, ID: d.ID, Environment: d.Environment, ExecutionTime: d.ExecutionTime,
 		CreatedAt: d.CreatedAt, Expected: d.Expected, Options: d.Options, Changes: d.Changes, Backfills: d.Backfills,
-		Incumbents: d.Incumbents, Reuses: d.Reuses, Checksum: d.Checksum, keys: keys, base: d.Base}, nil
+		Incumbents: d.Incumbents, Reuses: d.Reuses, Empty: d.Empty, Checksum: d.Checksum, keys: keys, base: d.Base}, nil
 }
 
 // decodeStoredPayload parses and checks one StoredFormat payload.
@@ -368,7 +369,7 @@ func (r *ChainReader) Encode(ctx context.Context, p *Plan) ([]byte, error) {
 	keys := p.SnapshotKeys()
 	sp := storedPlan{ID: p.ID, Environment: p.Environment, ExecutionTime: p.ExecutionTime, CreatedAt: p.CreatedAt,
 		Expected: p.Expected, Options: p.Options, Changes: p.Changes, Backfills: p.Backfills, Incumbents: p.Incumbents,
-		Reuses: p.Reuses}
+		Reuses: p.Reuses, Empty: p.Empty}
 	if base := p.Expected.PlanID; base != "" && base != p.ID {
 		if delta, ok, err := r.delta(ctx, base, sp, keys); err != nil {
 			return nil, err

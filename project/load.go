@@ -75,6 +75,11 @@ type Options struct {
 	// of refusing them: each is added as an EXTERNAL model without
 	// columns, so that the rest loads (gapless create_external_models).
 	Undeclared *[]sqlparse.TableRef
+	// Engine is the dialect of the project's engine (duckdb, postgres or
+	// trino), which a query written in another dialect is rewritten for
+	// (package dialect); "" is DuckDB. LoadWith sets it from the
+	// configuration's warehouse when it is "".
+	Engine string
 }
 
 // LoadWith is Load with opts: the parser opened only when needed, and a
@@ -94,6 +99,9 @@ func LoadWith(ctx context.Context, dir string, opts Options) (*Project, *config.
 		}
 		opts.External = ext
 		opts.Catalog = config.WarehouseCatalog(cfg.Warehouse)
+	}
+	if opts.Engine == "" {
+		opts.Engine = engineOf(cfg.Warehouse.Driver)
 	}
 	pr, err := loadModels(ctx, dir, cfg.ModelDefaults, opts)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/gapless-dev/gapless/dag"
+	"github.com/gapless-dev/gapless/dialect"
 	"github.com/gapless-dev/gapless/macro"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/model/suggest"
@@ -94,7 +95,7 @@ func loadModels(ctx context.Context, dir string, defaults model.Defaults, opts O
 		return nil, err
 	}
 	var openErr error // the parser's, set at most once, before loadAll returns
-	ld := &loader{dir: dir, defaults: defaults, cache: opts.Cache, macros: &macro.Env{Variables: opts.Variables, Library: lib}, parser: sync.OnceValues(func() (*sqlparse.Parser, error) {
+	ld := &loader{dir: dir, engine: opts.Engine, defaults: defaults, cache: opts.Cache, macros: &macro.Env{Variables: opts.Variables, Library: lib}, parser: sync.OnceValues(func() (*sqlparse.Parser, error) {
 		if opts.Parser == nil {
 			openErr = errors.New("project: loading needs a SQL parser")
 			return nil, openErr
@@ -258,6 +259,9 @@ type loader struct {
 	// macros is the project's macro environment: the configuration's
 	// variables and the @DEF library of macros/*.sql.
 	macros *macro.Env
+	// engine is the project's engine dialect (Options.Engine), which a
+	// query in another dialect is rewritten for.
+	engine string
 }
 
 // loadAll runs loadOne on every file, on as many goroutines as there are
@@ -265,32 +269,26 @@ type loader struct {
 // use), and returns the answers in files' order, so that what LoadModels
 // reports does not depend on the scheduling.
 func (ld *loader) loadAll(ctx context.Context, files []string) []loaded {
-	out := make([]loaded, len(files))
+	out := make([][]loaded, len(files))
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(files)) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < len(files); i = int(next.Add(1) - 1) {
-				m, q, err := ld.loadOne(ctx, files[i])
-				out[i] = loaded{m, q, err}
+				out[i] = ld.loadFile(ctx, files[i])
 			}
 		})
 	}
 	wg.Wait()
-	return out
+	return slices.Concat(out...)
 }
 
-func (ld *loader) loadOne(ctx context.Context, path string) (*model.Model, *Query, error) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading model file: %w", err)
-	}
-	rel, err := filepath.Rel(ld.dir, path)
-	if err != nil {
-		rel = path
-	}
+func (ld *loader) loadOne(ctx context.Context, rel string, src []byte) (*model.Model, *Query, error) {
 	m, err := model.ParseFile(rel, src, ld.defaults)
 	if err != nil {
+		return nil, nil, err
+	}
+	if err := rootSeedPath(m); err != nil {
 		return nil, nil, err
 	}
 	if m.Query == "" {
@@ -315,15 +313,22 @@ func (ld *loader) loadOne(ctx context.Context, path string) (*model.Model, *Quer
 		return nil, nil, macroError(&written, macro.Mapper{}, err)
 	}
 	m.Query = expanded
+	tmap, err := transpile(m, &written, expMap, ld.engine)
+	if err != nil {
+		return nil, nil, err
+	}
 	sqlText, mapper, err := macro.ForParse(m.Query)
 	if err != nil {
+		if me := (*macro.Error)(nil); errors.As(err, &me) {
+			me.Offset = tmap.Original(me.Offset)
+		}
 		return nil, nil, macroError(&written, expMap, err)
 	}
 	q, err := ld.parse(ctx, sqlText)
 	if err != nil {
 		var se *sqlparse.SyntaxError
 		if errors.As(err, &se) && se.Offset >= 0 {
-			return nil, nil, &model.Error{Pos: written.PosOf(expMap.Original(mapper.Original(se.Offset))), Code: model.CodeSyntax,
+			return nil, nil, &model.Error{Pos: written.PosOf(expMap.Original(tmap.Original(mapper.Original(se.Offset)))), Code: model.CodeSyntax,
 				Msg: "SQL syntax error: " + se.Message, Err: err}
 		}
 		return nil, nil, &model.Error{Pos: m.QueryPos, Code: model.CodeSyntax, Msg: "SQL: " + err.Error(), Err: err}
@@ -337,6 +342,9 @@ func (ld *loader) loadOne(ctx context.Context, path string) (*model.Model, *Quer
 		// still change with any of its branches. The "ast:" prefix marks
 		// it as not SQL: a change to such a model is judged breaking.
 		out.Canonical = "ast:" + q.Canonical + "\n-- macros kept for execution: " + strings.Join(strings.Fields(m.Query), " ")
+	}
+	if !dialect.Engine(string(m.Dialect)) {
+		out.Canonical = dialectCanonical(m, expanded)
 	}
 	for _, refs := range [][]sqlparse.TableRef{out.Tables, out.Occurrences} {
 		for i := range refs {
@@ -372,7 +380,7 @@ func modelMacros(m *model.Model, env *macro.Env) (*macro.Env, error) {
 		env = next
 	}
 	m.PreStatements = pre
-	for _, sts := range [][]model.Statement{m.PreStatements, m.PostStatements} {
+	for _, sts := range [][]model.Statement{m.PreStatements, m.PostStatements, m.OnVirtualUpdate} {
 		for i := range sts {
 			out, _, err := macro.Expand(sts[i].SQL, env, string(m.Dialect))
 			if err != nil {
@@ -388,24 +396,28 @@ func modelMacros(m *model.Model, env *macro.Env) (*macro.Env, error) {
 	return env, nil
 }
 
-// refuseStatements refuses a model whose file holds statements to run
-// before or after its query (other than @DEF, which defines macros).
-// gapless does not run them yet: the engines' connection pools give a
-// SET or a temporary object no session it would last for, so running them
-// beside the write would not mean what it means in SQLMesh. Refusing keeps
-// a model from being built without them, silently.
+// refuseStatements refuses a model whose pre- or post-statements hold one
+// whose effect lasts only for a database session (model.SessionScoped:
+// SET, USE, CREATE TEMP ..., transaction control), naming its file:line
+// and why. gapless runs the statements and the model's write on the
+// engine's connection pool, a connection each (Trino keeps no session), so
+// such a statement would not reach the write it is meant for: refusing it
+// keeps the model from being built as if it had run. The statements are
+// the ones left after @DEF (see modelMacros), macros expanded; one still
+// opening with a macro call is judged again once rendered, at execution.
 func refuseStatements(m *model.Model) error {
 	for _, sts := range []struct {
 		where string
 		list  []model.Statement
-	}{{"before", m.PreStatements}, {"after", m.PostStatements}} {
-		if len(sts.list) == 0 {
-			continue
+	}{{"pre-statement", m.PreStatements}, {"post-statement", m.PostStatements}, {"on-virtual-update statement", m.OnVirtualUpdate}} {
+		for _, st := range sts.list {
+			if why := model.SessionScoped(st.SQL); why != "" {
+				return &model.Error{Pos: st.Pos, Code: model.CodeSessionStatement,
+					Msg: fmt.Sprintf("model %s: %s %q: %s; gapless runs each statement on its own pooled connection, "+
+						"so its effect would not reach the model's query: write the setting into the query or the warehouse's "+
+						"configuration, or use a persistent object instead of a temporary one", m.Name, sts.where, firstWords(st.SQL), why)}
+			}
 		}
-		return &model.Error{Pos: sts.list[0].Pos, Code: model.CodeUnexpectedQuery,
-			Msg: fmt.Sprintf("model %s has %d statement(s) %s its query (%s); gapless does not run pre- or post-statements yet, "+
-				"so the model would be built without them: remove them, or move the logic into the query or a model of its own",
-				m.Name, len(sts.list), sts.where, firstWords(sts.list[0].SQL))}
 	}
 	return nil
 }
@@ -520,6 +532,7 @@ func (pr *Project) resolve() (map[string][]string, Errors) {
 		edges[name] = nil
 		m := pr.Models[name]
 		q := pr.Queries[name]
+		errs = append(errs, pr.signalEdges(m, edges)...)
 		if q == nil {
 			continue
 		}

@@ -250,20 +250,20 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{"models/run.sql:2:47: model s.running reads itself: declare its columns (columns (name TYPE, ...)) so that its table exists before its first query runs"},
 		},
 		{
-			name: "a pre-statement is refused, not silently skipped",
+			name: "a session-scoped pre-statement is refused, not run to no effect",
 			files: map[string]string{
 				"models/p.sql": "MODEL (name s.p, kind FULL);\n@DEF(n, 2);\nSET threads = 1;\nSELECT @n AS n",
 			},
-			want: []string{"models/p.sql:3:1: model s.p has 1 statement(s) before its query (SET threads = 1); gapless does not run pre- or post-statements yet, " +
-				"so the model would be built without them: remove them, or move the logic into the query or a model of its own"},
+			want: []string{"models/p.sql:3:1: model s.p: pre-statement \"SET threads = 1\": SET changes a setting of the session that runs it; gapless runs each statement on its own pooled connection, " +
+				"so its effect would not reach the model's query: write the setting into the query or the warehouse's configuration, or use a persistent object instead of a temporary one"},
 		},
 		{
-			name: "a post-statement is refused",
+			name: "a session-scoped post-statement is refused",
 			files: map[string]string{
-				"models/p.sql": "MODEL (name s.p, kind FULL);\nSELECT 1 AS n;\nANALYZE s.p",
+				"models/p.sql": "MODEL (name s.p, kind FULL);\nSELECT 1 AS n;\nANALYZE s.p;\nCREATE TEMP TABLE t AS SELECT 1",
 			},
-			want: []string{"models/p.sql:3:1: model s.p has 1 statement(s) after its query (ANALYZE s.p); gapless does not run pre- or post-statements yet, " +
-				"so the model would be built without them: remove them, or move the logic into the query or a model of its own"},
+			want: []string{"models/p.sql:4:1: model s.p: post-statement \"CREATE TEMP TABLE t …\": CREATE TEMP makes an object that lasts only as long as the session that runs it; gapless runs each statement on its own pooled connection, " +
+				"so its effect would not reach the model's query: write the setting into the query or the warehouse's configuration, or use a persistent object instead of a temporary one"},
 		},
 		{
 			name: "a FULL model cannot read itself",

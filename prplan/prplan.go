@@ -40,6 +40,7 @@ import (
 
 	"github.com/gapless-dev/gapless/apply"
 	"github.com/gapless-dev/gapless/config"
+	"github.com/gapless-dev/gapless/execute"
 	"github.com/gapless-dev/gapless/lease"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/plan"
@@ -222,6 +223,7 @@ func (s *session) apply(ctx context.Context, pl *plan.Plan) (*apply.Result, erro
 		Clock: s.p.Clock, Logger: s.p.Logger, OnEvent: s.p.OnEvent,
 		Lease:          lease.Options{Clock: s.p.Clock},
 		EnvironmentTTL: s.cfg.TTL(pl.Environment),
+		Statements:     execute.NewEnvironmentStatements(s.cfg.BeforeAll, s.cfg.AfterAll, s.cfg.Variables),
 		Actor:          s.p.Actor,
 		Gate:           s.p.Gate,
 		Replan: plan.Replanner(plan.ReplannerParams{Store: s.p.Store, Clock: s.p.Clock, IDs: s.p.IDs,

@@ -119,6 +119,11 @@ type Params struct {
 	// only the served snapshots missing from it. The scheduler daemon passes
 	// its cache.
 	Known map[state.SnapshotKey]*snapshot.Snapshot
+	// Statements are the configuration's before_all and after_all
+	// statements: before_all runs once before the run's first model (a
+	// failure runs nothing), after_all once after its last, when no model
+	// failed. Nil runs none.
+	Statements *execute.EnvironmentStatements
 }
 
 // ModelResult is what the run did for one model.
@@ -205,6 +210,9 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 	x := &execute.Executor{Engine: p.Engine, Store: p.Store, ProjectDir: p.ProjectDir, Clock: p.clock(), Logger: log, OnBatch: p.OnBatch}
 	fence := &state.Fence{Environment: p.Env, Generation: g}
 	res := &Result{Environment: p.Env, Generation: g}
+	if err := p.Statements.RunBefore(ctx, p.Engine, p.Env, p.ExecutionTime); err != nil {
+		return res, fmt.Errorf("run %s: %w", p.Env, err)
+	}
 	// blocked maps each model that failed, or descends from one, to the
 	// failed model: independent branches keep running, dependants do not.
 	blocked := map[string]string{}
@@ -264,6 +272,11 @@ func Once(ctx context.Context, p Params) (*Result, error) {
 		}
 		if mr != nil {
 			res.Models = append(res.Models, *mr)
+		}
+	}
+	if len(failures) == 0 {
+		if err := p.Statements.RunAfter(ctx, p.Engine, p.Env, p.ExecutionTime); err != nil {
+			return res, fmt.Errorf("run %s: %w", p.Env, err)
 		}
 	}
 	return res, errors.Join(failures...)

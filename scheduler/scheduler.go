@@ -117,6 +117,9 @@ type Params struct {
 	// tick, before the runs (see Tick); nil: the daemon ingests nothing
 	// (`gapless scheduler --ingest=false`).
 	Ingest *Ingest
+	// Statements are the configuration's before_all and after_all, run
+	// around every run of an environment (nil: none).
+	Statements *execute.EnvironmentStatements
 }
 
 // Scheduler is the daemon. Its ticks are serialised: Tick and Run may be
@@ -439,7 +442,7 @@ func (s *Scheduler) tickEnv(work, stop context.Context, env string, exec time.Ti
 			Env: env, ExecutionTime: exec, Select: selected,
 			Store: s.p.Store, Engine: engine, Parser: s.p.Parser, ProjectDir: s.p.ProjectDir,
 			Clock: s.clock, Logger: s.log, Hooks: s.hooks(stop), Leases: &s.p.Lease, Known: c.known,
-			Stop: stop.Done(),
+			Stop: stop.Done(), Statements: s.p.Statements,
 		})
 		if rr != nil {
 			s.account(&er, rr, c.units)

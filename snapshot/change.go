@@ -518,7 +518,7 @@ func (cz *categorizer) nonBreakingSafe(name string, d *directChange) error {
 // forwardOnlySafe returns why keeping n's existing table is unsafe, or nil.
 func forwardOnlySafe(n *Snapshot, d *directChange) error {
 	switch k := n.Model.Kind; {
-	case k != model.KindIncrementalByTimeRange && k != model.KindIncrementalByUniqueKey:
+	case !k.IsIncremental() || k == model.KindExternal:
 		return fmt.Errorf("%s is a %s model, built whole at every run: there is no history to keep; choose breaking or non-breaking", n.Name, k)
 	case len(d.physical) > 0:
 		return fmt.Errorf("%s, which the existing table cannot follow; choose breaking", d.reason)

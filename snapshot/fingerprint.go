@@ -62,6 +62,19 @@ type dataParts struct {
 	// only, not where it stands in the file.
 	Pre  []string `json:"pre_statements,omitempty"`
 	Post []string `json:"post_statements,omitempty"`
+	// Stamp is SQLMesh's stamp: written only to force a new version.
+	Stamp string `json:"stamp,omitempty"`
+	// SCD is an SCD type 2 kind's properties (its column names, time type,
+	// hard deletes, checked columns: all decide the history's rows, data
+	// in SQLMesh too); InsertOverwrite is INCREMENTAL_UNMANAGED's. The
+	// partitions INCREMENTAL_BY_PARTITION replaces are partitioned_by, data
+	// already (the table's layout). forward_only stays metadata.
+	SCD             *model.SCDType2 `json:"scd,omitempty"`
+	InsertOverwrite bool            `json:"insert_overwrite,omitempty"`
+	// Layout is the physical table's partitioned_by, clustered_by,
+	// physical_properties and formats: they change the table gapless
+	// makes (data, as in SQLMesh); nil when none is written.
+	Layout *layoutPart `json:"layout,omitempty"`
 }
 
 // metadataParts is hashed into MetadataHash; the same rule as dataParts
@@ -90,6 +103,20 @@ type metadataParts struct {
 	// change must reach the snapshot. Positions are left out.
 	Audits       []auditPart `json:"audits,omitempty"`
 	InlineAudits []auditPart `json:"inline_audits,omitempty"`
+	// CronTZ and Signals decide when intervals are computed, not what
+	// they hold (metadata, as in SQLMesh); a run reads them from the
+	// stored snapshot. Signals are "name(source)", in the order written.
+	CronTZ  string   `json:"cron_tz,omitempty"`
+	Signals []string `json:"signals,omitempty"`
+	// Descriptions are the column descriptions ([column, text]; from
+	// column_descriptions or the query's inline comments, which the
+	// canonical query drops): comments only, so a change re-registers
+	// them and rebuilds nothing.
+	Descriptions [][]string `json:"column_descriptions,omitempty"`
+	// OnVirtualUpdate are the on-virtual-update statements' texts: run
+	// when a view is repointed, they change no row (metadata, as in
+	// SQLMesh), but the promotion runs the stored snapshot's.
+	OnVirtualUpdate []string `json:"on_virtual_update,omitempty"`
 }
 
 // auditPart is an audit call (Name and Args) or an inline definition
@@ -126,18 +153,64 @@ func dataPartsOf(in Input) dataParts {
 	m := in.Model
 	key := slices.Clone(m.UniqueKey)
 	return dataParts{
-		Query:        in.Canonical,
-		Kind:         m.Kind,
-		TimeColumn:   m.TimeColumn,
-		UniqueKey:    key,
-		Columns:      m.Columns,
-		SeedHash:     in.SeedHash,
-		Dialect:      m.Dialect,
-		IntervalUnit: string(m.IntervalUnit),
-		TimeFormat:   m.TimeColumnFormat,
-		Pre:          statementTexts(m.PreStatements),
-		Post:         statementTexts(m.PostStatements),
+		Query:           in.Canonical,
+		Kind:            m.Kind,
+		TimeColumn:      m.TimeColumn,
+		UniqueKey:       key,
+		Columns:         m.Columns,
+		SeedHash:        in.SeedHash,
+		Dialect:         m.Dialect,
+		IntervalUnit:    string(m.IntervalUnit),
+		TimeFormat:      m.TimeColumnFormat,
+		Pre:             statementTexts(m.PreStatements),
+		Post:            statementTexts(m.PostStatements),
+		Stamp:           m.Stamp,
+		SCD:             scdPart(m),
+		InsertOverwrite: m.InsertOverwrite,
+		Layout:          layoutOf(m),
 	}
+}
+
+// layoutPart is what layoutOf keeps of a model's physical layout.
+type layoutPart struct {
+	PartitionedBy []string   `json:"partitioned_by,omitempty"`
+	ClusteredBy   []string   `json:"clustered_by,omitempty"`
+	Properties    [][]string `json:"properties,omitempty"`
+	TableFormat   string     `json:"table_format,omitempty"`
+	StorageFormat string     `json:"storage_format,omitempty"`
+}
+
+// layoutOf is m's physical layout, properties as [key, value] without
+// positions; nil when m writes none.
+func layoutOf(m *model.Model) *layoutPart {
+	l := layoutPart{PartitionedBy: m.PartitionedBy, ClusteredBy: m.ClusteredBy,
+		TableFormat: m.TableFormat, StorageFormat: m.StorageFormat}
+	for _, p := range m.PhysicalProperties {
+		l.Properties = append(l.Properties, []string{p.Key, p.Value})
+	}
+	if len(l.PartitionedBy)+len(l.ClusteredBy)+len(l.Properties) == 0 && l.TableFormat == "" && l.StorageFormat == "" {
+		return nil
+	}
+	return &l
+}
+
+// descriptionParts is each column description as [column, text], nil for
+// none.
+func descriptionParts(m *model.Model) [][]string {
+	var out [][]string
+	for _, d := range m.Descriptions() {
+		out = append(out, []string{d.Column, d.Text})
+	}
+	return out
+}
+
+// scdPart is m's SCD type 2 properties, nil for other kinds.
+func scdPart(m *model.Model) *model.SCDType2 {
+	if !m.Kind.IsSCDType2() {
+		return nil
+	}
+	s := m.SCD
+	return &s
 }
 
 // statementTexts is the SQL of each statement, nil for none.
@@ -181,6 +254,12 @@ func metadataPartsOf(m *model.Model) metadataParts {
 		Source:        m.Source,
 		Audits:        auditRefParts(m.Audits),
 		InlineAudits:  auditDefParts(m.InlineAudits),
+		CronTZ:        m.CronTZ,
+		Signals:       signalParts(m.Signals),
+		Descriptions:  descriptionParts(m),
+
+		// SQLMesh's on_virtual_update statements: metadata.
+		OnVirtualUpdate: statementTexts(m.OnVirtualUpdate),
 	}
 }
 
@@ -218,4 +297,13 @@ func hashOf(v any) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])[:hashLen]
+}
+
+// signalParts is each signal as "name(source)", nil for none.
+func signalParts(sigs []model.Signal) []string {
+	var out []string
+	for _, sg := range sigs {
+		out = append(out, sg.Name+"("+sg.Source+")")
+	}
+	return out
 }

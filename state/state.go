@@ -451,6 +451,11 @@ const (
 	// blocks, the count of offending rows and a sample of them.
 	EventAuditPassed = "audit_passed"
 	EventAuditFailed = "audit_failed"
+	// EventEmptyBackfill records intervals an operator had recorded as
+	// computed without computing them (plan --empty-backfill): the
+	// version's rows for them are not there, by choice. Model is the
+	// model; Data holds the version and the ranges.
+	EventEmptyBackfill = "empty_backfill"
 )
 
 // ReasonInvalidated is the Reason of the gap_superseded event of a debt

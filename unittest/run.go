@@ -19,6 +19,7 @@ import (
 	_ "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/gapless-dev/gapless/config"
+	sqldialect "github.com/gapless-dev/gapless/dialect"
 	"github.com/gapless-dev/gapless/macro"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/model/suggest"
@@ -330,7 +331,10 @@ func (tr *testRun) run(ctx context.Context) ([]*Mismatch, error) {
 func (tr *testRun) render(ctx context.Context) (string, error) {
 	dialect := renderDialect(tr.m.Dialect)
 	query := tr.m.Query
-	if user := tr.userVars(); len(user) > 0 {
+	// A model written in a dialect that is not an engine's was rewritten
+	// for the project's engine when the project loaded; the test runs on
+	// DuckDB, so it is expanded and rewritten again from its file.
+	if user := tr.userVars(); len(user) > 0 || !sqldialect.Engine(string(tr.m.Dialect)) {
 		q, err := tr.expandWith(user, dialect)
 		if err != nil {
 			return "", err
@@ -387,7 +391,8 @@ func (tr *testRun) userVars() map[string]any {
 
 // expandWith expands the model's query as written in its file with the
 // configuration's variables overridden by user, and the project's macro
-// library.
+// library, and carries it over from the model's dialect to DuckDB's, where
+// tests run.
 func (tr *testRun) expandWith(user map[string]any, dialect string) (string, error) {
 	cfg, err := config.Load(tr.pr.Dir)
 	if err != nil {
@@ -418,6 +423,9 @@ func (tr *testRun) expandWith(user map[string]any, dialect string) (string, erro
 	q, _, err := macro.Expand(written.Query, &macro.Env{Variables: vars, Library: lib}, dialect)
 	if err != nil {
 		return "", tr.wrap(0, err, "expanding the macros of model %s with the test's vars", tr.m.Name)
+	}
+	if q, _, err = sqldialect.Transpile(q, string(written.Dialect), sqldialect.DuckDB); err != nil {
+		return "", tr.wrap(0, err, "carrying model %s over from dialect %s to DuckDB", tr.m.Name, written.Dialect)
 	}
 	return q, nil
 }

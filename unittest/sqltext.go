@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gapless-dev/gapless/macro"
 )
 
 // quoteIdent quotes a DuckDB identifier.
@@ -120,38 +122,13 @@ func frozenTime(sql string, exec time.Time) string {
 	var b strings.Builder
 	i := 0
 	for i < len(sql) {
+		if end := macro.SkipOpaque(sql, i); end > i {
+			b.WriteString(sql[i:end])
+			i = end
+			continue
+		}
 		c := sql[i]
 		switch {
-		case c == '\'' || c == '"':
-			j := i + 1
-			for j < len(sql) {
-				if sql[j] == c {
-					if j+1 < len(sql) && sql[j+1] == c {
-						j += 2
-						continue
-					}
-					break
-				}
-				j++
-			}
-			end := min(j+1, len(sql))
-			b.WriteString(sql[i:end])
-			i = end
-		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
-			j := strings.IndexByte(sql[i:], '\n')
-			if j < 0 {
-				j = len(sql) - i
-			}
-			b.WriteString(sql[i : i+j])
-			i += j
-		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
-			j := strings.Index(sql[i+2:], "*/")
-			end := len(sql)
-			if j >= 0 {
-				end = i + 2 + j + 2
-			}
-			b.WriteString(sql[i:end])
-			i = end
 		case isWord(c):
 			j := i
 			for j < len(sql) && isWord(sql[j]) {

@@ -334,23 +334,25 @@ func errorOf(t *testing.T, extra map[string]string, testYAML string) string {
 	return res.Err.Error()
 }
 
+// Scenario: bad input in a test file gets an error naming the file, the
+// line, the test and what is wrong, with the closest known name.
 func TestBadInputGetsNamedErrors(t *testing.T) {
 	t.Parallel()
-	t.Run("unknown model", func(t *testing.T) {
-		t.Parallel()
-		msg := errorOf(t, nil, `
+	for _, c := range []struct {
+		name, yaml string
+		want       []string
+	}{
+		{"unknown model", `
 test_unknown:
   model: sqlmesh_example.ful_model
   outputs:
     query: []
-`)
-		require.Contains(t, msg, "tests/test_x.yaml:2: test test_unknown: model sqlmesh_example.ful_model: no such model")
-		require.Contains(t, msg, "did you mean sqlmesh_example.full_model?")
-	})
-	t.Run("input column the upstream does not have", func(t *testing.T) {
-		t.Parallel()
+`, []string{
+			"tests/test_x.yaml:2: test test_unknown: model sqlmesh_example.ful_model: no such model",
+			"did you mean sqlmesh_example.full_model?",
+		}},
 		// seed_model declares id, item_id, event_date.
-		msg := errorOf(t, nil, `
+		{"input column the upstream does not have", `
 test_cols:
   model: sqlmesh_example.incremental_model
   inputs:
@@ -358,14 +360,12 @@ test_cols:
       - {id: 1, item: 2, event_date: 2020-01-01}
   outputs:
     query: []
-`)
-		require.Contains(t, msg, "tests/test_x.yaml:6: test test_cols: input sqlmesh_example.seed_model: unknown column(s) item")
-		require.Contains(t, msg, "has columns id, item_id, event_date; did you mean item_id?")
-	})
-	t.Run("input column of an upstream known from its query", func(t *testing.T) {
-		t.Parallel()
+`, []string{
+			"tests/test_x.yaml:6: test test_cols: input sqlmesh_example.seed_model: unknown column(s) item",
+			"has columns id, item_id, event_date; did you mean item_id?",
+		}},
 		// incremental_model declares nothing: its columns come from its query.
-		msg := errorOf(t, nil, `
+		{"input column of an upstream known from its query", `
 test_cols:
   model: sqlmesh_example.full_model
   inputs:
@@ -373,22 +373,18 @@ test_cols:
       - {id: 1, itemid: 2}
   outputs:
     query: []
-`)
-		require.Contains(t, msg, "unknown column(s) itemid: sqlmesh_example.incremental_model has columns id, item_id, event_date")
-	})
-	t.Run("missing input", func(t *testing.T) {
-		t.Parallel()
-		msg := errorOf(t, nil, `
+`, []string{
+			"unknown column(s) itemid: sqlmesh_example.incremental_model has columns id, item_id, event_date",
+		}},
+		{"missing input", `
 test_missing:
   model: sqlmesh_example.full_model
   outputs:
     query: []
-`)
-		require.Contains(t, msg, "missing input sqlmesh_example.incremental_model, which model sqlmesh_example.full_model reads")
-	})
-	t.Run("output column the query does not produce", func(t *testing.T) {
-		t.Parallel()
-		msg := errorOf(t, nil, `
+`, []string{
+			"missing input sqlmesh_example.incremental_model, which model sqlmesh_example.full_model reads",
+		}},
+		{"output column the query does not produce", `
 test_out:
   model: sqlmesh_example.full_model
   inputs:
@@ -396,12 +392,10 @@ test_out:
   outputs:
     query:
       - {item_id: 1, orders: 1}
-`)
-		require.Contains(t, msg, "tests/test_x.yaml:7: test test_out: query of model sqlmesh_example.full_model: expected column orders is not a column the query returns (columns: item_id, num_orders)")
-	})
-	t.Run("unknown CTE", func(t *testing.T) {
-		t.Parallel()
-		msg := errorOf(t, nil, `
+`, []string{
+			"tests/test_x.yaml:7: test test_out: query of model sqlmesh_example.full_model: expected column orders is not a column the query returns (columns: item_id, num_orders)",
+		}},
+		{"unknown CTE", `
 test_cte:
   model: sqlmesh_example.full_model
   inputs:
@@ -410,12 +404,10 @@ test_cte:
     ctes:
       filtered_orders:
         - {id: 1}
-`)
-		require.Contains(t, msg, "tests/test_x.yaml:8: test test_cte: no CTE named filtered_orders in model sqlmesh_example.full_model (CTEs: filtered_orders_cte); did you mean filtered_orders_cte?")
-	})
-	t.Run("value of the wrong type", func(t *testing.T) {
-		t.Parallel()
-		msg := errorOf(t, nil, `
+`, []string{
+			"tests/test_x.yaml:8: test test_cte: no CTE named filtered_orders in model sqlmesh_example.full_model (CTEs: filtered_orders_cte); did you mean filtered_orders_cte?",
+		}},
+		{"value of the wrong type", `
 test_type:
   model: sqlmesh_example.incremental_model
   inputs:
@@ -424,9 +416,18 @@ test_type:
       - {id: two, item_id: 1, event_date: 2020-01-01}
   outputs:
     query: []
-`)
-		require.Contains(t, msg, "tests/test_x.yaml:7: test test_type: input sqlmesh_example.seed_model: the row cannot be stored as columns (id INTEGER, item_id INTEGER, event_date DATE)")
-	})
+`, []string{
+			"tests/test_x.yaml:7: test test_type: input sqlmesh_example.seed_model: the row cannot be stored as columns (id INTEGER, item_id INTEGER, event_date DATE)",
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			msg := errorOf(t, nil, c.yaml)
+			for _, w := range c.want {
+				require.Contains(t, msg, w)
+			}
+		})
+	}
 }
 
 func TestLoadRefusesMalformedTests(t *testing.T) {
@@ -740,5 +741,27 @@ test_moods:
     sqlmesh_example.incremental_model: [{id: 1, item_id: 1}, {id: 2, item_id: 2}]
   outputs:
     query: [{id: 1, mood: happy}, {id: 2, mood: sad}]
+`))
+}
+
+// Scenario: a model written in BigQuery's dialect (backquoted names,
+// SAFE_CAST, IFNULL, INT64) is tested as SQLMesh tests it: the test runs its
+// query carried over to DuckDB, where tests run.
+func TestScenarioForeignDialectModel(t *testing.T) {
+	t.Parallel()
+	extra := map[string]string{"models/bq.sql": `MODEL (name sqlmesh_example.bq, kind FULL, dialect bigquery);
+SELECT item_id, IFNULL(SAFE_CAST(num_orders AS INT64), 0) AS n, ` + "`item_id`" + ` * 2 AS twice FROM ` + "`sqlmesh_example.full_model`" + `
+`}
+	requireOK(t, runYAML(t, extra, `
+test_bq:
+  model: sqlmesh_example.bq
+  inputs:
+    sqlmesh_example.full_model:
+      - {item_id: 1, num_orders: 5}
+      - {item_id: 2, num_orders: null}
+  outputs:
+    query:
+      - {item_id: 1, n: 5, twice: 2}
+      - {item_id: 2, n: 0, twice: 4}
 `))
 }

@@ -79,6 +79,9 @@ type Result struct {
 type CreateTableParams struct {
 	Table   Table
 	Columns []Column
+	// Layout is applied to the new table (see Layout); the zero Layout
+	// asks nothing.
+	Layout Layout
 }
 
 // CreateTableAsParams creates a table from a query. With WithData false the
@@ -95,6 +98,8 @@ type CreateTableAsParams struct {
 	// (ReplaceTableParams.FirstBuild) compares the table with its query
 	// and swaps in the query's columns when they differ.
 	Columns []Column
+	// Layout is applied to the new table (see Layout).
+	Layout Layout
 }
 
 // InsertIntervalParams replaces the rows of [Start, End) of TimeColumn in
@@ -180,6 +185,9 @@ type ReplaceTableParams struct {
 	// empty and has exactly Query's columns, which commits faster than a
 	// swap; the outcome is the same either way.
 	FirstBuild bool
+	// Layout is the table's layout, applied again to the rebuilt table:
+	// it keeps its partitioning, properties and comments (see Layout).
+	Layout Layout
 }
 
 // ViewParams creates or replaces View as Query.
@@ -258,6 +266,16 @@ type Engine interface {
 	// EXPLAIN ANALYZE of a DELETE) fails in the engine too. Several
 	// statements in one string are refused the same way.
 	ReadOnlyQuery(ctx context.Context, sql string, args ...any) (*Result, error)
+	// CheckLayout says, without I/O, what the engine does with l: notes
+	// name each part it does not apply because it has no such thing
+	// (partitions on an engine without them), for plan output and a
+	// warning; err, wrapping ErrUnsupportedLayout in a *LayoutError, names
+	// a part it refuses (a table property it lacks). CreateTable,
+	// CreateTableAs and ReplaceTable refuse the same Layout the same way.
+	CheckLayout(l Layout) (notes []string, err error)
+	// SetComments registers comments on an existing table or view (see
+	// CommentParams).
+	Commenter
 	Close() error
 }
 

@@ -34,8 +34,14 @@ func (e *Engine) CreateTable(ctx context.Context, p warehouse.CreateTableParams)
 	if err != nil {
 		return fail(op, object, err)
 	}
+	if _, err := e.CheckLayout(p.Layout); err != nil {
+		return fail(op, object, err)
+	}
 	return fail(op, object, e.write(ctx, func(s *session) error {
 		defer e.shared.cols.forget(p.Table)
+		if p.Layout.HasComments() {
+			return s.inTx(ctx, func() error { return execAll(ctx, s, append([]string{q}, commentsOf(p.Table, p.Layout)...)) })
+		}
 		_, err := s.exec(ctx, q)
 		return err
 	}))
@@ -78,6 +84,10 @@ func (e *Engine) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsPar
 	if err := checkSQL("query", p.Query); err != nil {
 		return fail(op, object, err)
 	}
+	if _, err := e.CheckLayout(p.Layout); err != nil {
+		return fail(op, object, err)
+	}
+	comments := commentsOf(p.Table, p.Layout)
 	q := "CREATE TABLE " + quoteTable(p.Table) + " AS\n" + body(p.Query) + "\n"
 	fromColumns := "" // CREATE TABLE of p.Columns, when they are given and plain
 	if !p.WithData {
@@ -93,6 +103,10 @@ func (e *Engine) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsPar
 			if _, err := s.exec(ctx, fromColumns); err == nil {
 				e.shared.cols.forget(p.Table)
 				e.shared.cols.markMade(p.Table, slices.Clone(p.Columns))
+				if err := commentMade(ctx, s, p.Table, comments); err != nil {
+					e.shared.cols.forget(p.Table)
+					return err
+				}
 				return nil
 			}
 			// Nothing was made (the statement is its own transaction):
@@ -103,7 +117,14 @@ func (e *Engine) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsPar
 		if err == nil && !p.WithData {
 			e.shared.cols.markMade(p.Table, nil)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if err := commentMade(ctx, s, p.Table, comments); err != nil {
+			e.shared.cols.forget(p.Table)
+			return err
+		}
+		return nil
 	}))
 }
 

@@ -226,6 +226,9 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 	if err := checkSQL("query", p.Query); err != nil {
 		return 0, false, fail(op, object, err)
 	}
+	if _, err := e.CheckLayout(p.Layout); err != nil {
+		return 0, false, fail(op, object, err)
+	}
 	tmpName, err := tempName(p.Table.Name + "__gapless_swap_")
 	if err != nil {
 		return 0, false, fail(op, object, err)
@@ -259,8 +262,12 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 			if _, err := s.exec(ctx, "DROP TABLE IF EXISTS "+quoteTable(p.Table)); err != nil {
 				return err
 			}
-			_, err := s.exec(ctx, "ALTER TABLE "+quoteTable(tmp)+" RENAME TO "+quoteIdent(p.Table.Name))
-			return err
+			if _, err := s.exec(ctx, "ALTER TABLE "+quoteTable(tmp)+" RENAME TO "+quoteIdent(p.Table.Name)); err != nil {
+				return err
+			}
+			// The rebuilt table is a new one: its comments are registered
+			// again, in the swap's transaction.
+			return execAll(ctx, s, commentsOf(p.Table, p.Layout))
 		})
 	}))
 	if err != nil {

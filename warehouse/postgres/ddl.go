@@ -123,6 +123,15 @@ func (e *Engine) CreateTable(ctx context.Context, p warehouse.CreateTableParams)
 	if err != nil {
 		return fail(op, obj, "", err)
 	}
+	if _, err := e.CheckLayout(p.Layout); err != nil {
+		return fail(op, obj, "", err)
+	}
+	sql += withClause(p.Layout)
+	if p.Layout.HasComments() {
+		return failStep(op, obj, e.inTx(ctx, func(tx pgx.Tx) error {
+			return execAll(ctx, tx, append([]string{sql}, commentsOf(p.Table, p.Layout)...))
+		}))
+	}
 	_, err = execOne(ctx, e.pool, sql)
 	return fail(op, obj, sql, err)
 }
@@ -257,11 +266,19 @@ func (e *Engine) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsPar
 	if err != nil {
 		return fail(op, obj, "", err)
 	}
-	sql := "CREATE TABLE " + quoteTable(p.Table) + " AS " + subquery(q)
+	if _, err := e.CheckLayout(p.Layout); err != nil {
+		return fail(op, obj, "", err)
+	}
+	sql := "CREATE TABLE " + quoteTable(p.Table) + withClause(p.Layout) + " AS " + subquery(q)
 	if p.WithData {
 		sql += " WITH DATA"
 	} else {
 		sql += " WITH NO DATA"
+	}
+	if p.Layout.HasComments() {
+		return failStep(op, obj, e.inTx(ctx, func(tx pgx.Tx) error {
+			return execAll(ctx, tx, append([]string{sql}, commentsOf(p.Table, p.Layout)...))
+		}))
 	}
 	_, err = execOne(ctx, e.pool, sql)
 	return fail(op, obj, sql, err)

@@ -45,6 +45,9 @@ func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParam
 	if err != nil {
 		return fail(op, obj, "", err)
 	}
+	if _, err := e.CheckLayout(p.Layout); err != nil {
+		return fail(op, obj, "", err)
+	}
 	err = e.inTx(ctx, func(tx pgx.Tx) error {
 		if err := lockName(ctx, tx, p.Table); err != nil {
 			return err
@@ -75,14 +78,19 @@ func (e *Engine) ReplaceTable(ctx context.Context, p warehouse.ReplaceTableParam
 			return err
 		}
 		tmpTable := warehouse.Table{Schema: p.Table.Schema, Name: tmp}
-		if _, err := exec(ctx, tx, "CREATE TABLE "+quoteTable(tmpTable)+" AS "+subquery(q)+" WITH DATA"); err != nil {
+		if _, err := exec(ctx, tx, "CREATE TABLE "+quoteTable(tmpTable)+withClause(p.Layout)+" AS "+subquery(q)+" WITH DATA"); err != nil {
 			return err
 		}
 		if !found {
-			_, err := exec(ctx, tx, "ALTER TABLE "+quoteTable(tmpTable)+" RENAME TO "+quoteIdent(p.Table.Name))
+			if _, err := exec(ctx, tx, "ALTER TABLE "+quoteTable(tmpTable)+" RENAME TO "+quoteIdent(p.Table.Name)); err != nil {
+				return err
+			}
+		} else if err := swapIn(ctx, tx, p.Table, old, tmp); err != nil {
 			return err
 		}
-		return swapIn(ctx, tx, p.Table, old, tmp)
+		// The rebuilt table is a new relation: its comments are
+		// registered again, in the swap's transaction.
+		return execAll(ctx, tx, commentsOf(p.Table, p.Layout))
 	})
 	return failStep(op, obj, err)
 }

@@ -186,12 +186,19 @@ func (e *Engine) CreateTable(ctx context.Context, p warehouse.CreateTableParams)
 	if err != nil {
 		return fail(op, obj, "", err)
 	}
+	if _, err := e.CheckLayout(p.Layout); err != nil {
+		return fail(op, obj, "", err)
+	}
+	stmt += tableComment(p.Layout) + withClause(p.Layout)
 	unlock, err := e.locks.lock(ctx, tableKey(p.Table))
 	if err != nil {
 		return fail(op, obj, "", err)
 	}
 	defer unlock()
-	_, err = e.exec(ctx, stmt)
+	if _, err = e.exec(ctx, stmt); err != nil {
+		return fail(op, obj, stmt, err)
+	}
+	stmt, err = e.commentMade(ctx, p.Table, columnComments(p.Table, p.Layout))
 	return fail(op, obj, stmt, err)
 }
 
@@ -391,7 +398,10 @@ func (e *Engine) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsPar
 	if err != nil {
 		return fail(op, obj, "", err)
 	}
-	stmt := "CREATE TABLE " + quoteTable(p.Table) + " AS " + subquery(q)
+	if _, err := e.CheckLayout(p.Layout); err != nil {
+		return fail(op, obj, "", err)
+	}
+	stmt := "CREATE TABLE " + quoteTable(p.Table) + tableComment(p.Layout) + withClause(p.Layout) + " AS " + subquery(q)
 	if p.WithData {
 		stmt += " WITH DATA"
 	} else {
@@ -402,7 +412,10 @@ func (e *Engine) CreateTableAs(ctx context.Context, p warehouse.CreateTableAsPar
 		return fail(op, obj, "", err)
 	}
 	defer unlock()
-	_, err = e.exec(ctx, stmt)
+	if _, err = e.exec(ctx, stmt); err != nil {
+		return fail(op, obj, stmt, err)
+	}
+	stmt, err = e.commentMade(ctx, p.Table, columnComments(p.Table, p.Layout))
 	return fail(op, obj, stmt, err)
 }
 

@@ -519,6 +519,9 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 	if err != nil {
 		return 0, false, fail(op, obj, "", err)
 	}
+	if _, err := e.CheckLayout(p.Layout); err != nil {
+		return 0, false, fail(op, obj, "", err)
+	}
 	unlock, err := e.locks.lock(ctx, tableKey(p.Table))
 	if err != nil {
 		return 0, false, fail(op, obj, "", err)
@@ -538,7 +541,9 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 		}
 		return nil
 	}
-	stmt := "CREATE OR REPLACE TABLE " + quoteTable(p.Table) + " AS " + subquery(q)
+	// The layout is stated again: a replaced Iceberg table takes the
+	// statement's properties, not the old table's.
+	stmt := "CREATE OR REPLACE TABLE " + quoteTable(p.Table) + tableComment(p.Layout) + withClause(p.Layout) + " AS " + subquery(q)
 	var n int64
 	var blocked error
 	retryable := func(err error) bool {
@@ -557,6 +562,11 @@ func (e *Engine) ReplaceTableRows(ctx context.Context, p warehouse.ReplaceTableP
 		if blocked != nil {
 			err = fmt.Errorf("%w: %w", blocked, err)
 		}
+		return 0, false, fail(op, obj, stmt, err)
+	}
+	// Column comments need statements of their own, after the replace
+	// (readers may meanwhile see the new rows without them).
+	if stmt, err := e.execAll(ctx, columnComments(p.Table, p.Layout)); err != nil {
 		return 0, false, fail(op, obj, stmt, err)
 	}
 	return n, true, nil

@@ -198,6 +198,7 @@ func Run(t *testing.T, newEngine Factory) {
 		{"InsertInterval", insertIntervalScenarios, false},
 		{"MergeByKey", mergeScenarios, false},
 		{"ReplaceTable", replaceScenarios, false},
+		{"Layout", layoutScenarios, false},
 		{"InsertRows", insertRowsScenarios, false},
 		{"Identifiers", identifierScenarios, false},
 		{"Errors", errorScenarios, false},
