@@ -15,7 +15,6 @@ import (
 // written in BigQuery's and Snowflake's dialects, over a DuckDB model.
 func dialectProject(t *testing.T, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
 	base := map[string]string{
 		"gapless.yaml": "warehouse: duckdb://warehouse.duckdb\nstate: sqlite://.gapless/state.db\nmodel_defaults:\n  start: '2024-01-01'\n",
 		"models/raw_orders.sql": `MODEL (name shop.raw_orders, kind FULL, dialect duckdb);
@@ -55,18 +54,7 @@ WHERE ts::DATE BETWEEN @start_ds AND @end_ds
 QUALIFY row_number() OVER (PARTITION BY id ORDER BY ts) = 1
 `,
 	}
-	for name, body := range files {
-		base[name] = body
-	}
-	for name, body := range base {
-		if body == "" {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
-	}
-	return dir
+	return writeFiles(t, overlay(base, files))
 }
 
 // Scenario: a SQLMesh project whose models are written in BigQuery's and

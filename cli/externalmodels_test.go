@@ -141,6 +141,24 @@ func writeFiles(t *testing.T, files map[string]string) string {
 	return dir
 }
 
+// overlay is base with files written over it; a file whose body is ""
+// is left out.
+func overlay(base, files map[string]string) map[string]string {
+	out := map[string]string{}
+	for name, body := range base {
+		out[name] = body
+	}
+	for name, body := range files {
+		out[name] = body
+	}
+	for name, body := range out {
+		if body == "" {
+			delete(out, name)
+		}
+	}
+	return out
+}
+
 func TestSQLMeshInitProject_PlansAsIs(t *testing.T) {
 	t.Parallel()
 	// Scenario: the folder `sqlmesh init duckdb` makes, with no gapless.yaml:

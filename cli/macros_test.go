@@ -14,7 +14,6 @@ import (
 // before a query, built-in operators, and an @IF on the interval.
 func macroProject(t *testing.T, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
 	base := map[string]string{
 		"gapless.yaml": `warehouse: duckdb://warehouse.duckdb
 state: sqlite://.gapless/state.db
@@ -69,18 +68,7 @@ WHERE ts BETWEEN @start_ts AND @end_ts
 GROUP BY 1
 `,
 	}
-	for name, body := range files {
-		base[name] = body
-	}
-	for name, body := range base {
-		if body == "" {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
-		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
-	}
-	return dir
+	return writeFiles(t, overlay(base, files))
 }
 
 // Scenario: a SQLMesh project whose models use @DEF functions (in the model

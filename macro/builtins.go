@@ -403,8 +403,11 @@ func biSurrogateKey(ev *evaluator, call node, args [][]node) (value, error) {
 		return value{}, &Error{Offset: call.tok.Off, Name: "generate_surrogate_key", Code: CodeArity, Msg: "@GENERATE_SURROGATE_KEY takes at least 1 column, got 0"}
 	}
 	textType := "TEXT"
-	if strings.EqualFold(ev.dialect, "trino") {
+	switch strings.ToLower(ev.dialect) {
+	case "trino":
 		textType = "VARCHAR"
+	case "bigquery":
+		textType = "STRING"
 	}
 	var parts []string
 	for i, f := range fields {
@@ -414,8 +417,13 @@ func biSurrogateKey(ev *evaluator, call node, args [][]node) (value, error) {
 		parts = append(parts, "COALESCE(CAST("+oneLine(f.sqlNodes(0))+" AS "+textType+"), '_sqlmesh_surrogate_key_null_')")
 	}
 	s := hash + "(CONCAT(" + strings.Join(parts, ", ") + "))"
-	if strings.EqualFold(ev.dialect, "trino") {
+	switch strings.ToLower(ev.dialect) {
+	case "trino":
 		s = "LOWER(TO_HEX(" + hash + "(TO_UTF8(CONCAT(" + strings.Join(parts, ", ") + ")))))"
+	case "bigquery":
+		// BigQuery's MD5 returns BYTES; SQLMesh writes TO_HEX around it,
+		// which package dialect carries over to the engine's hex digest.
+		s = "TO_HEX(" + s + ")"
 	}
 	return single(generated(s, call.tok.Off)), nil
 }

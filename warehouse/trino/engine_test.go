@@ -140,7 +140,15 @@ func TestRacingWritersNeverLoseABatch(t *testing.T) {
 	}
 	a, b := open(), open()
 	tbl := eventsTable(t, a)
-	const hours, perHour = 4, 20
+	raceWriters(t, a, b, tbl, 4, 20, "")
+}
+
+// raceWriters has engines a and b (two processes on one catalog) write
+// tbl at once, several workers each: every one of hours hours from both,
+// and hour 9 from three writers, perHour rows a time. No call may fail,
+// and every hour must end with exactly one writer's rows, each once.
+func raceWriters(t *testing.T, a, b *trino.Engine, tbl warehouse.Table, hours, perHour int, what string) {
+	t.Helper()
 	type job struct {
 		e    *trino.Engine
 		hour int
@@ -164,13 +172,14 @@ func TestRacingWritersNeverLoseABatch(t *testing.T) {
 	close(start)
 	wg.Wait()
 	for i, err := range errs {
-		require.NoError(t, err, "writer %d", i)
+		require.NoError(t, err, "writer %d %s", i, what)
 	}
-	t.Logf("commits retried after a conflict: %d in one engine, %d in the other", a.CommitRetries(), b.CommitRetries())
+	t.Logf("%s commits retried after a conflict: %d in one engine, %d in the other", what, a.CommitRetries(), b.CommitRetries())
 	q := a.QuoteTable(tbl)
-	require.Equal(t, [][]any{{int64((hours + 1) * perHour), int64((hours + 1) * perHour)}}, query(t, a, "SELECT count(*), count(DISTINCT id) FROM "+q))
+	require.Equal(t, [][]any{{int64((hours + 1) * perHour), int64((hours + 1) * perHour)}},
+		query(t, a, "SELECT count(*), count(DISTINCT id) FROM "+q), "every hour's rows once %s", what)
 	require.Equal(t, [][]any{{int64(hours + 1)}}, query(t, a,
-		"SELECT count(*) FROM (SELECT date_trunc('hour', ts) AS h FROM "+q+" GROUP BY 1 HAVING count(DISTINCT v) = 1 AND count(*) = "+fmt.Sprint(perHour)+")"))
+		"SELECT count(*) FROM (SELECT date_trunc('hour', ts) AS h FROM "+q+" GROUP BY 1 HAVING count(DISTINCT v) = 1 AND count(*) = "+fmt.Sprint(perHour)+")"), what)
 }
 
 // Scenario: a promotion's fourth replace fails after the whole batch was

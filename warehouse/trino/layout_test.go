@@ -1,10 +1,8 @@
 package trino_test
 
 import (
-	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -130,38 +128,7 @@ func TestLayoutRacingWritersOnPartitionedTables(t *testing.T) {
 			require.NoError(t, a.CreateTable(t.Context(), warehouse.CreateTableParams{Table: tbl, Columns: []warehouse.Column{
 				{Name: "ts", Type: "TIMESTAMP"}, {Name: "id", Type: "BIGINT"}, {Name: "v", Type: "TEXT"},
 			}, Layout: warehouse.Layout{PartitionedBy: []string{part}}}))
-			const hours, perHour = 3, 10
-			type job struct {
-				e    *trino.Engine
-				hour int
-				tag  string
-			}
-			var jobs []job
-			for h := range hours {
-				jobs = append(jobs, job{a, h, "a"}, job{b, h, "b"})
-			}
-			jobs = append(jobs, job{a, 9, "a"}, job{b, 9, "b"}, job{a, 9, "a2"})
-			start := make(chan struct{})
-			errs := make([]error, len(jobs))
-			var wg sync.WaitGroup
-			for i, j := range jobs {
-				wg.Go(func() {
-					<-start
-					_, errs[i] = j.e.InsertInterval(t.Context(), warehouse.InsertIntervalParams{Table: tbl, TimeColumn: "ts",
-						Start: ts(j.hour, 0), End: ts(j.hour+1, 0), Query: hourRows(j.hour, perHour, j.tag)})
-				})
-			}
-			close(start)
-			wg.Wait()
-			for i, err := range errs {
-				require.NoError(t, err, "writer %d", i)
-			}
-			t.Logf("partitioned by %s: commits retried after a conflict: %d and %d", part, a.CommitRetries(), b.CommitRetries())
-			q := a.QuoteTable(tbl)
-			require.Equal(t, [][]any{{int64((hours + 1) * perHour), int64((hours + 1) * perHour)}},
-				query(t, a, "SELECT count(*), count(DISTINCT id) FROM "+q), "every hour's rows once, partitioned by %s", part)
-			require.Equal(t, [][]any{{int64(hours + 1)}}, query(t, a,
-				"SELECT count(*) FROM (SELECT date_trunc('hour', ts) AS h FROM "+q+" GROUP BY 1 HAVING count(DISTINCT v) = 1 AND count(*) = "+fmt.Sprint(perHour)+")"))
+			raceWriters(t, a, b, tbl, 3, 10, "partitioned by "+part)
 		})
 	}
 }
