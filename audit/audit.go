@@ -35,6 +35,9 @@ const NonBlockingSuffix = "_non_blocking"
 // Library is the user audits of a project, by name.
 type Library struct {
 	defs map[string]model.AuditDef
+	// Macros are the project's SQL macro functions (macros/*.sql), which
+	// audit queries may call as model queries do; nil: none.
+	Macros *macro.Library
 }
 
 // NewLibrary makes a library of defs. Names must be unique: a second
@@ -85,7 +88,17 @@ func LoadDir(projectDir string) (*Library, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewLibrary(defs)
+	l, err := NewLibrary(defs)
+	if err != nil {
+		return nil, err
+	}
+	// A Python macro's refusal is the project load's to report; the SQL
+	// macros load all the same.
+	var lerrs *macro.LibraryErrors
+	if l.Macros, err = macro.LoadDir(projectDir); err != nil && !errors.As(err, &lerrs) {
+		return nil, fmt.Errorf("reading the project's macros for its audits: %w", err)
+	}
+	return l, nil
 }
 
 // Names returns the library's audit names, sorted.
@@ -119,6 +132,7 @@ type Bound struct {
 	builtin  string    // the built-in's name, or ""
 	args     args      // the built-in's arguments
 	query    string    // a SQL audit's query, arguments substituted
+	macros   *macro.Library
 }
 
 // Builtin reports whether b is one of the built-in audits.
@@ -173,6 +187,9 @@ func bind(m *model.Model, lib *Library, call model.AuditRef) (Bound, bool, error
 
 func bindCall(m *model.Model, lib *Library, call model.AuditRef) (Bound, bool, error) {
 	b := Bound{Name: call.Name, Model: m.Name, Blocking: true, Call: call.Pos}
+	if lib != nil {
+		b.macros = lib.Macros
+	}
 	name := call.Name
 	def, bi, found := lookup(m, lib, name)
 	if !found && strings.HasSuffix(name, NonBlockingSuffix) {
@@ -242,7 +259,7 @@ func bindCall(m *model.Model, lib *Library, call model.AuditRef) (Bound, bool, e
 	}
 	b.Def, b.queryPos = def.Pos, def.QueryPos
 	b.Blocking = b.Blocking && def.Blocking
-	q, err := substitute(def, call)
+	q, err := substitute(def, call, b.macros)
 	if err != nil {
 		return b, false, fail("%v", err)
 	}
@@ -269,10 +286,11 @@ func lookup(m *model.Model, lib *Library, name string) (model.AuditDef, *builtin
 }
 
 // substitute replaces each @arg of def's query with the call's value for
-// it, or the definition's default. A reference that is neither an argument
-// nor a macro variable (@start_ds, @this_model, ...) is a missing argument;
-// an argument the query never uses is an unknown one.
-func substitute(def model.AuditDef, call model.AuditRef) (string, error) {
+// it, or the definition's default. A reference that is neither an argument,
+// a macro variable (@start_ds, @this_model, ...) nor a call of a macro
+// function (@EACH(...), or one of macros, the project's) is a missing
+// argument; an argument the query never uses is an unknown one.
+func substitute(def model.AuditDef, call model.AuditRef, macros *macro.Library) (string, error) {
 	vals := map[string]string{}
 	for _, d := range def.Defaults {
 		vals[d.Name] = d.SQL
@@ -292,6 +310,9 @@ func substitute(def model.AuditDef, call model.AuditRef) (string, error) {
 			continue
 		}
 		v, ok := vals[r.name]
+		if !ok && isCall(def.Query, r) && macro.IsFunction(r.name, macros) {
+			continue
+		}
 		if !ok {
 			line := def.QueryPos.Line + strings.Count(def.Query[:r.off], "\n")
 			return "", fmt.Errorf("missing argument %s (the audit's query uses @%s on %s:%d)", r.name, r.name, def.QueryPos.File, line)
@@ -319,6 +340,12 @@ func substitute(def model.AuditDef, call model.AuditRef) (string, error) {
 	}
 	_ = given
 	return b.String(), nil
+}
+
+// isCall reports whether r, in sql, is called: a '(' follows its name.
+func isCall(sql string, r ref) bool {
+	rest := strings.TrimLeft(sql[r.off+r.len:], " \t")
+	return strings.HasPrefix(rest, "(")
 }
 
 // ref is an @name reference in SQL: name lower case, off the '@', len with it.
@@ -411,6 +438,9 @@ func (b Bound) Query(r Relation, v macro.Vars, dialect string) (string, error) {
 		q = replaceName(q, b.Model, r.Table)
 	}
 	v.ThisModel = relation
+	if v.Env == nil && b.macros != nil {
+		v.Env = &macro.Env{Library: b.macros}
+	}
 	out, err := macro.Render(q, v, dialect)
 	if err != nil {
 		return "", fmt.Errorf("audit %s: %w", b.Name, err)

@@ -320,3 +320,21 @@ func TestAuditErrorsNameFileAndLine(t *testing.T) {
 	err = bound[0].CheckParse(t.Context(), p)
 	require.ErrorContains(t, err, "models/t.sql:10:1: model s.t, audit broken: the audit's query does not parse: ")
 }
+
+// Scenario: a user audit's query uses SQLMesh's macro operators, as
+// SQLMesh's own built-ins are written (@REDUCE over @EACH of a list
+// argument): the operators are not taken for missing arguments, and the
+// audit finds the row with a NULL.
+func TestUserAuditUsesMacroOperators(t *testing.T) {
+	t.Parallel()
+	m := parseModel(t, "no_nulls(cols := [id, name])",
+		"AUDIT (name no_nulls);\nSELECT * FROM @this_model WHERE @REDUCE(@EACH(@cols, c -> c IS NULL), (l, r) -> l OR r);")
+	bound, err := audit.Bind(m, nil)
+	require.NoError(t, err)
+	require.Len(t, bound, 1)
+	e, err := duckdb.Open(t.Context(), "", duckdb.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.Close()) })
+	rows := "(SELECT * FROM (VALUES (1, 'a'), (2, NULL), (NULL, 'c'), (4, 'd')) AS v(id, name))"
+	require.Equal(t, int64(2), offending(t, e, bound[0], audit.Relation{This: rows, Aliased: rows + " AS t"}))
+}

@@ -148,7 +148,7 @@ func TestAuditBadInputNamesFileAndLine(t *testing.T) {
 		{"unknown audit", "not_nul(columns := id)", nil,
 			"models/items.sql:5:11: model shop.items: unknown audit not_nul: did you mean not_null?"},
 		{"unknown argument", "accepted_range(column := amount, minimum := 0)", nil,
-			"models/items.sql:5:11: model shop.items, audit accepted_range: unknown argument minimum (its arguments: column, min_v, max_v, inclusive)"},
+			"models/items.sql:5:11: model shop.items, audit accepted_range: unknown argument minimum (its arguments: column, min_v, max_v, inclusive, condition)"},
 		{"missing argument", "accepted_values(column := amount)", nil,
 			"models/items.sql:5:11: model shop.items, audit accepted_values: missing argument is_in"},
 		{"user audit missing its argument", "assert_positive", map[string]string{"audits/checks.sql": positiveAudit},

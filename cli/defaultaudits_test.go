@@ -71,3 +71,17 @@ model_defaults:
 	require.Equal(t, ExitFailure, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
 	require.Contains(t, r.stderr, "gapless.yaml:6:7: model_defaults.audits: entry 1 (\"not_null(columns := (id)\")")
 }
+
+// Scenario: a user audit calls a SQL macro function from the project's
+// macros/*.sql, as SQLMesh audits may: the macro is expanded in the audit's
+// query, and the audit fails the second day's batch on its negative amount.
+func TestAuditsCallTheProjectsMacros(t *testing.T) {
+	t.Parallel()
+	dir := auditProject(t, "positive_amount", map[string]string{
+		"macros/checks.sql": "@DEF(non_positive, c -> c <= 0);\n",
+		"audits/checks.sql": "AUDIT (name positive_amount);\nSELECT * FROM @this_model WHERE @non_positive(amount)\n",
+	})
+	r := run(t, dir, "plan", "--auto-apply", "--execution-time", "2024-01-03")
+	require.Equal(t, ExitFailure, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	require.Contains(t, r.stderr, "blocking audit positive_amount of model shop.items failed for interval [2024-01-02T00:00:00Z, 2024-01-03T00:00:00Z): 1 offending row(s)")
+}

@@ -2,6 +2,7 @@ package macro
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -47,6 +48,19 @@ func init() {
 
 // clauseOps are the SQL clause operators (@WHERE(cond) ..., ...).
 var clauseOps = []string{"with", "join", "where", "group_by", "having", "order_by", "limit"}
+
+// IsFunction reports whether name (without the @, in any case) is a macro
+// function: a built-in operator, a clause operator, or a function of lib
+// (nil: none). Callers that give @name a meaning of their own (an audit's
+// arguments) leave these to the macro evaluator.
+func IsFunction(name string, lib *Library) bool {
+	n := strings.ToLower(name)
+	if _, ok := builtins[n]; ok || slices.Contains(clauseOps, n) || n == "def" {
+		return true
+	}
+	_, ok := lib.Lookup(n)
+	return ok
+}
 
 func builtinNames() []string {
 	out := make([]string, 0, len(builtins))
