@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gapless-dev/gapless/config"
 	"github.com/gapless-dev/gapless/macro"
 	"github.com/gapless-dev/gapless/model"
 	"github.com/gapless-dev/gapless/model/suggest"
@@ -38,6 +39,9 @@ type Library struct {
 	// Macros are the project's SQL macro functions (macros/*.sql), which
 	// audit queries may call as model queries do; nil: none.
 	Macros *macro.Library
+	// Variables are the configuration's macro variables, which audit
+	// queries read as model queries do (@name, @VAR('name')).
+	Variables map[string]any
 }
 
 // NewLibrary makes a library of defs. Names must be unique: a second
@@ -98,6 +102,11 @@ func LoadDir(projectDir string) (*Library, error) {
 	if l.Macros, err = macro.LoadDir(projectDir); err != nil && !errors.As(err, &lerrs) {
 		return nil, fmt.Errorf("reading the project's macros for its audits: %w", err)
 	}
+	cfg, err := config.Load(projectDir)
+	if err != nil {
+		return nil, fmt.Errorf("reading the project's variables for its audits: %w", err)
+	}
+	l.Variables = cfg.Variables
 	return l, nil
 }
 
@@ -133,6 +142,7 @@ type Bound struct {
 	args     args      // the built-in's arguments
 	query    string    // a SQL audit's query, arguments substituted
 	macros   *macro.Library
+	vars     map[string]any
 }
 
 // Builtin reports whether b is one of the built-in audits.
@@ -188,7 +198,7 @@ func bind(m *model.Model, lib *Library, call model.AuditRef) (Bound, bool, error
 func bindCall(m *model.Model, lib *Library, call model.AuditRef) (Bound, bool, error) {
 	b := Bound{Name: call.Name, Model: m.Name, Blocking: true, Call: call.Pos}
 	if lib != nil {
-		b.macros = lib.Macros
+		b.macros, b.vars = lib.Macros, lib.Variables
 	}
 	name := call.Name
 	def, bi, found := lookup(m, lib, name)
@@ -259,7 +269,7 @@ func bindCall(m *model.Model, lib *Library, call model.AuditRef) (Bound, bool, e
 	}
 	b.Def, b.queryPos = def.Pos, def.QueryPos
 	b.Blocking = b.Blocking && def.Blocking
-	q, err := substitute(def, call, b.macros)
+	q, err := substitute(def, call, b.macros, b.vars)
 	if err != nil {
 		return b, false, fail("%v", err)
 	}
@@ -287,10 +297,12 @@ func lookup(m *model.Model, lib *Library, name string) (model.AuditDef, *builtin
 
 // substitute replaces each @arg of def's query with the call's value for
 // it, or the definition's default. A reference that is neither an argument,
-// a macro variable (@start_ds, @this_model, ...) nor a call of a macro
-// function (@EACH(...), or one of macros, the project's) is a missing
-// argument; an argument the query never uses is an unknown one.
-func substitute(def model.AuditDef, call model.AuditRef, macros *macro.Library) (string, error) {
+// a macro variable (@start_ds, @this_model, ...), one of the
+// configuration's variables (variables) nor a call of a macro function
+// (@EACH(...), or one of macros, the project's) is a missing argument; an
+// argument the query never uses is an unknown one. An argument wins over a
+// variable of the same name.
+func substitute(def model.AuditDef, call model.AuditRef, macros *macro.Library, variables map[string]any) (string, error) {
 	vals := map[string]string{}
 	for _, d := range def.Defaults {
 		vals[d.Name] = d.SQL
@@ -311,6 +323,9 @@ func substitute(def model.AuditDef, call model.AuditRef, macros *macro.Library) 
 		}
 		v, ok := vals[r.name]
 		if !ok && isCall(def.Query, r) && macro.IsFunction(r.name, macros) {
+			continue
+		}
+		if _, isVar := variables[r.name]; !ok && isVar {
 			continue
 		}
 		if !ok {
@@ -438,8 +453,8 @@ func (b Bound) Query(r Relation, v macro.Vars, dialect string) (string, error) {
 		q = replaceName(q, b.Model, r.Table)
 	}
 	v.ThisModel = relation
-	if v.Env == nil && b.macros != nil {
-		v.Env = &macro.Env{Library: b.macros}
+	if v.Env == nil && (b.macros != nil || b.vars != nil) {
+		v.Env = &macro.Env{Library: b.macros, Variables: b.vars}
 	}
 	out, err := macro.Render(q, v, dialect)
 	if err != nil {

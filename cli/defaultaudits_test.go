@@ -85,3 +85,17 @@ func TestAuditsCallTheProjectsMacros(t *testing.T) {
 	require.Equal(t, ExitFailure, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
 	require.Contains(t, r.stderr, "blocking audit positive_amount of model shop.items failed for interval [2024-01-02T00:00:00Z, 2024-01-03T00:00:00Z): 1 offending row(s)")
 }
+
+// Scenario: a user audit reads the configuration's variables, as SQLMesh
+// audits may (@name and @VAR('name')); the audit fails the second day's
+// batch on its amount below the configured minimum.
+func TestAuditsReadTheConfigurationsVariables(t *testing.T) {
+	t.Parallel()
+	dir := auditProject(t, "above_minimum", map[string]string{
+		"gapless.yaml": "warehouse: duckdb://warehouse.duckdb\nstate: sqlite://.gapless/state.db\nmodel_defaults:\n  start: '2024-01-01'\nvariables:\n  min_amount: 0\n  floor: -100\n",
+		"audits/checks.sql": "AUDIT (name above_minimum);\nSELECT * FROM @this_model WHERE amount < @min_amount AND amount > @VAR('floor')\n",
+	})
+	r := run(t, dir, "plan", "--auto-apply", "--execution-time", "2024-01-03")
+	require.Equal(t, ExitFailure, r.code, "stdout: %s\nstderr: %s", r.stdout, r.stderr)
+	require.Contains(t, r.stderr, "blocking audit above_minimum of model shop.items failed for interval [2024-01-02T00:00:00Z, 2024-01-03T00:00:00Z): 1 offending row(s)")
+}

@@ -233,9 +233,9 @@ var sqlmeshModelDefaultKeys = map[string]struct {
 	sev severity
 	why string
 }{
-	"table_format":          {describes, "gapless creates tables in the warehouse's own format"},
-	"storage_format":        {describes, "gapless creates tables in the warehouse's own format"},
-	"physical_properties":   {describes, "physical table properties are not passed on"},
+	"table_format":          {describes, "defaults are not applied; write table_format in each model (Trino only)"},
+	"storage_format":        {describes, "defaults are not applied; write storage_format in each model (Trino only)"},
+	"physical_properties":   {describes, "defaults are not applied; write physical_properties in each model, where gapless applies it"},
 	"virtual_properties":    {describes, "view properties are not passed on"},
 	"on_destructive_change": {describes, "gapless plans every schema change itself, showing it in the plan"},
 	"on_additive_change":    {describes, "gapless plans every schema change itself, showing it in the plan"},

@@ -245,7 +245,7 @@ func (c *checker) checkModel(ctx context.Context, s *snapshot.Snapshot) error {
 	}
 	switch m.Kind {
 	case model.KindSCDType2ByTime, model.KindSCDType2ByColumn, model.KindIncrementalByPartition, model.KindIncrementalUnmanaged:
-		return CheckKind(m, c.Engine.Dialect(), cols) // execute/kinds.go
+		return CheckKind(m, cols) // execute/kinds.go
 	case model.KindIncrementalByTimeRange:
 		return checkTimeColumn(m, cols)
 	case model.KindIncrementalByUniqueKey:

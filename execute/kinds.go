@@ -40,14 +40,13 @@ package execute
 // disable_restatement (true for SCD type 2 and unmanaged) has nothing to
 // disable.
 //
-// Engines: DuckDB and PostgreSQL run them; on Trino they are refused at
-// plan time (CheckKind), since Trino's replace is CREATE OR REPLACE TABLE
-// and a history that reads its own table in that statement is not one
-// gapless has tested.
+// Engines: every engine runs them, since each batch is one ReplaceTable,
+// which every engine commits atomically (DuckDB and PostgreSQL in a
+// transaction, Trino as one CREATE OR REPLACE TABLE ... AS, an Iceberg
+// commit that may read the table it replaces).
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -56,9 +55,6 @@ import (
 	"github.com/gapless-dev/gapless/state"
 	"github.com/gapless-dev/gapless/warehouse"
 )
-
-// ErrKindUnsupported is wrapped when the engine cannot run a model's kind.
-var ErrKindUnsupported = errors.New("kind not supported on this engine")
 
 // isBroughtKind reports whether k is one of the kinds this file runs.
 func isBroughtKind(k model.Kind) bool {
@@ -69,22 +65,16 @@ func isBroughtKind(k model.Kind) bool {
 // model: its appends are not atomic with the record of their interval.
 const UnmanagedWarning = "INCREMENTAL_UNMANAGED appends its rows at each run; a crash after the append and before its interval is recorded appends them again at the next run (as in SQLMesh, the table is the user's to manage)"
 
-// CheckKind checks, before anything is written, that m's kind can run on an
-// engine of dialect engine and that the columns its kind's properties name
-// are among cols, the model's columns (an SCD type 2 table's history
+// CheckKind checks, before anything is written, that the columns m's
+// kind's properties name are among cols, the model's columns (an SCD type 2 table's history
 // columns are left out of them). Errors are *model.Error at the
 // kind, naming the model, the property and the columns there are.
-func CheckKind(m *model.Model, engine string, cols []warehouse.Column) error {
+func CheckKind(m *model.Model, cols []warehouse.Column) error {
 	if !isBroughtKind(m.Kind) {
 		return nil
 	}
 	bad := func(format string, args ...any) error {
 		return &model.Error{Pos: m.KindPos, Code: model.CodeInvalid, Msg: fmt.Sprintf("model %s: ", m.Name) + fmt.Sprintf(format, args...)}
-	}
-	if engine == "trino" {
-		return &model.Error{Pos: m.KindPos, Code: model.CodeInvalid, Err: ErrKindUnsupported, Msg: fmt.Sprintf(
-			"model %s: kind %s is not supported on Trino: gapless builds its new content with one query over the existing table and swaps it in, which it runs atomically only on DuckDB and PostgreSQL",
-			m.Name, m.Kind)}
 	}
 	if m.Kind.IsSCDType2() { // the query's own columns (see withKindColumns)
 		var own []warehouse.Column

@@ -578,6 +578,9 @@ func selfRead(m *model.Model, ref sqlparse.TableRef) error {
 		pos = m.PosOf(ref.Offset)
 	}
 	switch {
+	case m.Kind.IsIncremental() && m.Kind != model.KindIncrementalByTimeRange && m.Kind != model.KindIncrementalByUniqueKey:
+		return &model.Error{Pos: pos, Code: model.CodeInvalid, Msg: fmt.Sprintf(
+			"model %s reads itself, which gapless allows only INCREMENTAL_BY_TIME_RANGE and INCREMENTAL_BY_UNIQUE_KEY models so far (each %s batch rebuilds the table from its query and the table's rows)", m.Name, m.Kind)}
 	case m.Kind != model.KindIncrementalByTimeRange && m.Kind != model.KindIncrementalByUniqueKey:
 		return &model.Error{Pos: pos, Code: model.CodeInvalid, Msg: fmt.Sprintf(
 			"model %s reads itself, which only an incremental model can (a %s model is rebuilt from its query alone)", m.Name, m.Kind)}

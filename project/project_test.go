@@ -273,6 +273,13 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{"models/f.sql:2:27: model s.f reads itself, which only an incremental model can (a FULL model is rebuilt from its query alone)"},
 		},
 		{
+			name: "an SCD type 2 model cannot read itself yet",
+			files: map[string]string{
+				"models/h.sql": "MODEL (name s.h, kind SCD_TYPE_2_BY_COLUMN (unique_key id, columns [v]), columns (id INT, v INT));\nSELECT id, v FROM s.h",
+			},
+			want: []string{"models/h.sql:2:19: model s.h reads itself, which gapless allows only INCREMENTAL_BY_TIME_RANGE and INCREMENTAL_BY_UNIQUE_KEY models so far (each SCD_TYPE_2_BY_COLUMN batch rebuilds the table from its query and the table's rows)"},
+		},
+		{
 			name: "SQL syntax error is located in the file",
 			files: map[string]string{
 				"models/raw.sql": external,
