@@ -92,7 +92,7 @@ func TestAuditsCallTheProjectsMacros(t *testing.T) {
 func TestAuditsReadTheConfigurationsVariables(t *testing.T) {
 	t.Parallel()
 	dir := auditProject(t, "above_minimum", map[string]string{
-		"gapless.yaml": "warehouse: duckdb://warehouse.duckdb\nstate: sqlite://.gapless/state.db\nmodel_defaults:\n  start: '2024-01-01'\nvariables:\n  min_amount: 0\n  floor: -100\n",
+		"gapless.yaml":      "warehouse: duckdb://warehouse.duckdb\nstate: sqlite://.gapless/state.db\nmodel_defaults:\n  start: '2024-01-01'\nvariables:\n  min_amount: 0\n  floor: -100\n",
 		"audits/checks.sql": "AUDIT (name above_minimum);\nSELECT * FROM @this_model WHERE amount < @min_amount AND amount > @VAR('floor')\n",
 	})
 	r := run(t, dir, "plan", "--auto-apply", "--execution-time", "2024-01-03")
